@@ -1,0 +1,120 @@
+#include "c_api.h"
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client.h"
+#include "tensor.h"
+
+struct TfReverbClient {
+  std::unique_ptr<tf_reverb::Client> client;
+};
+
+namespace {
+
+int Report(const absl::Status& status, char* error, size_t error_size) {
+  if (!status.ok() && error != nullptr && error_size > 0) {
+    std::string message(status.message());
+    std::strncpy(error, message.c_str(), error_size - 1);
+    error[error_size - 1] = '\0';
+  }
+  return static_cast<int>(status.code());
+}
+
+absl::StatusOr<tf_reverb::Tensor> FromView(const TfReverbTensorView& view) {
+  tf_reverb::Tensor tensor;
+  tensor.dtype = static_cast<tf_reverb::DataType>(view.dtype);
+  tensor.shape.assign(view.dims, view.dims + view.rank);
+  if (tensor.dtype == tf_reverb::tf::DT_STRING) {
+    const auto* strings = static_cast<const TfReverbString*>(view.data);
+    for (int64_t i = 0; i < tensor.num_elements(); ++i) {
+      tensor.strings.emplace_back(strings[i].data, strings[i].size);
+    }
+  } else {
+    tensor.data.assign(static_cast<const char*>(view.data), view.num_bytes);
+  }
+  if (absl::Status s = tf_reverb::ValidateTensor(tensor); !s.ok()) return s;
+  return tensor;
+}
+
+}  // namespace
+
+extern "C" {
+
+TfReverbClient* tf_reverb_client_new(const char* server_address) {
+  return new TfReverbClient{std::make_unique<tf_reverb::Client>(server_address)};
+}
+
+void tf_reverb_client_free(TfReverbClient* client) { delete client; }
+
+int tf_reverb_client_sample(TfReverbClient* client, const char* table,
+                            int64_t timeout_ms, TfReverbSampleInfo* info,
+                            TfReverbAllocateFn allocate, TfReverbSetStringFn set_string,
+                            void* context, char* error, size_t error_size) {
+  tf_reverb::SamplerOptions options;
+  options.max_samples = 1;
+  if (timeout_ms >= 0) options.rate_limiter_timeout = absl::Milliseconds(timeout_ms);
+  std::unique_ptr<tf_reverb::Sampler> sampler = client->client->NewSampler(table, options);
+  absl::StatusOr<tf_reverb::Sample> sample = sampler->Next();
+  if (!sample.ok()) return Report(sample.status(), error, error_size);
+  const auto& item = sample->info().item();
+  *info = TfReverbSampleInfo{item.key(), sample->info().probability(),
+                             sample->info().table_size(), item.priority(),
+                             item.times_sampled()};
+  absl::StatusOr<std::vector<tf_reverb::ColumnSpec>> specs = sample->ColumnSpecs();
+  if (!specs.ok()) return Report(specs.status(), error, error_size);
+  for (int c = 0; c < static_cast<int>(specs->size()); ++c) {
+    const tf_reverb::ColumnSpec& spec = (*specs)[c];
+    void* buffer = allocate(context, c, spec.dtype, static_cast<int32_t>(spec.shape.size()),
+                            spec.shape.data());
+    if (spec.dtype == tf_reverb::tf::DT_STRING) {
+      absl::StatusOr<tf_reverb::Tensor> tensor = sample->UnpackColumn(c);
+      if (!tensor.ok()) return Report(tensor.status(), error, error_size);
+      for (size_t i = 0; i < tensor->strings.size(); ++i) {
+        set_string(context, c, static_cast<int64_t>(i), tensor->strings[i].data(),
+                   tensor->strings[i].size());
+      }
+      continue;
+    }
+    if (buffer == nullptr) {
+      return Report(absl::InternalError(absl::StrCat("Could not allocate output ", c)),
+                    error, error_size);
+    }
+    if (absl::Status s = sample->UnpackColumnInto(c, static_cast<char*>(buffer)); !s.ok()) {
+      return Report(s, error, error_size);
+    }
+  }
+  return 0;
+}
+
+int tf_reverb_client_insert(TfReverbClient* client, const TfReverbTensorView* columns,
+                            int32_t num_columns, const char* const* tables,
+                            const double* priorities, int32_t num_tables, char* error,
+                            size_t error_size) {
+  std::vector<tf_reverb::Tensor> step;
+  for (int32_t c = 0; c < num_columns; ++c) {
+    absl::StatusOr<tf_reverb::Tensor> tensor = FromView(columns[c]);
+    if (!tensor.ok()) return Report(tensor.status(), error, error_size);
+    step.push_back(std::move(*tensor));
+  }
+  std::vector<std::pair<std::string, double>> targets;
+  for (int32_t t = 0; t < num_tables; ++t) targets.emplace_back(tables[t], priorities[t]);
+  return Report(client->client->InsertStep(step, targets), error, error_size);
+}
+
+int tf_reverb_client_update_priorities(TfReverbClient* client, const char* table,
+                                       const uint64_t* keys, const double* priorities,
+                                       int64_t num_keys, char* error, size_t error_size) {
+  std::vector<deepmind::reverb::KeyWithPriority> updates(num_keys);
+  for (int64_t i = 0; i < num_keys; ++i) {
+    updates[i].set_key(keys[i]);
+    updates[i].set_priority(priorities[i]);
+  }
+  return Report(client->client->MutatePriorities(table, updates, {}), error, error_size);
+}
+
+}  // extern "C"

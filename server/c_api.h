@@ -1,0 +1,81 @@
+/* The C ABI through which the TensorFlow kernel library reaches the core.
+ *
+ * The kernels link TensorFlow only; they dlopen the core library (the
+ * tf_reverb.pybind extension) with RTLD_DEEPBIND and resolve these symbols,
+ * so the process holds exactly one core and the kernels share in-process
+ * servers and tables with Python.
+ *
+ * Contract: every function is thread-safe. Handles are owned by the caller
+ * and released with tf_reverb_client_free. Functions returning int return an
+ * absl/gRPC status code (0 = OK) and, on error, copy a NUL-terminated
+ * message into `error` (at most error_size bytes). */
+#ifndef TF_REVERB_SERVER_C_API_H_
+#define TF_REVERB_SERVER_C_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct TfReverbClient TfReverbClient;
+
+typedef struct {
+  uint64_t key;
+  double probability;
+  int64_t table_size;
+  double priority;
+  int32_t times_sampled;
+} TfReverbSampleInfo;
+
+/* A column handed to the core: dtype is TensorFlow's DataType number. For
+ * DT_STRING, `data` points to `num_elements` TfReverbString values. */
+typedef struct {
+  int32_t dtype;
+  int32_t rank;
+  const int64_t* dims;
+  const void* data;
+  size_t num_bytes;
+} TfReverbTensorView;
+
+typedef struct {
+  const char* data;
+  size_t size;
+} TfReverbString;
+
+/* Called once per output column: returns the buffer to fill (numeric
+ * dtypes), or NULL to abort the call with an error. */
+typedef void* (*TfReverbAllocateFn)(void* context, int32_t column, int32_t dtype,
+                                   int32_t rank, const int64_t* dims);
+/* Called for each element of a DT_STRING column instead of filling a buffer. */
+typedef void (*TfReverbSetStringFn)(void* context, int32_t column, int64_t index,
+                                   const char* data, size_t size);
+
+TfReverbClient* tf_reverb_client_new(const char* server_address);
+void tf_reverb_client_free(TfReverbClient* client);
+
+/* Samples one item of `table` (timeout_ms < 0: no timeout) and writes its
+ * columns through `allocate` / `set_string`. */
+int tf_reverb_client_sample(TfReverbClient* client, const char* table,
+                            int64_t timeout_ms, TfReverbSampleInfo* info,
+                            TfReverbAllocateFn allocate, TfReverbSetStringFn set_string,
+                            void* context, char* error, size_t error_size);
+
+/* Inserts one step of `num_columns` columns as one item per table. */
+int tf_reverb_client_insert(TfReverbClient* client, const TfReverbTensorView* columns,
+                            int32_t num_columns, const char* const* tables,
+                            const double* priorities, int32_t num_tables, char* error,
+                            size_t error_size);
+
+/* Updates the priorities of `num_keys` items of `table`; absent keys are
+ * ignored. */
+int tf_reverb_client_update_priorities(TfReverbClient* client, const char* table,
+                                       const uint64_t* keys, const double* priorities,
+                                       int64_t num_keys, char* error, size_t error_size);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif  /* TF_REVERB_SERVER_C_API_H_ */

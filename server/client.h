@@ -1,0 +1,83 @@
+// Client: the C++ client of a Reverb server — unary RPCs, the single-step
+// insert used by Client.insert and TFClient.insert, and samplers.
+//
+// Contract:
+//  * Thread-safety: thread-safe; the gRPC channel is shared by every call.
+//    A Sampler is used by one thread at a time.
+//  * Ownership: the Client owns its channel; samplers keep the channel alive.
+//  * Errors: server statuses are returned as they are (NOT_FOUND for unknown
+//    tables, INVALID_ARGUMENT for bad input, DEADLINE_EXCEEDED for timeouts);
+//    transport failures are UNAVAILABLE. OUT_OF_RANGE from Sampler::Next
+//    means max_samples were already returned.
+#ifndef TF_REVERB_SERVER_CLIENT_H_
+#define TF_REVERB_SERVER_CLIENT_H_
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "reverb_service.grpc.pb.h"
+#include "sample.h"
+#include "table.h"
+#include "tensor.h"
+
+namespace tf_reverb {
+
+struct SamplerOptions {
+  // < 1: unlimited.
+  int64_t max_samples = -1;
+  // Samples asked for per request.
+  int64_t max_in_flight_samples_per_worker = 1;
+  // How long a request may wait for the rate limiter.
+  absl::Duration rate_limiter_timeout = absl::InfiniteDuration();
+};
+
+class Sampler {
+ public:
+  virtual ~Sampler() = default;
+  // The next sample; blocks until one is available.
+  virtual absl::StatusOr<Sample> Next() = 0;
+};
+
+class Client {
+ public:
+  explicit Client(std::string server_address);
+
+  const std::string& server_address() const { return server_address_; }
+
+  // Waits for the server up to `timeout` (InfiniteDuration: wait for ready).
+  absl::StatusOr<deepmind::reverb::ServerInfoResponse> ServerInfo(absl::Duration timeout);
+  absl::Status MutatePriorities(const std::string& table,
+                                const std::vector<deepmind::reverb::KeyWithPriority>& updates,
+                                const std::vector<uint64_t>& deletes);
+  absl::Status Reset(const std::string& table);
+  absl::StatusOr<std::string> Checkpoint();
+
+  // Writes one step (one tensor per column) as one chunk and creates one item
+  // per (table, priority) over it; returns once every item is confirmed.
+  absl::Status InsertStep(const std::vector<Tensor>& step,
+                          const std::vector<std::pair<std::string, double>>& priorities);
+
+  // Samples from `table`; in the server's own process the table is read
+  // directly, without gRPC.
+  std::unique_ptr<Sampler> NewSampler(const std::string& table, SamplerOptions options);
+
+ private:
+  // Port of a loopback address ("localhost:P", "127.0.0.1:P", "[::1]:P"), or -1.
+  int LoopbackPort() const;
+
+  const std::string server_address_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<deepmind::reverb::ReverbService::Stub> stub_;
+};
+
+}  // namespace tf_reverb
+
+#endif  // TF_REVERB_SERVER_CLIENT_H_

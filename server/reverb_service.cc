@@ -1,0 +1,233 @@
+#include "reverb_service.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "grpc_status.h"
+
+namespace tf_reverb {
+namespace {
+
+using ::deepmind::reverb::InsertStreamRequest;
+using ::deepmind::reverb::InsertStreamResponse;
+using ::deepmind::reverb::SampleStreamRequest;
+using ::deepmind::reverb::SampleStreamResponse;
+
+int64_t ChunkWireBytes(const ChunkData& chunk) {
+  int64_t bytes = 0;
+  for (const auto& tensor : chunk.data().tensors()) bytes += tensor.tensor_content().size();
+  return bytes;
+}
+
+// Writes `samples` as SampleEntries, packing several items per response and
+// splitting an item's chunks over responses once kMaxSampleResponseBytes is
+// reached.
+bool WriteSamples(
+    const std::vector<SampledItem>& samples,
+    grpc::ServerReaderWriter<SampleStreamResponse, SampleStreamRequest>* stream) {
+  SampleStreamResponse response;
+  int64_t bytes = 0;
+  auto flush = [&]() {
+    bool ok = stream->Write(response);
+    response.Clear();
+    bytes = 0;
+    return ok;
+  };
+  for (const SampledItem& sample : samples) {
+    auto* entry = response.add_entries();
+    auto* info = entry->mutable_info();
+    *info->mutable_item() = *sample.data.item;
+    info->mutable_item()->set_priority(sample.priority);
+    info->mutable_item()->set_times_sampled(sample.times_sampled);
+    info->set_probability(sample.probability);
+    info->set_table_size(sample.table_size);
+    info->set_rate_limited(sample.rate_limited);
+    for (const auto& chunk : sample.data.chunks) {
+      if (bytes >= kMaxSampleResponseBytes) {
+        if (!flush()) return false;
+        entry = response.add_entries();
+      }
+      *entry->add_data() = *chunk;
+      bytes += ChunkWireBytes(*chunk);
+    }
+    entry->set_end_of_sequence(true);
+    if (bytes >= kMaxSampleResponseBytes && !flush()) return false;
+  }
+  if (response.entries_size() > 0) return flush();
+  return true;
+}
+
+}  // namespace
+
+ReverbServiceImpl::ReverbServiceImpl(std::vector<std::shared_ptr<Table>> tables)
+    : tables_(std::move(tables)) {
+  for (const auto& table : tables_) by_name_[table->name()] = table;
+  absl::BitGen gen;
+  tables_state_id_.set_high(absl::Uniform<uint64_t>(gen));
+  tables_state_id_.set_low(absl::Uniform<uint64_t>(gen));
+}
+
+absl::StatusOr<std::shared_ptr<Table>> ReverbServiceImpl::GetTable(
+    const std::string& name) const {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) {
+    return absl::NotFoundError(absl::StrCat("Priority table ", name, " was not found"));
+  }
+  return it->second;
+}
+
+void ReverbServiceImpl::Close() {
+  for (const auto& table : tables_) table->Close();
+}
+
+std::string ReverbServiceImpl::DebugString() const {
+  std::vector<std::string> parts;
+  for (const auto& table : tables_) parts.push_back(table->DebugString());
+  return absl::StrCat("ReverbService(tables=[", absl::StrJoin(parts, ", "), "])");
+}
+
+grpc::Status ReverbServiceImpl::Checkpoint(grpc::ServerContext*,
+                                           const deepmind::reverb::CheckpointRequest*,
+                                           deepmind::reverb::CheckpointResponse*) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                      "no Checkpointer configured for the replay service.");
+}
+
+grpc::Status ReverbServiceImpl::InsertStream(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<InsertStreamResponse, InsertStreamRequest>* stream) {
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const ChunkData>> chunks;
+  auto cancelled = [context]() { return context->IsCancelled(); };
+  InsertStreamRequest request;
+  while (stream->Read(&request)) {
+    if (request.chunks_size() == 0 && request.items_size() == 0) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "Request lacks both chunks and item");
+    }
+    for (auto& chunk : *request.mutable_chunks()) {
+      const uint64_t key = chunk.chunk_key();
+      if (!chunks.contains(key)) {
+        chunks.emplace(key, std::make_shared<const ChunkData>(std::move(chunk)));
+      }
+    }
+    if (request.items_size() == 0) continue;
+    InsertStreamResponse response;
+    for (auto& item : *request.mutable_items()) {
+      absl::StatusOr<std::shared_ptr<Table>> table = GetTable(item.table());
+      if (!table.ok()) return ToGrpcStatus(table.status());
+      TableItem table_item;
+      for (uint64_t key : UniqueChunkKeys(item.flat_trajectory())) {
+        auto it = chunks.find(key);
+        if (it == chunks.end()) {
+          return grpc::Status(grpc::StatusCode::INTERNAL,
+                              absl::StrCat("Could not find sequence chunk ", key, "."));
+        }
+        table_item.chunks.push_back(it->second);
+      }
+      const uint64_t key = item.key();
+      table_item.item = std::make_shared<const PrioritizedItem>(std::move(item));
+      absl::Status status = (*table)->InsertOrAssign(
+          std::move(table_item), absl::InfiniteDuration(), cancelled);
+      if (!status.ok()) return ToGrpcStatus(status);
+      response.add_keys(key);
+    }
+    absl::flat_hash_set<uint64_t> keep(request.keep_chunk_keys().begin(),
+                                       request.keep_chunk_keys().end());
+    absl::erase_if(chunks, [&keep](const auto& entry) { return !keep.contains(entry.first); });
+    if (chunks.size() != keep.size()) {
+      return grpc::Status(
+          grpc::StatusCode::FAILED_PRECONDITION,
+          absl::StrCat("ReleaseOutOfRangeChunks: Kept less chunks than expected (",
+                       chunks.size(), " of ", keep.size(), ")."));
+    }
+    if (!stream->Write(response)) break;
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ReverbServiceImpl::MutatePriorities(
+    grpc::ServerContext*, const deepmind::reverb::MutatePrioritiesRequest* request,
+    deepmind::reverb::MutatePrioritiesResponse*) {
+  absl::StatusOr<std::shared_ptr<Table>> table = GetTable(request->table());
+  if (!table.ok()) return ToGrpcStatus(table.status());
+  std::vector<deepmind::reverb::KeyWithPriority> updates(request->updates().begin(),
+                                                         request->updates().end());
+  std::vector<uint64_t> deletes(request->delete_keys().begin(),
+                                request->delete_keys().end());
+  return ToGrpcStatus((*table)->MutateItems(updates, deletes));
+}
+
+grpc::Status ReverbServiceImpl::Reset(grpc::ServerContext*,
+                                      const deepmind::reverb::ResetRequest* request,
+                                      deepmind::reverb::ResetResponse*) {
+  absl::StatusOr<std::shared_ptr<Table>> table = GetTable(request->table());
+  if (!table.ok()) return ToGrpcStatus(table.status());
+  (*table)->Reset();
+  return grpc::Status::OK;
+}
+
+grpc::Status ReverbServiceImpl::SampleStream(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<SampleStreamResponse, SampleStreamRequest>* stream) {
+  auto cancelled = [context]() { return context->IsCancelled(); };
+  SampleStreamRequest request;
+  while (stream->Read(&request)) {
+    if (request.num_samples() <= 0) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("num_samples must be > 0, got ",
+                                       request.num_samples()));
+    }
+    absl::StatusOr<std::shared_ptr<Table>> table = GetTable(request.table());
+    if (!table.ok()) return ToGrpcStatus(table.status());
+    // Reverb clients send 0 or -1 for "no timeout"; only > 0 is a timeout.
+    const int64_t timeout_ms = request.rate_limiter_timeout().milliseconds();
+    const absl::Duration timeout =
+        timeout_ms > 0 ? absl::Milliseconds(timeout_ms) : absl::InfiniteDuration();
+    int64_t remaining = request.num_samples();
+    int64_t last_batch = 64;
+    while (remaining > 0) {
+      std::vector<SampledItem> batch;
+      absl::Status status = (*table)->SampleBatch(std::min(2 * last_batch, remaining),
+                                                  timeout, &batch, cancelled);
+      if (!status.ok()) return ToGrpcStatus(status);
+      last_batch = static_cast<int64_t>(batch.size());
+      remaining -= last_batch;
+      if (!WriteSamples(batch, stream)) return grpc::Status::CANCELLED;
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ReverbServiceImpl::ServerInfo(grpc::ServerContext*,
+                                           const deepmind::reverb::ServerInfoRequest*,
+                                           deepmind::reverb::ServerInfoResponse* response) {
+  *response->mutable_tables_state_id() = tables_state_id_;
+  for (const auto& table : tables_) *response->add_table_info() = table->Info();
+  return grpc::Status::OK;
+}
+
+grpc::Status ReverbServiceImpl::InitializeConnection(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<deepmind::reverb::InitializeConnectionResponse,
+                             deepmind::reverb::InitializeConnectionRequest>* stream) {
+  // Sharing table pointers across implementations is unsafe, so every client
+  // is told to use gRPC (address 0); our own client finds in-process tables
+  // through the server registry instead.
+  deepmind::reverb::InitializeConnectionRequest request;
+  if (!stream->Read(&request)) return grpc::Status::OK;
+  if (!GetTable(request.table_name()).ok()) {
+    return ToGrpcStatus(GetTable(request.table_name()).status());
+  }
+  deepmind::reverb::InitializeConnectionResponse response;
+  response.set_address(0);
+  stream->Write(response);
+  return grpc::Status::OK;
+}
+
+}  // namespace tf_reverb

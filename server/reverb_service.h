@@ -1,0 +1,76 @@
+// ReverbServiceImpl: the gRPC service `deepmind.reverb.ReverbService` over a
+// fixed set of tables (reverb-spec.md §4).
+//
+// Contract:
+//  * Thread-safety: thread-safe; gRPC calls the handlers from its own thread
+//    pool, each stream on one thread, and all shared state lives in the
+//    (thread-safe) tables. The table map is immutable after construction.
+//  * Ownership: shares the tables with the Server and in-process users.
+//  * Errors are gRPC statuses: NOT_FOUND "Priority table X was not found",
+//    INVALID_ARGUMENT for malformed requests, INTERNAL "Could not find
+//    sequence chunk K." for an item naming a chunk the stream never sent,
+//    DEADLINE_EXCEEDED for rate-limiter timeouts, CANCELLED after Close().
+#ifndef TF_REVERB_SERVER_REVERB_SERVICE_H_
+#define TF_REVERB_SERVER_REVERB_SERVICE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "reverb_service.grpc.pb.h"
+#include "table.h"
+
+namespace tf_reverb {
+
+// A SampleStreamResponse is closed once it holds this many bytes of chunks.
+inline constexpr int64_t kMaxSampleResponseBytes = 2 << 20;
+
+class ReverbServiceImpl final : public deepmind::reverb::ReverbService::Service {
+ public:
+  explicit ReverbServiceImpl(std::vector<std::shared_ptr<Table>> tables);
+
+  grpc::Status Checkpoint(grpc::ServerContext* context,
+                          const deepmind::reverb::CheckpointRequest* request,
+                          deepmind::reverb::CheckpointResponse* response) override;
+  grpc::Status InsertStream(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<deepmind::reverb::InsertStreamResponse,
+                               deepmind::reverb::InsertStreamRequest>* stream) override;
+  grpc::Status MutatePriorities(
+      grpc::ServerContext* context,
+      const deepmind::reverb::MutatePrioritiesRequest* request,
+      deepmind::reverb::MutatePrioritiesResponse* response) override;
+  grpc::Status Reset(grpc::ServerContext* context,
+                     const deepmind::reverb::ResetRequest* request,
+                     deepmind::reverb::ResetResponse* response) override;
+  grpc::Status SampleStream(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<deepmind::reverb::SampleStreamResponse,
+                               deepmind::reverb::SampleStreamRequest>* stream) override;
+  grpc::Status ServerInfo(grpc::ServerContext* context,
+                          const deepmind::reverb::ServerInfoRequest* request,
+                          deepmind::reverb::ServerInfoResponse* response) override;
+  grpc::Status InitializeConnection(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<deepmind::reverb::InitializeConnectionResponse,
+                               deepmind::reverb::InitializeConnectionRequest>* stream)
+      override;
+
+  // NOT_FOUND "Priority table X was not found" for unknown names.
+  absl::StatusOr<std::shared_ptr<Table>> GetTable(const std::string& name) const;
+  const std::vector<std::shared_ptr<Table>>& tables() const { return tables_; }
+  // Closes every table, failing blocked inserts and samples.
+  void Close();
+  std::string DebugString() const;
+
+ private:
+  const std::vector<std::shared_ptr<Table>> tables_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Table>> by_name_;
+  deepmind::reverb::Uint128 tables_state_id_;
+};
+
+}  // namespace tf_reverb
+
+#endif  // TF_REVERB_SERVER_REVERB_SERVICE_H_

@@ -1,0 +1,122 @@
+#include "sample.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "chunk_codec.h"
+
+namespace tf_reverb {
+
+Sample::Sample(deepmind::reverb::SampleInfo info,
+               std::vector<std::shared_ptr<const ChunkData>> chunks)
+    : info_(std::move(info)), chunks_(std::move(chunks)) {
+  for (const auto& chunk : chunks_) by_key_[chunk->chunk_key()] = chunk.get();
+}
+
+Sample Sample::FromSampledItem(const SampledItem& sampled) {
+  deepmind::reverb::SampleInfo info;
+  *info.mutable_item() = *sampled.data.item;
+  info.mutable_item()->set_priority(sampled.priority);
+  info.mutable_item()->set_times_sampled(sampled.times_sampled);
+  info.set_probability(sampled.probability);
+  info.set_table_size(sampled.table_size);
+  info.set_rate_limited(sampled.rate_limited);
+  return Sample(std::move(info), sampled.data.chunks);
+}
+
+absl::StatusOr<const ChunkData*> Sample::Chunk(uint64_t key) const {
+  auto it = by_key_.find(key);
+  if (it == by_key_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Sample references chunk ", key, " which was not received."));
+  }
+  return it->second;
+}
+
+absl::StatusOr<std::vector<ColumnSpec>> Sample::ColumnSpecs() const {
+  std::vector<ColumnSpec> specs;
+  const auto& trajectory = info_.item().flat_trajectory();
+  for (int c = 0; c < trajectory.columns_size(); ++c) {
+    const auto& column = trajectory.columns(c);
+    ColumnSpec spec{::tf_reverb::tf::DT_INVALID, {}};
+    int64_t rows = 0;
+    for (const auto& slice : column.chunk_slices()) {
+      absl::StatusOr<const ChunkData*> chunk = Chunk(slice.chunk_key());
+      if (!chunk.ok()) return chunk.status();
+      if (slice.index() < 0 || slice.index() >= (*chunk)->data().tensors_size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Column ", c, " references a missing tensor of chunk ", slice.chunk_key()));
+      }
+      const auto& tensor = (*chunk)->data().tensors(slice.index());
+      std::vector<int64_t> shape = ProtoShape(tensor);
+      if (shape.empty()) {
+        return absl::InvalidArgumentError("Chunk tensors must have a time axis.");
+      }
+      std::vector<int64_t> step_shape(shape.begin() + 1, shape.end());
+      if (spec.dtype == ::tf_reverb::tf::DT_INVALID) {
+        spec.dtype = tensor.dtype();
+        spec.shape = step_shape;
+      } else if (spec.dtype != tensor.dtype() || spec.shape != step_shape) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Column ", c, " mixes chunks of different specs."));
+      }
+      rows += slice.length();
+    }
+    if (!column.squeeze()) spec.shape.insert(spec.shape.begin(), rows);
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+absl::Status Sample::UnpackColumnInto(int column, char* dst) const {
+  const auto& slices = info_.item().flat_trajectory().columns(column).chunk_slices();
+  for (const auto& slice : slices) {
+    absl::StatusOr<const ChunkData*> chunk = Chunk(slice.chunk_key());
+    if (!chunk.ok()) return chunk.status();
+    const auto& tensor = (*chunk)->data().tensors(slice.index());
+    Tensor meta;
+    meta.dtype = tensor.dtype();
+    meta.shape = ProtoShape(tensor);
+    absl::StatusOr<int64_t> elem = DataTypeSize(meta.dtype);
+    if (!elem.ok()) return elem.status();
+    const int64_t row_bytes =
+        meta.num_rows() == 0 ? 0 : meta.num_elements() * *elem / meta.num_rows();
+    if (absl::Status s = DecompressRowsInto(tensor, (*chunk)->delta_encoded(),
+                                            slice.offset(), slice.length(), dst);
+        !s.ok()) {
+      return s;
+    }
+    dst += row_bytes * slice.length();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> Sample::UnpackColumn(int column) const {
+  absl::StatusOr<std::vector<ColumnSpec>> specs = ColumnSpecs();
+  if (!specs.ok()) return specs.status();
+  Tensor out;
+  out.dtype = (*specs)[column].dtype;
+  out.shape = (*specs)[column].shape;
+  if (out.dtype != ::tf_reverb::tf::DT_STRING) {
+    absl::StatusOr<int64_t> elem = DataTypeSize(out.dtype);
+    if (!elem.ok()) return elem.status();
+    out.data.resize(out.num_elements() * *elem);
+    if (absl::Status s = UnpackColumnInto(column, out.data.data()); !s.ok()) return s;
+    return out;
+  }
+  for (const auto& slice : info_.item().flat_trajectory().columns(column).chunk_slices()) {
+    absl::StatusOr<const ChunkData*> chunk = Chunk(slice.chunk_key());
+    if (!chunk.ok()) return chunk.status();
+    absl::StatusOr<Tensor> whole =
+        DecompressTensor((*chunk)->data().tensors(slice.index()), false);
+    if (!whole.ok()) return whole.status();
+    const int64_t per_row = whole->num_rows() == 0 ? 0 : whole->num_elements() / whole->num_rows();
+    out.strings.insert(out.strings.end(),
+                       whole->strings.begin() + slice.offset() * per_row,
+                       whole->strings.begin() + (slice.offset() + slice.length()) * per_row);
+  }
+  return out;
+}
+
+}  // namespace tf_reverb

@@ -1,0 +1,50 @@
+// UniformSelector: samples every key with equal probability 1/N
+// (reverb-spec.md §2.4, §3.5).
+//
+// Contract:
+//  * Thread-safety: none. The owning Table serialises every call.
+//  * Ownership: owned by one Table through std::unique_ptr<ItemSelector>;
+//    holds only keys, never items.
+//  * Complexity: Insert, Update, Delete and Sample are O(1) (dense key array
+//    plus key->index map; Delete moves the last key into the hole).
+//  * Errors: Insert of a present key and Update/Delete of an absent key are
+//    INVALID_ARGUMENT ("Key K already inserted." / "Key K not found.");
+//    Sample on an empty selector is FAILED_PRECONDITION. Priorities are
+//    ignored, so every priority (even NaN) is accepted.
+//  * Randomness: std::mt19937_64 seeded from std::random_device, owned by the
+//    selector and not user-seedable (as in Reverb).
+#ifndef TF_REVERB_SERVER_SELECTORS_UNIFORM_H_
+#define TF_REVERB_SERVER_SELECTORS_UNIFORM_H_
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "server/selectors/selector.h"
+
+namespace tf_reverb {
+
+class UniformSelector : public ItemSelector {
+ public:
+  UniformSelector();
+
+  absl::Status Insert(Key key, double priority) override;
+  absl::Status Update(Key key, double priority) override;
+  absl::Status Delete(Key key) override;
+  absl::StatusOr<KeyWithProbability> Sample() override;
+  void Clear() override;
+  int64_t size() const override { return static_cast<int64_t>(keys_.size()); }
+  deepmind::reverb::KeyDistributionOptions options() const override;
+  std::string DebugString() const override;
+
+ private:
+  std::vector<Key> keys_;
+  absl::flat_hash_map<Key, size_t> index_;  // key -> position in keys_.
+  std::mt19937_64 rng_;
+};
+
+}  // namespace tf_reverb
+
+#endif  // TF_REVERB_SERVER_SELECTORS_UNIFORM_H_

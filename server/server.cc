@@ -1,0 +1,96 @@
+#include "server.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+
+namespace tf_reverb {
+namespace {
+
+// Port -> the running server of this process on that port.
+absl::Mutex registry_mu(absl::kConstInit);
+absl::flat_hash_map<int, Server*>& Registry() ABSL_EXCLUSIVE_LOCKS_REQUIRED(registry_mu) {
+  static auto* registry = new absl::flat_hash_map<int, Server*>();
+  return *registry;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(
+    std::vector<std::shared_ptr<Table>> tables, int port) {
+  if (tables.empty()) return absl::InvalidArgumentError("At least one table must be provided");
+  absl::flat_hash_set<std::string> names;
+  for (const auto& table : tables) {
+    if (!names.insert(table->name()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Multiple tables named '", table->name(), "'"));
+    }
+  }
+  if (port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("Invalid port ", port));
+  }
+  auto service = std::make_unique<ReverbServiceImpl>(std::move(tables));
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(absl::StrCat("[::]:", port),
+                           grpc::InsecureServerCredentials(), &bound_port);
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  builder.RegisterService(service.get());
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("Failed to BuildAndStart gRPC server on port ", port));
+  }
+  std::unique_ptr<Server> result(
+      new Server(std::move(service), std::move(server), bound_port));
+  absl::MutexLock lock(&registry_mu);
+  Registry()[bound_port] = result.get();
+  return result;
+}
+
+Server::Server(std::unique_ptr<ReverbServiceImpl> service,
+               std::unique_ptr<grpc::Server> server, int port)
+    : service_(std::move(service)), server_(std::move(server)), port_(port) {}
+
+Server::~Server() { Stop(); }
+
+void Server::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
+  {
+    absl::MutexLock lock(&registry_mu);
+    Registry().erase(port_);
+  }
+  service_->Close();
+  server_->Shutdown(std::chrono::system_clock::now());
+  server_->Wait();
+}
+
+void Server::Wait() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&stopped_));
+}
+
+std::string Server::DebugString() const {
+  return absl::StrCat("Server(port=", port_, ", reverb_service=", service_->DebugString(),
+                      ")");
+}
+
+std::shared_ptr<Table> Server::FindInProcessTable(int port, const std::string& name) {
+  absl::MutexLock lock(&registry_mu);
+  auto it = Registry().find(port);
+  if (it == Registry().end()) return nullptr;
+  absl::StatusOr<std::shared_ptr<Table>> table = it->second->service()->GetTable(name);
+  return table.ok() ? *table : nullptr;
+}
+
+}  // namespace tf_reverb

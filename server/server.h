@@ -1,0 +1,58 @@
+// Server: a gRPC server hosting a fixed set of tables on one port.
+//
+// Contract:
+//  * Thread-safety: thread-safe. Stop() is idempotent and may race with
+//    Wait() from other threads.
+//  * Ownership: shares the tables (std::shared_ptr) with callers; owns the
+//    gRPC server and the service.
+//  * Errors: Start() returns INVALID_ARGUMENT for no tables or duplicate table
+//    names, UNAVAILABLE when the port cannot be bound. port() is always the
+//    port actually bound (also when 0 asked gRPC to pick one).
+#ifndef TF_REVERB_SERVER_SERVER_H_
+#define TF_REVERB_SERVER_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/server.h"
+#include "reverb_service.h"
+#include "table.h"
+
+namespace tf_reverb {
+
+class Server {
+ public:
+  static absl::StatusOr<std::unique_ptr<Server>> Start(
+      std::vector<std::shared_ptr<Table>> tables, int port);
+  ~Server();
+
+  int port() const { return port_; }
+  // Closes the tables (cancelling blocked calls) and shuts gRPC down.
+  void Stop();
+  // Blocks until Stop() has completed.
+  void Wait();
+  ReverbServiceImpl* service() { return service_.get(); }
+  std::string DebugString() const;
+
+  // The table `name` of the server of this process listening on `port`, if
+  // any (the in-process shortcut of reverb-spec.md §4.6).
+  static std::shared_ptr<Table> FindInProcessTable(int port, const std::string& name);
+
+ private:
+  Server(std::unique_ptr<ReverbServiceImpl> service,
+         std::unique_ptr<grpc::Server> server, int port);
+
+  std::unique_ptr<ReverbServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  const int port_;
+  absl::Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace tf_reverb
+
+#endif  // TF_REVERB_SERVER_SERVER_H_

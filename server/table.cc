@@ -1,0 +1,287 @@
+#include "table.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace tf_reverb {
+namespace {
+
+// Blocked calls re-check `cancelled` this often.
+constexpr absl::Duration kCancellationPollInterval = absl::Milliseconds(100);
+
+int64_t ChunkBytes(const TableItem& item) {
+  int64_t bytes = 0;
+  for (const auto& chunk : item.chunks) {
+    for (const auto& tensor : chunk->data().tensors()) {
+      bytes += tensor.tensor_content().size();
+    }
+  }
+  return bytes;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Table>> Table::Create(Config config) {
+  if (config.name.empty()) return absl::InvalidArgumentError("name must be nonempty");
+  if (config.max_size <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_size (", config.max_size, ") must be a positive integer"));
+  }
+  if (!config.sampler || !config.remover) {
+    return absl::InvalidArgumentError("A table needs both a sampler and a remover.");
+  }
+  if (config.sampler == config.remover) {
+    return absl::InvalidArgumentError(
+        "The sampler and the remover must be different selector objects.");
+  }
+  return std::shared_ptr<Table>(new Table(std::move(config)));
+}
+
+Table::Table(Config config)
+    : name_(std::move(config.name)),
+      max_size_(config.max_size),
+      max_times_sampled_(config.max_times_sampled),
+      signature_(std::move(config.signature)),
+      created_at_(absl::Now()),
+      sampler_(std::move(config.sampler)),
+      remover_(std::move(config.remover)),
+      rate_limiter_(config.rate_limiter) {}
+
+Table::~Table() { Close(); }
+
+absl::Status Table::WaitFor(const std::function<bool()>& ready,
+                            absl::Duration timeout,
+                            const std::function<bool()>& cancelled,
+                            int64_t* waited_ms) {
+  if (closed_) return absl::CancelledError(kTableClosedMessage);
+  if (ready()) return absl::OkStatus();
+  const absl::Time start = absl::Now();
+  const absl::Time deadline =
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : start + timeout;
+  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_ || ready(); };
+  absl::Status status = absl::OkStatus();
+  while (true) {
+    absl::Duration slice = deadline - absl::Now();
+    if (cancelled) slice = std::min(slice, kCancellationPollInterval);
+    if (mu_.AwaitWithTimeout(absl::Condition(&done), slice)) break;
+    if (cancelled && cancelled()) {
+      status = absl::CancelledError("The call was cancelled.");
+      break;
+    }
+    if (absl::Now() >= deadline) {
+      status = absl::DeadlineExceededError(kRateLimiterTimeoutMessage);
+      break;
+    }
+  }
+  *waited_ms += absl::ToInt64Milliseconds(absl::Now() - start);
+  if (status.ok() && closed_) status = absl::CancelledError(kTableClosedMessage);
+  return status;
+}
+
+absl::Status Table::ValidatePriority(double priority) const {
+  if (absl::Status s = sampler_->ValidatePriority(priority); !s.ok()) return s;
+  return remover_->ValidatePriority(priority);
+}
+
+absl::Status Table::InsertOrAssign(TableItem item, absl::Duration timeout,
+                                   const std::function<bool()>& cancelled) {
+  if (absl::Status s = ValidateTableItem(item); !s.ok()) return s;
+  const uint64_t key = item.item->key();
+  const double priority = item.item->priority();
+  absl::MutexLock lock(&mu_);
+  if (closed_) return absl::CancelledError(kTableClosedMessage);
+  if (absl::Status s = ValidatePriority(priority); !s.ok()) return s;
+  if (items_.contains(key)) {
+    return UpdateLocked(key, priority);
+  }
+  auto can_insert = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return rate_limiter_.CanInsert(1);
+  };
+  if (absl::Status s = WaitFor(can_insert, timeout, cancelled, &inserts_blocked_ms_);
+      !s.ok()) {
+    return s;
+  }
+  // Another caller may have inserted the same key while this one waited.
+  if (items_.contains(key)) return UpdateLocked(key, priority);
+  return InsertLocked(std::move(item));
+}
+
+absl::Status Table::InsertLocked(TableItem item) {
+  auto proto = std::make_shared<PrioritizedItem>(*item.item);
+  const absl::Time now = absl::Now();
+  proto->mutable_inserted_at()->set_seconds(absl::ToUnixSeconds(now));
+  proto->mutable_inserted_at()->set_nanos(
+      static_cast<int32_t>(absl::ToInt64Nanoseconds(now - absl::FromUnixSeconds(absl::ToUnixSeconds(now)))));
+  proto->set_times_sampled(0);
+  const uint64_t key = proto->key();
+  const double priority = proto->priority();
+  item.item = std::move(proto);
+
+  if (absl::Status s = sampler_->Insert(key, priority); !s.ok()) return s;
+  if (absl::Status s = remover_->Insert(key, priority); !s.ok()) {
+    sampler_->Delete(key).IgnoreError();
+    return s;
+  }
+  for (const auto& chunk : item.chunks) {
+    ++episode_refs_[chunk->sequence_range().episode_id()];
+  }
+  items_.emplace(key, Entry{std::move(item), priority, 0});
+  rate_limiter_.RecordInsert();
+  if (static_cast<int64_t>(items_.size()) > max_size_) {
+    absl::StatusOr<KeyWithProbability> victim = remover_->Sample();
+    if (!victim.ok()) return victim.status();
+    return DeleteLocked(victim->key);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Table::UpdateLocked(uint64_t key, double priority) {
+  if (absl::Status s = sampler_->Update(key, priority); !s.ok()) return s;
+  if (absl::Status s = remover_->Update(key, priority); !s.ok()) return s;
+  items_.find(key)->second.priority = priority;
+  return absl::OkStatus();
+}
+
+absl::Status Table::DeleteLocked(uint64_t key) {
+  auto it = items_.find(key);
+  if (it == items_.end()) return absl::OkStatus();
+  if (absl::Status s = sampler_->Delete(key); !s.ok()) return s;
+  if (absl::Status s = remover_->Delete(key); !s.ok()) return s;
+  for (const auto& chunk : it->second.data.chunks) {
+    auto ref = episode_refs_.find(chunk->sequence_range().episode_id());
+    if (ref != episode_refs_.end() && --ref->second == 0) {
+      episode_refs_.erase(ref);
+      ++num_deleted_episodes_;
+    }
+  }
+  items_.erase(it);
+  rate_limiter_.RecordDelete();
+  return absl::OkStatus();
+}
+
+absl::Status Table::SampleBatch(int64_t num_samples, absl::Duration timeout,
+                                std::vector<SampledItem>* out,
+                                const std::function<bool()>& cancelled) {
+  if (num_samples < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_samples must be >= 1, got ", num_samples));
+  }
+  absl::MutexLock lock(&mu_);
+  auto can_sample = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !items_.empty() && rate_limiter_.CanSample(1);
+  };
+  const bool rate_limited = !closed_ && !can_sample();
+  if (absl::Status s = WaitFor(can_sample, timeout, cancelled, &samples_blocked_ms_);
+      !s.ok()) {
+    return s;
+  }
+  int64_t bytes = 0;
+  for (int64_t i = 0; i < num_samples && bytes < kMaxSampleBatchBytes && can_sample();
+       ++i) {
+    absl::StatusOr<KeyWithProbability> picked = sampler_->Sample();
+    if (!picked.ok()) return picked.status();
+    Entry& entry = items_.find(picked->key)->second;
+    if (entry.times_sampled == 0) ++num_unique_samples_;
+    ++entry.times_sampled;
+    rate_limiter_.RecordSample();
+    out->push_back(SampledItem{entry.data, entry.priority, entry.times_sampled,
+                               picked->probability,
+                               static_cast<int64_t>(items_.size()), rate_limited});
+    bytes += ChunkBytes(entry.data);
+    if (max_times_sampled_ > 0 && entry.times_sampled >= max_times_sampled_) {
+      if (absl::Status s = DeleteLocked(picked->key); !s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Table::MutateItems(
+    const std::vector<deepmind::reverb::KeyWithPriority>& updates,
+    const std::vector<uint64_t>& deletes) {
+  absl::MutexLock lock(&mu_);
+  for (const auto& update : updates) {
+    if (absl::Status s = ValidatePriority(update.priority()); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          s.message(), " (key ", update.key(), ", priority ", update.priority(),
+          "; no update or delete of this request was applied)"));
+    }
+  }
+  for (uint64_t key : deletes) {
+    if (absl::Status s = DeleteLocked(key); !s.ok()) return s;
+  }
+  for (const auto& update : updates) {
+    if (!items_.contains(update.key())) continue;
+    if (absl::Status s = UpdateLocked(update.key(), update.priority()); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Table::Reset() {
+  absl::MutexLock lock(&mu_);
+  sampler_->Clear();
+  remover_->Clear();
+  items_.clear();
+  episode_refs_.clear();
+  num_deleted_episodes_ = 0;
+  num_unique_samples_ = 0;
+  rate_limiter_.Reset();
+}
+
+void Table::Close() {
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
+}
+
+bool Table::CanSample(int64_t num_samples) const {
+  absl::MutexLock lock(&mu_);
+  return rate_limiter_.CanSample(num_samples);
+}
+
+bool Table::CanInsert(int64_t num_inserts) const {
+  absl::MutexLock lock(&mu_);
+  return rate_limiter_.CanInsert(num_inserts);
+}
+
+int64_t Table::size() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(items_.size());
+}
+
+deepmind::reverb::TableInfo Table::Info() const {
+  absl::MutexLock lock(&mu_);
+  deepmind::reverb::TableInfo info;
+  info.set_name(name_);
+  *info.mutable_sampler_options() = sampler_->options();
+  *info.mutable_remover_options() = remover_->options();
+  info.set_max_size(max_size_);
+  info.set_max_times_sampled(max_times_sampled_);
+  *info.mutable_rate_limiter_info() = rate_limiter_.Info();
+  info.set_signature(signature_);
+  info.set_current_size(static_cast<int64_t>(items_.size()));
+  info.set_num_episodes(static_cast<int64_t>(episode_refs_.size()));
+  info.set_num_deleted_episodes(num_deleted_episodes_);
+  info.set_num_unique_samples(num_unique_samples_);
+  auto* times = info.mutable_table_worker_time();
+  times->set_running_ms(absl::ToInt64Milliseconds(absl::Now() - created_at_));
+  times->set_waiting_for_sampling_ms(inserts_blocked_ms_);
+  times->set_waiting_for_inserts_ms(samples_blocked_ms_);
+  return info;
+}
+
+std::string Table::DebugString() const {
+  absl::MutexLock lock(&mu_);
+  return absl::StrCat("Table(sampler=", sampler_->DebugString(),
+                      ", remover=", remover_->DebugString(),
+                      ", max_size=", max_size_,
+                      ", max_times_sampled=", max_times_sampled_, ", name=", name_,
+                      ", rate_limiter=", rate_limiter_.DebugString(),
+                      ", signature=", signature_.empty() ? "nullptr" : "set", ")");
+}
+
+}  // namespace tf_reverb

@@ -1,0 +1,138 @@
+// Table: one replay table — items, their sampler and remover selectors, the
+// rate limiter, eviction, max_times_sampled and episode accounting
+// (reverb-spec.md §2.3, §3.1–3.8).
+//
+// Contract:
+//  * Thread-safety: every public method is thread-safe. One absl::Mutex guards
+//    all state; blocking calls wait on it with a condition, so inserts and
+//    samples from any number of threads interleave as one serialised state
+//    machine.
+//  * Ownership: held by std::shared_ptr (server, Python handles, in-process
+//    samplers). Selectors and the rate limiter are owned by the table.
+//  * Blocking: InsertOrAssign and SampleBatch block while the rate limiter
+//    forbids them, up to `timeout` (absl::InfiniteDuration() for none), and
+//    return early when `cancelled` (if given) turns true or the table closes.
+//  * Errors: DEADLINE_EXCEEDED with kRateLimiterTimeoutMessage on timeout;
+//    CANCELLED "RateLimiter has been cancelled" once closed; INVALID_ARGUMENT
+//    for a priority a selector rejects (nothing is changed) or a malformed
+//    item; FAILED_PRECONDITION never escapes as an abort.
+#ifndef TF_REVERB_SERVER_TABLE_H_
+#define TF_REVERB_SERVER_TABLE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "rate_limiter.h"
+#include "schema.pb.h"
+#include "selectors/selector.h"
+#include "table_item.h"
+
+namespace tf_reverb {
+
+inline constexpr char kRateLimiterTimeoutMessage[] =
+    "Rate Limiter: Timeout exceeded before the right to insert was acquired.";
+inline constexpr char kTableClosedMessage[] = "RateLimiter has been cancelled";
+// A sample batch stops growing once its chunks reach this many bytes.
+inline constexpr int64_t kMaxSampleBatchBytes = 1 << 20;
+
+class Table {
+ public:
+  struct Config {
+    std::string name;
+    std::unique_ptr<ItemSelector> sampler;
+    std::unique_ptr<ItemSelector> remover;
+    int64_t max_size = 0;
+    int32_t max_times_sampled = 0;  // < 1: unlimited
+    RateLimiter rate_limiter;
+    std::string signature;  // serialized tensorflow.StructuredValue or empty
+  };
+
+  // INVALID_ARGUMENT for an empty name, max_size < 1 or missing selectors.
+  static absl::StatusOr<std::shared_ptr<Table>> Create(Config config);
+
+  ~Table();
+
+  // Inserts `item` (its chunks already attached), or, when its key exists,
+  // only updates the priority (no rate-limiter charge). Blocks while the rate
+  // limiter forbids a new insert.
+  absl::Status InsertOrAssign(TableItem item, absl::Duration timeout,
+                              const std::function<bool()>& cancelled = nullptr);
+
+  // Samples between 1 and `num_samples` items (fewer when sampling would
+  // block or the batch reached kMaxSampleBatchBytes), appending to `out`.
+  absl::Status SampleBatch(int64_t num_samples, absl::Duration timeout,
+                           std::vector<SampledItem>* out,
+                           const std::function<bool()>& cancelled = nullptr);
+
+  // Deletes, then updates; missing keys are ignored. Every update is
+  // validated first, so a rejected priority changes nothing.
+  absl::Status MutateItems(const std::vector<deepmind::reverb::KeyWithPriority>& updates,
+                           const std::vector<uint64_t>& deletes);
+
+  // Removes every item and zeroes the rate limiter's counters.
+  void Reset();
+
+  // Wakes and fails every blocked call; later calls fail with CANCELLED.
+  void Close();
+
+  bool CanSample(int64_t num_samples) const;
+  bool CanInsert(int64_t num_inserts) const;
+  deepmind::reverb::TableInfo Info() const;
+  int64_t size() const;
+  const std::string& name() const { return name_; }
+  // "Table(sampler=..., remover=..., max_size=..., ...)".
+  std::string DebugString() const;
+
+ private:
+  struct Entry {
+    TableItem data;
+    double priority;
+    int32_t times_sampled;
+  };
+
+  explicit Table(Config config);
+
+  // Waits until `ready` holds, the table closes, `timeout` passes or
+  // `cancelled` turns true. Returns OK only when `ready` holds.
+  absl::Status WaitFor(const std::function<bool()>& ready, absl::Duration timeout,
+                       const std::function<bool()>& cancelled,
+                       int64_t* waited_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ValidatePriority(double priority) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status InsertLocked(TableItem item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status DeleteLocked(uint64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets a present item's priority (already validated).
+  absl::Status UpdateLocked(uint64_t key, double priority)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string name_;
+  const int64_t max_size_;
+  const int32_t max_times_sampled_;
+  const std::string signature_;
+  const absl::Time created_at_;
+
+  mutable absl::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<ItemSelector> sampler_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<ItemSelector> remover_ ABSL_GUARDED_BY(mu_);
+  RateLimiter rate_limiter_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, Entry> items_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, int64_t> episode_refs_ ABSL_GUARDED_BY(mu_);
+  int64_t num_deleted_episodes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t num_unique_samples_ ABSL_GUARDED_BY(mu_) = 0;
+  // Time callers spent blocked by the rate limiter.
+  int64_t inserts_blocked_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t samples_blocked_ms_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace tf_reverb
+
+#endif  // TF_REVERB_SERVER_TABLE_H_

@@ -1,0 +1,65 @@
+#include "table_item.h"
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+
+namespace tf_reverb {
+
+std::vector<uint64_t> UniqueChunkKeys(const deepmind::reverb::FlatTrajectory& t) {
+  std::vector<uint64_t> keys;
+  absl::flat_hash_set<uint64_t> seen;
+  for (const auto& column : t.columns()) {
+    for (const auto& slice : column.chunk_slices()) {
+      if (seen.insert(slice.chunk_key()).second) keys.push_back(slice.chunk_key());
+    }
+  }
+  return keys;
+}
+
+absl::Status ValidateTableItem(const TableItem& item) {
+  const auto& trajectory = item.item->flat_trajectory();
+  if (trajectory.columns_size() == 0 ||
+      trajectory.columns(0).chunk_slices_size() == 0) {
+    return absl::InvalidArgumentError("Item trajectory must not be empty.");
+  }
+  absl::flat_hash_map<uint64_t, const ChunkData*> by_key;
+  for (const auto& chunk : item.chunks) by_key[chunk->chunk_key()] = chunk.get();
+  for (int c = 0; c < trajectory.columns_size(); ++c) {
+    const auto& column = trajectory.columns(c);
+    int64_t rows = 0;
+    for (const auto& slice : column.chunk_slices()) {
+      auto it = by_key.find(slice.chunk_key());
+      if (it == by_key.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Column ", c, " references chunk ", slice.chunk_key(),
+            " which was not provided."));
+      }
+      const ChunkData& chunk = *it->second;
+      const int tensors = chunk.data().tensors_size();
+      if (slice.index() < 0 || slice.index() >= tensors) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Column ", c, " references tensor ", slice.index(), " of chunk ",
+            slice.chunk_key(), " which holds ", tensors, " tensors."));
+      }
+      const auto& shape = chunk.data().tensors(slice.index()).tensor_shape();
+      const int64_t chunk_rows = shape.dim_size() > 0 ? shape.dim(0).size() : 0;
+      if (slice.offset() < 0 || slice.length() < 1 ||
+          slice.offset() + static_cast<int64_t>(slice.length()) > chunk_rows) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Column ", c, " slice [", slice.offset(), ", ",
+            slice.offset() + static_cast<int64_t>(slice.length()),
+            ") is out of range for chunk ", slice.chunk_key(), " of ", chunk_rows,
+            " rows."));
+      }
+      rows += slice.length();
+    }
+    if (column.squeeze() && rows != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Column ", c, " is squeezed but has ", rows, " rows."));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tf_reverb

@@ -1,0 +1,52 @@
+// TableItem and SampledItem: what a table stores and what a sample returns.
+//
+// An item's trajectory (PrioritizedItem with FlatTrajectory) and its chunks
+// are immutable once inserted and shared by pointer between the table, the
+// in-flight samples and the insert streams; only priority and times_sampled
+// change, and those are kept by the table beside the shared part.
+//
+// Contract: plain values; the shared parts are immutable, so copies may be
+// read from any thread.
+#ifndef TF_REVERB_SERVER_TABLE_ITEM_H_
+#define TF_REVERB_SERVER_TABLE_ITEM_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "schema.pb.h"
+
+namespace tf_reverb {
+
+using ChunkData = deepmind::reverb::ChunkData;
+using PrioritizedItem = deepmind::reverb::PrioritizedItem;
+
+struct TableItem {
+  // Key, table, flat_trajectory and inserted_at; priority and times_sampled
+  // in here are those at insertion and are not kept up to date.
+  std::shared_ptr<const PrioritizedItem> item;
+  // Every chunk the trajectory references, each once, in order of first
+  // appearance over columns and slices.
+  std::vector<std::shared_ptr<const ChunkData>> chunks;
+};
+
+struct SampledItem {
+  TableItem data;
+  double priority = 0;
+  int32_t times_sampled = 0;  // including this sample
+  double probability = 0;
+  int64_t table_size = 0;
+  bool rate_limited = false;
+};
+
+// Unique chunk keys of a trajectory, in order of first appearance.
+std::vector<uint64_t> UniqueChunkKeys(const deepmind::reverb::FlatTrajectory& t);
+
+// Checks that `item` is non-empty and that every slice lies inside the chunk
+// it names (`chunks` in UniqueChunkKeys order). INVALID_ARGUMENT otherwise.
+absl::Status ValidateTableItem(const TableItem& item);
+
+}  // namespace tf_reverb
+
+#endif  // TF_REVERB_SERVER_TABLE_ITEM_H_
