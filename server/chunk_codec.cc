@@ -73,8 +73,25 @@ bool GetVarint(const std::string& in, size_t* pos, uint64_t* v) {
   return false;
 }
 
+// Elements declared by `shape`, each `elem_bytes` wide, as a byte count;
+// DATA_LOSS for negative dimensions or counts that overflow int64 (a corrupt
+// or hostile proto must not make the decoder allocate whatever it claims).
+absl::StatusOr<int64_t> DeclaredBytes(const std::vector<int64_t>& shape,
+                                      int64_t elem_bytes) {
+  int64_t bytes = elem_bytes;
+  for (int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(bytes, d, &bytes)) {
+      return absl::DataLossError(absl::StrCat(
+          "Corrupt chunk tensor: implausible shape ", ShapeString(shape), "."));
+    }
+  }
+  return bytes;
+}
+
 absl::Status DecodeStrings(const tfp::TensorProto& proto, Tensor* out) {
-  const int64_t n = out->num_elements();
+  absl::StatusOr<int64_t> declared = DeclaredBytes(out->shape, 1);
+  if (!declared.ok()) return declared.status();
+  const int64_t n = *declared;
   if (proto.string_val_size() > 0) {  // TF's other string layout
     if (proto.string_val_size() != n) {
       return absl::DataLossError("String chunk has the wrong element count.");
@@ -83,6 +100,10 @@ absl::Status DecodeStrings(const tfp::TensorProto& proto, Tensor* out) {
     return absl::OkStatus();
   }
   const std::string& content = proto.tensor_content();
+  // Every element has at least a one-byte length prefix.
+  if (static_cast<uint64_t>(n) > content.size()) {
+    return absl::DataLossError("Corrupt string chunk (too few length prefixes).");
+  }
   std::vector<uint64_t> lengths(n);
   size_t pos = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -141,12 +162,18 @@ absl::Status DecompressRowsInto(const tfp::TensorProto& proto,
   absl::StatusOr<int64_t> elem = DataTypeSize(meta.dtype);
   if (!elem.ok()) return elem.status();
   const int64_t rows = meta.num_rows();
-  if (offset < 0 || length < 0 || offset + length > rows) {
+  if (rows < 0) {
+    return absl::DataLossError(absl::StrCat(
+        "Corrupt chunk tensor: implausible shape ", ShapeString(meta.shape), "."));
+  }
+  if (offset < 0 || length < 0 || offset > rows || length > rows - offset) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Slice [", offset, ", ", offset + length, ") is out of range for a chunk of ",
         rows, " rows."));
   }
-  const int64_t total = meta.num_elements() * *elem;
+  absl::StatusOr<int64_t> declared = DeclaredBytes(meta.shape, *elem);
+  if (!declared.ok()) return declared.status();
+  const int64_t total = *declared;
   const int64_t row_bytes = rows == 0 ? 0 : total / rows;
   const std::string& content = proto.tensor_content();
   size_t uncompressed = 0;
@@ -182,7 +209,18 @@ absl::StatusOr<Tensor> DecompressTensor(const tfp::TensorProto& proto,
   }
   absl::StatusOr<int64_t> elem = DataTypeSize(out.dtype);
   if (!elem.ok()) return elem.status();
-  out.data.resize(out.num_elements() * *elem);
+  absl::StatusOr<int64_t> declared = DeclaredBytes(out.shape, *elem);
+  if (!declared.ok()) return declared.status();
+  // Check the payload before allocating what the shape claims.
+  size_t uncompressed = 0;
+  const std::string& content = proto.tensor_content();
+  if (!snappy::GetUncompressedLength(content.data(), content.size(), &uncompressed) ||
+      static_cast<int64_t>(uncompressed) != *declared) {
+    return absl::DataLossError(absl::StrCat(
+        "Corrupt chunk tensor: expected ", *declared, " bytes for ",
+        DataTypeName(out.dtype), ShapeString(out.shape), "."));
+  }
+  out.data.resize(*declared);
   if (absl::Status s = DecompressRowsInto(proto, delta_encoded, 0, out.num_rows(),
                                           out.data.data());
       !s.ok()) {

@@ -1,0 +1,500 @@
+#include "server/chunk_codec.h"
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "snappy.h"
+
+namespace tf_reverb {
+namespace {
+
+namespace tfp = ::tf_reverb::tf;
+using ::testing::HasSubstr;
+
+std::string RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::string out(n, '\0');
+  for (char& c : out) c = static_cast<char>(gen() & 0xff);
+  return out;
+}
+
+Tensor NumericTensor(DataType dtype, std::vector<int64_t> shape, uint32_t seed) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.data = RandomBytes(t.num_elements() * DataTypeSize(dtype).value(), seed);
+  return t;
+}
+
+template <typename T>
+Tensor FromValues(DataType dtype, std::vector<int64_t> shape,
+                  const std::vector<T>& values) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.data.assign(reinterpret_cast<const char*>(values.data()),
+                values.size() * sizeof(T));
+  return t;
+}
+
+template <typename T>
+std::vector<T> Values(const Tensor& t) {
+  std::vector<T> out(t.data.size() / sizeof(T));
+  std::memcpy(out.data(), t.data.data(), t.data.size());
+  return out;
+}
+
+Tensor StringTensor(std::vector<int64_t> shape, std::vector<std::string> values) {
+  Tensor t;
+  t.dtype = tfp::DT_STRING;
+  t.shape = std::move(shape);
+  t.strings = std::move(values);
+  return t;
+}
+
+// Every numeric dtype the core stores.
+const std::vector<DataType>& NumericDtypes() {
+  static const auto* dtypes = new std::vector<DataType>{
+      tfp::DT_FLOAT,  tfp::DT_DOUBLE,    tfp::DT_INT32,  tfp::DT_UINT8,
+      tfp::DT_INT16,  tfp::DT_INT8,      tfp::DT_COMPLEX64, tfp::DT_INT64,
+      tfp::DT_BOOL,   tfp::DT_QINT8,     tfp::DT_QUINT8, tfp::DT_QINT32,
+      tfp::DT_BFLOAT16, tfp::DT_QINT16,  tfp::DT_QUINT16, tfp::DT_UINT16,
+      tfp::DT_COMPLEX128, tfp::DT_HALF,  tfp::DT_UINT32, tfp::DT_UINT64};
+  return *dtypes;
+}
+
+const std::vector<DataType>& IntegerDtypes() {
+  static const auto* dtypes = new std::vector<DataType>{
+      tfp::DT_INT8,  tfp::DT_UINT8,  tfp::DT_INT16, tfp::DT_UINT16,
+      tfp::DT_INT32, tfp::DT_UINT32, tfp::DT_INT64, tfp::DT_UINT64};
+  return *dtypes;
+}
+
+void ExpectSameTensor(const Tensor& got, const Tensor& want) {
+  EXPECT_EQ(got.dtype, want.dtype);
+  EXPECT_EQ(got.shape, want.shape);
+  EXPECT_EQ(got.data, want.data);
+  EXPECT_EQ(got.strings, want.strings);
+}
+
+TEST(ChunkCodecTest, RoundTripsEveryNumericDtype) {
+  for (DataType dtype : NumericDtypes()) {
+    for (bool delta : {false, true}) {
+      SCOPED_TRACE(DataTypeName(dtype) + (delta ? " delta" : " plain"));
+      Tensor tensor = NumericTensor(dtype, {4, 3, 2}, static_cast<uint32_t>(dtype));
+      absl::StatusOr<tfp::TensorProto> proto = CompressTensor(tensor, delta);
+      ASSERT_TRUE(proto.ok()) << proto.status();
+      EXPECT_EQ(proto->dtype(), dtype);
+      EXPECT_EQ(ProtoShape(*proto), tensor.shape);
+      absl::StatusOr<Tensor> back = DecompressTensor(*proto, delta);
+      ASSERT_TRUE(back.ok()) << back.status();
+      ExpectSameTensor(*back, tensor);
+    }
+  }
+}
+
+TEST(ChunkCodecTest, RoundTripsScalarsAndEmptyTensors) {
+  for (std::vector<int64_t> shape :
+       {std::vector<int64_t>{}, std::vector<int64_t>{0},
+        std::vector<int64_t>{0, 5}, std::vector<int64_t>{3, 0},
+        std::vector<int64_t>{1}}) {
+    SCOPED_TRACE(ShapeString(shape));
+    Tensor tensor = NumericTensor(tfp::DT_INT64, shape, 7);
+    for (bool delta : {false, true}) {
+      absl::StatusOr<tfp::TensorProto> proto = CompressTensor(tensor, delta);
+      ASSERT_TRUE(proto.ok()) << proto.status();
+      absl::StatusOr<Tensor> back = DecompressTensor(*proto, delta);
+      ASSERT_TRUE(back.ok()) << back.status();
+      ExpectSameTensor(*back, tensor);
+    }
+  }
+}
+
+TEST(ChunkCodecTest, TensorContentIsRawSnappyBlock) {
+  Tensor tensor = NumericTensor(tfp::DT_FLOAT, {16, 8}, 3);
+  absl::StatusOr<tfp::TensorProto> proto = CompressTensor(tensor, false);
+  ASSERT_TRUE(proto.ok()) << proto.status();
+  const std::string& content = proto->tensor_content();
+  // Not the framing format, whose stream starts with 0xff 0x06 0 0 "sNaPpY".
+  EXPECT_FALSE(content.size() >= 10 && content.substr(4, 6) == "sNaPpY");
+  std::string raw;
+  ASSERT_TRUE(snappy::Uncompress(content.data(), content.size(), &raw));
+  EXPECT_EQ(raw, tensor.data);
+  // The other direction: a raw block made by plain snappy decodes.
+  tfp::TensorProto foreign = *proto;
+  std::string compressed;
+  snappy::Compress(tensor.data.data(), tensor.data.size(), &compressed);
+  foreign.set_tensor_content(compressed);
+  absl::StatusOr<Tensor> back = DecompressTensor(foreign, false);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->data, tensor.data);
+}
+
+TEST(ChunkCodecTest, CompressibleDataShrinks) {
+  Tensor tensor;
+  tensor.dtype = tfp::DT_INT32;
+  tensor.shape = {1000, 10};
+  tensor.data.assign(1000 * 10 * 4, '\0');
+  absl::StatusOr<tfp::TensorProto> proto = CompressTensor(tensor, false);
+  ASSERT_TRUE(proto.ok()) << proto.status();
+  EXPECT_LT(proto->tensor_content().size(), tensor.data.size() / 10);
+}
+
+TEST(ChunkCodecTest, StringsUseTensorFlowEncoding) {
+  Tensor tensor = StringTensor({3}, {"ab", "", std::string("\x00\xff", 2)});
+  absl::StatusOr<tfp::TensorProto> proto = CompressTensor(tensor, false);
+  ASSERT_TRUE(proto.ok()) << proto.status();
+  EXPECT_EQ(proto->dtype(), tfp::DT_STRING);
+  // Varint lengths first, then the bytes; uncompressed.
+  EXPECT_EQ(proto->tensor_content(),
+            std::string("\x02\x00\x02"
+                        "ab\x00\xff",
+                        7));
+  absl::StatusOr<Tensor> back = DecompressTensor(*proto, false);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectSameTensor(*back, tensor);
+}
+
+TEST(ChunkCodecTest, StringRoundTrips) {
+  std::string binary;
+  for (int i = 0; i < 256; ++i) binary.push_back(static_cast<char>(i));
+  const std::string long_string = RandomBytes(70000, 11);  // 3-byte varint
+  for (bool delta : {false, true}) {
+    Tensor tensor = StringTensor(
+        {3, 2}, {"", "hello", binary, long_string, std::string(200, 'x'), ""});
+    absl::StatusOr<tfp::TensorProto> proto = CompressTensor(tensor, delta);
+    ASSERT_TRUE(proto.ok()) << proto.status();
+    absl::StatusOr<Tensor> back = DecompressTensor(*proto, delta);
+    ASSERT_TRUE(back.ok()) << back.status();
+    ExpectSameTensor(*back, tensor);
+  }
+  // All-empty and zero-element string tensors.
+  for (Tensor tensor : {StringTensor({2}, {"", ""}), StringTensor({0}, {}),
+                        StringTensor({}, {"scalar"})}) {
+    absl::StatusOr<tfp::TensorProto> proto = CompressTensor(tensor, false);
+    ASSERT_TRUE(proto.ok()) << proto.status();
+    absl::StatusOr<Tensor> back = DecompressTensor(*proto, false);
+    ASSERT_TRUE(back.ok()) << back.status();
+    ExpectSameTensor(*back, tensor);
+  }
+}
+
+TEST(ChunkCodecTest, DecodesStringValLayout) {
+  tfp::TensorProto proto;
+  proto.set_dtype(tfp::DT_STRING);
+  proto.mutable_tensor_shape()->add_dim()->set_size(2);
+  proto.add_string_val("a");
+  proto.add_string_val(std::string("\0b", 2));
+  absl::StatusOr<Tensor> back = DecompressTensor(proto, false);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_THAT(back->strings, ::testing::ElementsAre("a", std::string("\0b", 2)));
+
+  proto.add_string_val("extra");
+  EXPECT_EQ(DecompressTensor(proto, false).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+TEST(ChunkCodecTest, DeltaEncodingSpecExample) {
+  Tensor tensor = FromValues<int32_t>(tfp::DT_INT32, {2, 3}, {10, 13, 16, 20, 21, 22});
+  absl::StatusOr<tfp::TensorProto> proto = CompressTensor(tensor, true);
+  ASSERT_TRUE(proto.ok()) << proto.status();
+  absl::StatusOr<Tensor> stored = DecompressTensor(*proto, /*delta_encoded=*/false);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_THAT(Values<int32_t>(*stored), ::testing::ElementsAre(10, 13, 16, 10, 8, 6));
+  absl::StatusOr<Tensor> decoded = DecompressTensor(*proto, /*delta_encoded=*/true);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_THAT(Values<int32_t>(*decoded),
+              ::testing::ElementsAre(10, 13, 16, 20, 21, 22));
+}
+
+TEST(ChunkCodecTest, DeltaEncodingWrapsAroundInUnsignedArithmetic) {
+  Tensor tensor = FromValues<int8_t>(tfp::DT_INT8, {3, 2}, {127, -128, -128, 127, 0, 0});
+  absl::StatusOr<tfp::TensorProto> proto = CompressTensor(tensor, true);
+  ASSERT_TRUE(proto.ok()) << proto.status();
+  absl::StatusOr<Tensor> stored = DecompressTensor(*proto, false);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  // -128 - 127 = 1 (mod 256), 127 - (-128) = -1 (mod 256), ...
+  EXPECT_THAT(Values<int8_t>(*stored), ::testing::ElementsAre(127, -128, 1, -1, -128, -127));
+  absl::StatusOr<Tensor> decoded = DecompressTensor(*proto, true);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ExpectSameTensor(*decoded, tensor);
+
+  Tensor big = FromValues<uint64_t>(tfp::DT_UINT64, {2, 1}, {~0ull, 1});
+  proto = CompressTensor(big, true);
+  ASSERT_TRUE(proto.ok()) << proto.status();
+  stored = DecompressTensor(*proto, false);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_THAT(Values<uint64_t>(*stored), ::testing::ElementsAre(~0ull, 2ull));
+  decoded = DecompressTensor(*proto, true);
+  ASSERT_TRUE(decoded.ok());
+  ExpectSameTensor(*decoded, big);
+}
+
+TEST(ChunkCodecTest, DeltaEncodingRoundTripsEveryIntegerDtype) {
+  for (DataType dtype : IntegerDtypes()) {
+    SCOPED_TRACE(DataTypeName(dtype));
+    Tensor tensor = NumericTensor(dtype, {7, 2, 3}, 100 + dtype);
+    absl::StatusOr<tfp::TensorProto> delta = CompressTensor(tensor, true);
+    absl::StatusOr<tfp::TensorProto> plain = CompressTensor(tensor, false);
+    ASSERT_TRUE(delta.ok() && plain.ok());
+    // Encoding really changed the stored bytes...
+    EXPECT_NE(delta->tensor_content(), plain->tensor_content());
+    // ...and is undone exactly.
+    absl::StatusOr<Tensor> back = DecompressTensor(*delta, true);
+    ASSERT_TRUE(back.ok()) << back.status();
+    ExpectSameTensor(*back, tensor);
+  }
+}
+
+TEST(ChunkCodecTest, DeltaEncodingLeavesOtherTensorsUntouched) {
+  // Floats of rank 2, and integers of rank 1 (per-step scalars).
+  for (Tensor tensor : {NumericTensor(tfp::DT_FLOAT, {4, 3}, 1),
+                        NumericTensor(tfp::DT_DOUBLE, {4, 3}, 2),
+                        NumericTensor(tfp::DT_INT32, {6}, 3),
+                        NumericTensor(tfp::DT_BOOL, {2, 2}, 4)}) {
+    SCOPED_TRACE(DataTypeName(tensor.dtype) + ShapeString(tensor.shape));
+    absl::StatusOr<tfp::TensorProto> delta = CompressTensor(tensor, true);
+    absl::StatusOr<tfp::TensorProto> plain = CompressTensor(tensor, false);
+    ASSERT_TRUE(delta.ok() && plain.ok());
+    EXPECT_EQ(delta->tensor_content(), plain->tensor_content());
+    for (bool flag : {false, true}) {
+      absl::StatusOr<Tensor> back = DecompressTensor(*delta, flag);
+      ASSERT_TRUE(back.ok()) << back.status();
+      ExpectSameTensor(*back, tensor);
+    }
+  }
+}
+
+TEST(ChunkCodecTest, DecompressRowsIntoMiddleSlice) {
+  std::vector<int32_t> values(5 * 3);
+  for (int i = 0; i < 15; ++i) values[i] = i * i - 7;
+  Tensor tensor = FromValues<int32_t>(tfp::DT_INT32, {5, 3}, values);
+  for (bool delta : {false, true}) {
+    SCOPED_TRACE(delta ? "delta" : "plain");
+    absl::StatusOr<tfp::TensorProto> proto = CompressTensor(tensor, delta);
+    ASSERT_TRUE(proto.ok());
+    std::vector<int32_t> dst(3 * 3, -1);
+    ASSERT_TRUE(DecompressRowsInto(*proto, delta, 1, 3,
+                                   reinterpret_cast<char*>(dst.data()))
+                    .ok());
+    EXPECT_EQ(dst, std::vector<int32_t>(values.begin() + 3, values.begin() + 12));
+    // Last row only; the guard word after it is untouched.
+    std::vector<int32_t> last(4, 12345);
+    ASSERT_TRUE(DecompressRowsInto(*proto, delta, 4, 1,
+                                   reinterpret_cast<char*>(last.data()))
+                    .ok());
+    EXPECT_EQ(last, std::vector<int32_t>({values[12], values[13], values[14], 12345}));
+    // The whole tensor.
+    std::vector<int32_t> all(15);
+    ASSERT_TRUE(DecompressRowsInto(*proto, delta, 0, 5,
+                                   reinterpret_cast<char*>(all.data()))
+                    .ok());
+    EXPECT_EQ(all, values);
+    // Empty slice writes nothing.
+    int32_t guard = 99;
+    ASSERT_TRUE(DecompressRowsInto(*proto, delta, 5, 0,
+                                   reinterpret_cast<char*>(&guard))
+                    .ok());
+    EXPECT_EQ(guard, 99);
+  }
+}
+
+TEST(ChunkCodecTest, OutOfRangeSliceIsAnError) {
+  Tensor tensor = NumericTensor(tfp::DT_FLOAT, {4, 2}, 5);
+  absl::StatusOr<tfp::TensorProto> proto = CompressTensor(tensor, false);
+  ASSERT_TRUE(proto.ok());
+  std::vector<char> dst(1 << 10);
+  for (auto [offset, length] : std::vector<std::pair<int64_t, int64_t>>{
+           {3, 2}, {4, 1}, {-1, 2}, {0, -1}, {0, 5}, {100, 1}}) {
+    SCOPED_TRACE(absl::StrCat(offset, "+", length));
+    absl::Status s = DecompressRowsInto(*proto, false, offset, length, dst.data());
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("out of range"));
+  }
+}
+
+TEST(ChunkCodecTest, CorruptPayloadIsDataLoss) {
+  Tensor tensor = NumericTensor(tfp::DT_FLOAT, {8, 4}, 9);
+  absl::StatusOr<tfp::TensorProto> good = CompressTensor(tensor, false);
+  ASSERT_TRUE(good.ok());
+  std::vector<char> dst(8 * 4 * 4);
+
+  std::vector<tfp::TensorProto> corrupt;
+  tfp::TensorProto garbage = *good;
+  garbage.set_tensor_content(RandomBytes(64, 1));
+  corrupt.push_back(garbage);
+  tfp::TensorProto truncated = *good;
+  truncated.set_tensor_content(good->tensor_content().substr(
+      0, good->tensor_content().size() / 2));
+  corrupt.push_back(truncated);
+  tfp::TensorProto empty = *good;
+  empty.clear_tensor_content();
+  corrupt.push_back(empty);
+  // A valid Snappy block of the wrong size for the declared shape.
+  tfp::TensorProto wrong_shape = *good;
+  wrong_shape.mutable_tensor_shape()->mutable_dim(0)->set_size(9);
+  corrupt.push_back(wrong_shape);
+  tfp::TensorProto smaller_shape = *good;
+  smaller_shape.mutable_tensor_shape()->mutable_dim(0)->set_size(7);
+  corrupt.push_back(smaller_shape);
+  // Valid length header but corrupted body.
+  tfp::TensorProto flipped = *good;
+  std::string body = good->tensor_content();
+  for (size_t i = 2; i < body.size(); ++i) body[i] = static_cast<char>(~body[i]);
+  flipped.set_tensor_content(body);
+  corrupt.push_back(flipped);
+
+  for (size_t i = 0; i < corrupt.size(); ++i) {
+    SCOPED_TRACE(i);
+    absl::StatusOr<Tensor> whole = DecompressTensor(corrupt[i], false);
+    EXPECT_EQ(whole.status().code(), absl::StatusCode::kDataLoss) << whole.status();
+    absl::Status rows = DecompressRowsInto(corrupt[i], false, 0, 1, dst.data());
+    EXPECT_EQ(rows.code(), absl::StatusCode::kDataLoss) << rows;
+  }
+}
+
+TEST(ChunkCodecTest, ImplausibleShapesAreErrorsNotCrashes) {
+  // A corrupt or hostile proto claiming an enormous (or negative) shape must
+  // not make the decoder allocate it.
+  Tensor tensor = NumericTensor(tfp::DT_FLOAT, {2, 2}, 9);
+  absl::StatusOr<tfp::TensorProto> good = CompressTensor(tensor, false);
+  ASSERT_TRUE(good.ok());
+  for (std::vector<int64_t> dims :
+       {std::vector<int64_t>{int64_t{1} << 40, 2}, std::vector<int64_t>{-2, 2},
+        std::vector<int64_t>{int64_t{1} << 62, int64_t{1} << 62}}) {
+    SCOPED_TRACE(ShapeString(dims));
+    tfp::TensorProto proto = *good;
+    proto.mutable_tensor_shape()->clear_dim();
+    for (int64_t d : dims) proto.mutable_tensor_shape()->add_dim()->set_size(d);
+    absl::StatusOr<Tensor> whole = DecompressTensor(proto, false);
+    EXPECT_FALSE(whole.ok());
+    EXPECT_THAT(whole.status().code(),
+                ::testing::AnyOf(absl::StatusCode::kDataLoss,
+                                 absl::StatusCode::kInvalidArgument));
+
+    tfp::TensorProto strings;
+    strings.set_dtype(tfp::DT_STRING);
+    *strings.mutable_tensor_shape() = proto.tensor_shape();
+    strings.set_tensor_content(std::string("\x01\x01xy", 4));
+    absl::StatusOr<Tensor> s = DecompressTensor(strings, false);
+    EXPECT_FALSE(s.ok());
+    EXPECT_THAT(s.status().code(),
+                ::testing::AnyOf(absl::StatusCode::kDataLoss,
+                                 absl::StatusCode::kInvalidArgument));
+  }
+}
+
+TEST(ChunkCodecTest, CorruptStringsAreDataLoss) {
+  tfp::TensorProto proto;
+  proto.set_dtype(tfp::DT_STRING);
+  proto.mutable_tensor_shape()->add_dim()->set_size(2);
+  // Length prefix claims 10 bytes but only 3 follow.
+  proto.set_tensor_content(std::string("\x0a\x00"
+                                       "abc",
+                                       5));
+  EXPECT_EQ(DecompressTensor(proto, false).status().code(),
+            absl::StatusCode::kDataLoss);
+  // Unterminated varint.
+  proto.set_tensor_content(std::string("\x80\x80", 2));
+  EXPECT_EQ(DecompressTensor(proto, false).status().code(),
+            absl::StatusCode::kDataLoss);
+  // A length near 2^64 must not overflow the bounds check.
+  proto.set_tensor_content(
+      std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x00", 11));
+  EXPECT_EQ(DecompressTensor(proto, false).status().code(),
+            absl::StatusCode::kDataLoss);
+  // Missing everything.
+  proto.clear_tensor_content();
+  EXPECT_EQ(DecompressTensor(proto, false).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+TEST(ChunkCodecTest, UnsupportedDtypesAreInvalidArgument) {
+  for (DataType dtype : {tfp::DT_RESOURCE, tfp::DT_VARIANT, tfp::DT_INVALID}) {
+    SCOPED_TRACE(DataTypeName(dtype));
+    Tensor tensor;
+    tensor.dtype = dtype;
+    tensor.shape = {2};
+    tensor.data = std::string(16, 'x');
+    EXPECT_EQ(CompressTensor(tensor, false).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(BuildChunk(1, {tensor}, 2, 0, 1, false).status().code(),
+              absl::StatusCode::kInvalidArgument);
+
+    tfp::TensorProto proto;
+    proto.set_dtype(dtype);
+    proto.mutable_tensor_shape()->add_dim()->set_size(2);
+    std::string compressed;
+    snappy::Compress(tensor.data.data(), tensor.data.size(), &compressed);
+    proto.set_tensor_content(compressed);
+    EXPECT_EQ(DecompressTensor(proto, false).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    char dst[16];
+    EXPECT_EQ(DecompressRowsInto(proto, false, 0, 1, dst).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(ChunkCodecTest, DecompressRowsIntoRejectsStrings) {
+  absl::StatusOr<tfp::TensorProto> proto =
+      CompressTensor(StringTensor({2}, {"a", "b"}), false);
+  ASSERT_TRUE(proto.ok());
+  char dst[16];
+  EXPECT_EQ(DecompressRowsInto(*proto, false, 0, 1, dst).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ChunkCodecTest, MismatchedPayloadIsInvalidArgument) {
+  Tensor tensor;
+  tensor.dtype = tfp::DT_INT32;
+  tensor.shape = {2, 2};
+  tensor.data = std::string(15, '\0');
+  EXPECT_EQ(CompressTensor(tensor, false).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  Tensor strings = StringTensor({3}, {"a"});
+  EXPECT_EQ(CompressTensor(strings, false).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ChunkCodecTest, BuildChunkFillsMetadata) {
+  Tensor ints = FromValues<int64_t>(tfp::DT_INT64, {3, 2}, {1, 2, 3, 4, 5, 6});
+  Tensor floats = NumericTensor(tfp::DT_FLOAT, {3}, 8);
+  Tensor strings = StringTensor({3}, {"x", "yy", ""});
+  absl::StatusOr<deepmind::reverb::ChunkData> chunk =
+      BuildChunk(42, {ints, floats, strings}, 77, 5, 7, true);
+  ASSERT_TRUE(chunk.ok()) << chunk.status();
+  EXPECT_EQ(chunk->chunk_key(), 42u);
+  EXPECT_EQ(chunk->sequence_range().episode_id(), 77u);
+  EXPECT_EQ(chunk->sequence_range().start(), 5);
+  EXPECT_EQ(chunk->sequence_range().end(), 7);
+  EXPECT_FALSE(chunk->sequence_range().sparse());
+  EXPECT_TRUE(chunk->delta_encoded());
+  EXPECT_EQ(chunk->data_tensors_len(), 3);
+  ASSERT_EQ(chunk->data().tensors_size(), 3);
+  EXPECT_EQ(chunk->data_uncompressed_size(), 6 * 8 + 3 * 4 + 3);
+  // Tensor i is column i, delta-encoded when requested.
+  absl::StatusOr<Tensor> stored = DecompressTensor(chunk->data().tensors(0), false);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_THAT(Values<int64_t>(*stored), ::testing::ElementsAre(1, 2, 2, 2, 2, 2));
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<Tensor> back =
+        DecompressTensor(chunk->data().tensors(i), chunk->delta_encoded());
+    ASSERT_TRUE(back.ok()) << back.status();
+    ExpectSameTensor(*back, i == 0 ? ints : i == 1 ? floats : strings);
+  }
+  // Survives serialisation (the `data` field is lazy).
+  deepmind::reverb::ChunkData parsed;
+  ASSERT_TRUE(parsed.ParseFromString(chunk->SerializeAsString()));
+  absl::StatusOr<Tensor> back = DecompressTensor(parsed.data().tensors(0), true);
+  ASSERT_TRUE(back.ok());
+  ExpectSameTensor(*back, ints);
+}
+
+}  // namespace
+}  // namespace tf_reverb

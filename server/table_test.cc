@@ -1,0 +1,756 @@
+#include "server/table.h"
+
+#include <atomic>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/chunk_codec.h"
+#include "server/selectors/selector.h"
+
+namespace tf_reverb {
+namespace {
+
+namespace tfp = ::tf_reverb::tf;
+using ::deepmind::reverb::KeyDistributionOptions;
+using ::deepmind::reverb::KeyWithPriority;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+using ::testing::UnorderedElementsAreArray;
+
+constexpr absl::Duration kNoWait = absl::ZeroDuration();
+constexpr absl::Duration kForever = absl::InfiniteDuration();
+// Long enough that a call which should block is seen blocking.
+constexpr absl::Duration kBlockCheck = absl::Milliseconds(150);
+constexpr absl::Duration kUnblockTimeout = absl::Seconds(10);
+
+KeyDistributionOptions Fifo() {
+  KeyDistributionOptions o;
+  o.set_fifo(true);
+  return o;
+}
+KeyDistributionOptions Lifo() {
+  KeyDistributionOptions o;
+  o.set_lifo(true);
+  return o;
+}
+KeyDistributionOptions Uniform() {
+  KeyDistributionOptions o;
+  o.set_uniform(true);
+  return o;
+}
+KeyDistributionOptions Prioritized(double exponent) {
+  KeyDistributionOptions o;
+  o.mutable_prioritized()->set_priority_exponent(exponent);
+  return o;
+}
+KeyDistributionOptions Heap(bool min_heap) {
+  KeyDistributionOptions o;
+  o.mutable_heap()->set_min_heap(min_heap);
+  return o;
+}
+
+RateLimiter Limiter(double spi, int64_t min_size, double min_diff, double max_diff) {
+  absl::StatusOr<RateLimiter> limiter =
+      RateLimiter::Create(spi, min_size, min_diff, max_diff);
+  EXPECT_TRUE(limiter.ok()) << limiter.status();
+  return *limiter;
+}
+RateLimiter MinSize(int64_t k) { return Limiter(1.0, k, -DBL_MAX, DBL_MAX); }
+// Reverb's Queue(n): spi=1, min_size=1, min_diff=0, max_diff=n.
+RateLimiter QueueLimiter(int64_t n) { return Limiter(1.0, 1, 0.0, n); }
+
+std::shared_ptr<Table> MakeTable(const KeyDistributionOptions& sampler,
+                                 const KeyDistributionOptions& remover,
+                                 int64_t max_size, int32_t max_times_sampled,
+                                 RateLimiter limiter, std::string name = "t") {
+  // Table::Config has no default constructor (RateLimiter has none).
+  absl::StatusOr<std::shared_ptr<Table>> table = Table::Create(Table::Config{
+      std::move(name), CreateSelector(sampler).value(),
+      CreateSelector(remover).value(), max_size, max_times_sampled, limiter, ""});
+  EXPECT_TRUE(table.ok()) << table.status();
+  return *table;
+}
+
+// A one-column chunk of `rows` int64 steps (value = chunk_key * 100 + row).
+std::shared_ptr<const ChunkData> MakeChunk(uint64_t chunk_key, uint64_t episode_id,
+                                           int rows = 1) {
+  Tensor column;
+  column.dtype = tfp::DT_INT64;
+  column.shape = {rows};
+  for (int r = 0; r < rows; ++r) {
+    int64_t v = static_cast<int64_t>(chunk_key) * 100 + r;
+    column.data.append(reinterpret_cast<const char*>(&v), sizeof(v));
+  }
+  absl::StatusOr<ChunkData> chunk =
+      BuildChunk(chunk_key, {column}, episode_id, 0, rows - 1, false);
+  EXPECT_TRUE(chunk.ok()) << chunk.status();
+  return std::make_shared<const ChunkData>(*std::move(chunk));
+}
+
+// An item with one column referencing every row of each chunk in order.
+TableItem MakeItem(uint64_t key, double priority,
+                   std::vector<std::shared_ptr<const ChunkData>> chunks) {
+  auto item = std::make_shared<PrioritizedItem>();
+  item->set_key(key);
+  item->set_table("t");
+  item->set_priority(priority);
+  auto* column = item->mutable_flat_trajectory()->add_columns();
+  for (const auto& chunk : chunks) {
+    auto* slice = column->add_chunk_slices();
+    slice->set_chunk_key(chunk->chunk_key());
+    slice->set_offset(0);
+    slice->set_length(
+        static_cast<int32_t>(chunk->data().tensors(0).tensor_shape().dim(0).size()));
+    slice->set_index(0);
+  }
+  return TableItem{std::move(item), std::move(chunks)};
+}
+
+// An item over its own fresh chunk (chunk key = key + 1e9, episode = key).
+TableItem MakeItem(uint64_t key, double priority = 1.0) {
+  return MakeItem(key, priority, {MakeChunk(key + 1000000000, key)});
+}
+
+absl::Status Insert(Table& table, uint64_t key, double priority = 1.0,
+                    absl::Duration timeout = kNoWait) {
+  return table.InsertOrAssign(MakeItem(key, priority), timeout);
+}
+
+absl::StatusOr<SampledItem> SampleOne(Table& table, absl::Duration timeout = kNoWait) {
+  std::vector<SampledItem> out;
+  absl::Status status = table.SampleBatch(1, timeout, &out);
+  if (!status.ok()) return status;
+  EXPECT_EQ(out.size(), 1u);
+  return out.front();
+}
+
+uint64_t KeyOf(const SampledItem& s) { return s.data.item->key(); }
+
+// Keys present in `table`, found by deleting each candidate (destructive).
+std::set<uint64_t> DrainKeys(Table& table, const std::vector<uint64_t>& candidates) {
+  std::set<uint64_t> present;
+  for (uint64_t key : candidates) {
+    const int64_t before = table.size();
+    EXPECT_TRUE(table.MutateItems({}, {key}).ok());
+    if (table.size() < before) present.insert(key);
+  }
+  return present;
+}
+
+KeyWithPriority Update(uint64_t key, double priority) {
+  KeyWithPriority u;
+  u.set_key(key);
+  u.set_priority(priority);
+  return u;
+}
+
+TEST(TableTest, CreateValidates) {
+  auto config = [](std::string name, bool sampler, bool remover, int64_t max_size) {
+    return Table::Config{
+        std::move(name),
+        sampler ? CreateSelector(Uniform()).value() : nullptr,
+        remover ? CreateSelector(Fifo()).value() : nullptr,
+        max_size, 0, MinSize(1), ""};
+  };
+  EXPECT_EQ(Table::Create(config("", true, true, 10)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Table::Create(config("t", true, true, 0)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Table::Create(config("t", true, true, -1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Table::Create(config("t", false, true, 10)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Table::Create(config("t", true, false, 10)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Table::Create(config("t", true, true, 10)).ok());
+}
+
+TEST(TableTest, InsertAndSample) {
+  auto table = MakeTable(Uniform(), Fifo(), 10, 0, MinSize(1));
+  EXPECT_EQ(table->name(), "t");
+  for (uint64_t k = 1; k <= 3; ++k) ASSERT_TRUE(Insert(*table, k, 0.5 * k).ok());
+  EXPECT_EQ(table->size(), 3);
+
+  absl::StatusOr<SampledItem> s = SampleOne(*table);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const uint64_t key = KeyOf(*s);
+  EXPECT_THAT(key, ::testing::AnyOf(1u, 2u, 3u));
+  EXPECT_DOUBLE_EQ(s->priority, 0.5 * key);
+  EXPECT_EQ(s->times_sampled, 1);
+  EXPECT_DOUBLE_EQ(s->probability, 1.0 / 3);
+  EXPECT_EQ(s->table_size, 3);
+  EXPECT_FALSE(s->rate_limited);
+  EXPECT_EQ(s->data.item->table(), "t");
+  EXPECT_GT(s->data.item->inserted_at().seconds(), 0);
+  EXPECT_EQ(s->data.item->times_sampled(), 0);
+  ASSERT_EQ(s->data.chunks.size(), 1u);
+  EXPECT_EQ(s->data.chunks[0]->chunk_key(), key + 1000000000);
+  // Sampling does not remove without max_times_sampled.
+  EXPECT_EQ(table->size(), 3);
+
+  // A batch returns up to num_samples items.
+  std::vector<SampledItem> batch;
+  ASSERT_TRUE(table->SampleBatch(50, kNoWait, &batch).ok());
+  EXPECT_EQ(batch.size(), 50u);
+}
+
+TEST(TableTest, InsertInvalidItemIsRejectedWithoutCharge) {
+  auto table = MakeTable(Uniform(), Fifo(), 10, 0, MinSize(1));
+  TableItem empty;
+  empty.item = std::make_shared<PrioritizedItem>();
+  EXPECT_EQ(table->InsertOrAssign(empty, kNoWait).code(),
+            absl::StatusCode::kInvalidArgument);
+  TableItem out_of_range = MakeItem(1);
+  auto proto = std::make_shared<PrioritizedItem>(*out_of_range.item);
+  proto->mutable_flat_trajectory()->mutable_columns(0)->mutable_chunk_slices(0)->set_length(2);
+  out_of_range.item = proto;
+  EXPECT_EQ(table->InsertOrAssign(out_of_range, kNoWait).code(),
+            absl::StatusCode::kInvalidArgument);
+  TableItem missing_chunk = MakeItem(2);
+  missing_chunk.chunks.clear();
+  EXPECT_EQ(table->InsertOrAssign(missing_chunk, kNoWait).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(table->size(), 0);
+  EXPECT_EQ(table->Info().rate_limiter_info().insert_stats().completed(), 0);
+}
+
+TEST(TableTest, MaxSizeEvictsWithFifoRemover) {
+  auto table = MakeTable(Fifo(), Fifo(), 3, 0, MinSize(1));
+  for (uint64_t k = 1; k <= 5; ++k) ASSERT_TRUE(Insert(*table, k).ok());
+  EXPECT_EQ(table->size(), 3);
+  // Evicted inserts still count as inserts.
+  EXPECT_EQ(table->Info().rate_limiter_info().insert_stats().completed(), 5);
+  absl::StatusOr<SampledItem> s = SampleOne(*table);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(KeyOf(*s), 3u);
+  EXPECT_EQ(DrainKeys(*table, {1, 2, 3, 4, 5}), (std::set<uint64_t>{3, 4, 5}));
+}
+
+TEST(TableTest, LifoRemoverEvictsTheItemJustInserted) {
+  auto table = MakeTable(Uniform(), Lifo(), 2, 0, MinSize(1));
+  for (uint64_t k = 1; k <= 4; ++k) ASSERT_TRUE(Insert(*table, k).ok());
+  EXPECT_EQ(table->size(), 2);
+  EXPECT_EQ(DrainKeys(*table, {1, 2, 3, 4}), (std::set<uint64_t>{1, 2}));
+}
+
+TEST(TableTest, MinHeapRemoverEvictsLowestPriority) {
+  auto table = MakeTable(Uniform(), Heap(true), 2, 0, MinSize(1));
+  ASSERT_TRUE(Insert(*table, 1, 5.0).ok());
+  ASSERT_TRUE(Insert(*table, 2, 1.0).ok());
+  ASSERT_TRUE(Insert(*table, 3, 3.0).ok());  // evicts 2
+  ASSERT_TRUE(Insert(*table, 4, 0.5).ok());  // evicts itself
+  EXPECT_EQ(DrainKeys(*table, {1, 2, 3, 4}), (std::set<uint64_t>{1, 3}));
+}
+
+TEST(TableTest, MaxTimesSampledDeletes) {
+  auto table = MakeTable(Fifo(), Fifo(), 10, 2, MinSize(1));
+  ASSERT_TRUE(Insert(*table, 1).ok());
+  ASSERT_TRUE(Insert(*table, 2).ok());
+  absl::StatusOr<SampledItem> s = SampleOne(*table);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(KeyOf(*s), 1u);
+  EXPECT_EQ(s->times_sampled, 1);
+  EXPECT_EQ(table->size(), 2);
+  s = SampleOne(*table);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(KeyOf(*s), 1u);
+  EXPECT_EQ(s->times_sampled, 2);
+  EXPECT_EQ(s->table_size, 2);  // the size including the sampled item
+  EXPECT_EQ(table->size(), 1);
+  s = SampleOne(*table);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(KeyOf(*s), 2u);
+  EXPECT_EQ(table->Info().num_unique_samples(), 2);
+
+  // Within one batch: an item is deleted as soon as it hits the limit.
+  auto once = MakeTable(Fifo(), Fifo(), 10, 1, MinSize(1));
+  for (uint64_t k = 1; k <= 3; ++k) ASSERT_TRUE(Insert(*once, k).ok());
+  std::vector<SampledItem> batch;
+  ASSERT_TRUE(once->SampleBatch(10, kNoWait, &batch).ok());
+  ASSERT_EQ(batch.size(), 3u);  // flexible batch: fewer than asked, no block
+  EXPECT_EQ(KeyOf(batch[0]), 1u);
+  EXPECT_EQ(KeyOf(batch[1]), 2u);
+  EXPECT_EQ(KeyOf(batch[2]), 3u);
+  EXPECT_EQ(once->size(), 0);
+}
+
+TEST(TableTest, SampleBatchStopsAtByteLimit) {
+  auto table = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1));
+  // ~600 KB of incompressible data per item: two items pass 1 MiB.
+  std::mt19937_64 gen(1);
+  for (uint64_t k = 1; k <= 4; ++k) {
+    Tensor column;
+    column.dtype = tfp::DT_UINT64;
+    column.shape = {75000};
+    for (int i = 0; i < 75000; ++i) {
+      uint64_t v = gen();
+      column.data.append(reinterpret_cast<const char*>(&v), 8);
+    }
+    auto chunk = std::make_shared<const ChunkData>(
+        BuildChunk(k + 100, {column}, 1, 0, 0, false).value());
+    ASSERT_TRUE(table->InsertOrAssign(MakeItem(k, 1.0, {chunk}), kNoWait).ok());
+  }
+  std::vector<SampledItem> batch;
+  ASSERT_TRUE(table->SampleBatch(10, kNoWait, &batch).ok());
+  EXPECT_EQ(batch.size(), 2u);
+}
+
+TEST(TableTest, InsertOfExistingKeyOnlyUpdatesPriority) {
+  // After one insert the limiter forbids another (cursor would be 2 > 1).
+  auto table = MakeTable(Heap(false), Fifo(), 10, 0, Limiter(1.0, 1, -DBL_MAX, 1.0));
+  ASSERT_TRUE(Insert(*table, 7, 1.0).ok());
+  EXPECT_EQ(Insert(*table, 8, 1.0).code(), absl::StatusCode::kDeadlineExceeded);
+
+  absl::StatusOr<SampledItem> first = SampleOne(*table);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->times_sampled, 1);
+  const auto inserted_at = first->data.item->inserted_at();
+
+  // Same key, different chunk and priority: accepted without waiting, even
+  // though the limiter forbids a new insert.
+  ASSERT_TRUE(Insert(*table, 8, 1.0).ok());  // one sample made room for one
+  EXPECT_EQ(Insert(*table, 9, 1.0).code(), absl::StatusCode::kDeadlineExceeded);
+  TableItem again = MakeItem(7, 42.0, {MakeChunk(555, 9)});
+  ASSERT_TRUE(table->InsertOrAssign(again, kNoWait).ok());
+  EXPECT_EQ(table->size(), 2);
+  EXPECT_EQ(table->Info().rate_limiter_info().insert_stats().completed(), 2);
+
+  absl::StatusOr<SampledItem> s = SampleOne(*table);  // max-heap: key 7
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(KeyOf(*s), 7u);
+  EXPECT_DOUBLE_EQ(s->priority, 42.0);
+  EXPECT_EQ(s->times_sampled, 2);  // not reset
+  EXPECT_EQ(s->data.item->inserted_at().seconds(), inserted_at.seconds());
+  EXPECT_EQ(s->data.item->inserted_at().nanos(), inserted_at.nanos());
+  ASSERT_EQ(s->data.chunks.size(), 1u);
+  EXPECT_EQ(s->data.chunks[0]->chunk_key(), 7u + 1000000000);  // trajectory kept
+  // Episode 9 of the ignored chunk was never counted.
+  EXPECT_EQ(table->Info().num_episodes(), 2);
+}
+
+TEST(TableTest, MutateItemsDeletesThenUpdatesAndIgnoresMissingKeys) {
+  auto table = MakeTable(Heap(false), Fifo(), 10, 0, MinSize(2));
+  for (uint64_t k = 1; k <= 4; ++k) ASSERT_TRUE(Insert(*table, k, k).ok());
+  ASSERT_TRUE(table
+                  ->MutateItems({Update(1, 10.0), Update(99, 5.0), Update(3, 100.0)},
+                                {3, 42})
+                  .ok());
+  // 3 was deleted before its update was considered; 99 and 42 are unknown.
+  EXPECT_EQ(table->size(), 3);
+  absl::StatusOr<SampledItem> s = SampleOne(*table);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(KeyOf(*s), 1u);
+  EXPECT_DOUBLE_EQ(s->priority, 10.0);
+
+  // Deletes are charged to the rate limiter: size 1 < min_size 2.
+  ASSERT_TRUE(table->MutateItems({}, {1, 2}).ok());
+  EXPECT_EQ(table->size(), 1);
+  EXPECT_FALSE(table->CanSample(1));
+  EXPECT_EQ(SampleOne(*table).status().code(), absl::StatusCode::kDeadlineExceeded);
+  // Empty request is fine.
+  EXPECT_TRUE(table->MutateItems({}, {}).ok());
+}
+
+TEST(TableTest, NegativePriorityOnPrioritizedTableIsRejectedAndHarmless) {
+  auto table = MakeTable(Prioritized(1.0), Fifo(), 10, 0, MinSize(1));
+  for (double bad : {-1.0, -1e-300, std::nan("")}) {
+    absl::Status s = Insert(*table, 1, bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_EQ(table->size(), 0);
+  EXPECT_EQ(table->Info().rate_limiter_info().insert_stats().completed(), 0);
+  EXPECT_EQ(table->Info().num_episodes(), 0);
+
+  // The table is healthy: inserts and samples work.
+  std::map<uint64_t, double> priorities = {{1, 1.0}, {2, 2.0}, {3, 0.0}};
+  for (const auto& [k, p] : priorities) ASSERT_TRUE(Insert(*table, k, p).ok());
+  EXPECT_EQ(table->size(), 3);
+
+  // Re-inserting an existing key with a bad priority changes nothing.
+  EXPECT_EQ(Insert(*table, 1, -5.0).code(), absl::StatusCode::kInvalidArgument);
+
+  // One bad update among good ones: nothing of the request is applied.
+  absl::Status s = table->MutateItems({Update(1, 50.0), Update(2, -3.0)}, {3});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("negative"));
+  s = table->MutateItems({Update(1, std::nan("")), Update(2, 7.0)}, {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(table->size(), 3);
+
+  std::vector<SampledItem> batch;
+  ASSERT_TRUE(table->SampleBatch(200, kNoWait, &batch).ok());
+  ASSERT_EQ(batch.size(), 200u);
+  int ones = 0;
+  for (const SampledItem& item : batch) {
+    const uint64_t key = KeyOf(item);
+    ASSERT_TRUE(priorities.count(key));
+    EXPECT_DOUBLE_EQ(item.priority, priorities[key]);
+    EXPECT_NE(key, 3u);  // weight 0
+    EXPECT_NEAR(item.probability, priorities[key] / 3.0, 1e-12);
+    ones += key == 1;
+  }
+  EXPECT_GT(ones, 30);
+  EXPECT_LT(ones, 110);
+
+  // Good mutations still work afterwards.
+  ASSERT_TRUE(table->MutateItems({Update(3, 1.0)}, {2}).ok());
+  EXPECT_EQ(table->size(), 2);
+  ASSERT_TRUE(Insert(*table, 4, 3.0).ok());
+  EXPECT_EQ(table->size(), 3);
+}
+
+TEST(TableTest, NegativePriorityRejectedByPrioritizedRemover) {
+  auto table = MakeTable(Uniform(), Prioritized(1.0), 10, 0, MinSize(1));
+  EXPECT_EQ(Insert(*table, 1, -1.0).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(Insert(*table, 1, 1.0).ok());
+  EXPECT_EQ(table->MutateItems({Update(1, -2.0)}, {}).code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<SampledItem> s = SampleOne(*table);
+  ASSERT_TRUE(s.ok());
+  EXPECT_DOUBLE_EQ(s->priority, 1.0);
+}
+
+TEST(TableTest, SampleBlocksUntilInsertFromAnotherThread) {
+  auto table = MakeTable(Uniform(), Fifo(), 10, 0, MinSize(1));
+  absl::Notification started, done;
+  absl::StatusOr<SampledItem> result = absl::UnknownError("unset");
+  std::thread sampler([&] {
+    started.Notify();
+    result = SampleOne(*table, kForever);
+    done.Notify();
+  });
+  started.WaitForNotification();
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(kBlockCheck));
+  ASSERT_TRUE(Insert(*table, 5).ok());
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(kUnblockTimeout));
+  sampler.join();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(KeyOf(*result), 5u);
+  EXPECT_TRUE(result->rate_limited);
+  EXPECT_GT(table->Info().table_worker_time().waiting_for_inserts_ms(), 0);
+}
+
+TEST(TableTest, SampleTimeoutIsDeadlineExceeded) {
+  auto table = MakeTable(Uniform(), Fifo(), 10, 0, MinSize(2));
+  ASSERT_TRUE(Insert(*table, 1).ok());
+  const absl::Time start = absl::Now();
+  std::vector<SampledItem> out;
+  absl::Status s = table->SampleBatch(3, absl::Milliseconds(100), &out);
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(100));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(s.message(), kRateLimiterTimeoutMessage);
+  EXPECT_TRUE(out.empty());
+  // Zero timeout fails at once.
+  s = table->SampleBatch(1, kNoWait, &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(s.message(), kRateLimiterTimeoutMessage);
+  // Bad batch size.
+  EXPECT_EQ(table->SampleBatch(0, kNoWait, &out).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TableTest, InsertBlocksOnQueueLimiterUntilSample) {
+  auto table = MakeTable(Fifo(), Fifo(), 100, 1, QueueLimiter(2));
+  ASSERT_TRUE(Insert(*table, 1).ok());
+  ASSERT_TRUE(Insert(*table, 2).ok());
+  EXPECT_FALSE(table->CanInsert(1));
+  absl::Status timed_out = Insert(*table, 3, 1.0, absl::Milliseconds(50));
+  EXPECT_EQ(timed_out.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(timed_out.message(), kRateLimiterTimeoutMessage);
+
+  absl::Notification done;
+  absl::Status status = absl::UnknownError("unset");
+  std::thread inserter([&] {
+    status = Insert(*table, 3, 1.0, kForever);
+    done.Notify();
+  });
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(kBlockCheck));
+  EXPECT_EQ(table->size(), 2);
+  absl::StatusOr<SampledItem> s = SampleOne(*table);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(KeyOf(*s), 1u);
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(kUnblockTimeout));
+  inserter.join();
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(table->size(), 2);
+  EXPECT_GT(table->Info().table_worker_time().waiting_for_sampling_ms(), 0);
+  // FIFO order is kept.
+  EXPECT_EQ(KeyOf(SampleOne(*table).value()), 2u);
+  EXPECT_EQ(KeyOf(SampleOne(*table).value()), 3u);
+  EXPECT_EQ(SampleOne(*table).status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(TableTest, CloseCancelsBlockedInsertsAndSamples) {
+  auto queue = MakeTable(Fifo(), Fifo(), 100, 1, QueueLimiter(1));
+  ASSERT_TRUE(Insert(*queue, 1).ok());
+  auto empty = MakeTable(Uniform(), Fifo(), 10, 0, MinSize(1));
+
+  absl::Notification insert_done, sample_done;
+  absl::Status insert_status, sample_status;
+  std::thread inserter([&] {
+    insert_status = Insert(*queue, 2, 1.0, kForever);
+    insert_done.Notify();
+  });
+  std::thread sampler([&] {
+    sample_status = SampleOne(*empty, kForever).status();
+    sample_done.Notify();
+  });
+  EXPECT_FALSE(insert_done.WaitForNotificationWithTimeout(kBlockCheck));
+  EXPECT_FALSE(sample_done.HasBeenNotified());
+  queue->Close();
+  empty->Close();
+  EXPECT_TRUE(insert_done.WaitForNotificationWithTimeout(kUnblockTimeout));
+  EXPECT_TRUE(sample_done.WaitForNotificationWithTimeout(kUnblockTimeout));
+  inserter.join();
+  sampler.join();
+  EXPECT_EQ(insert_status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(insert_status.message(), kTableClosedMessage);
+  EXPECT_EQ(sample_status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(sample_status.message(), kTableClosedMessage);
+  EXPECT_EQ(queue->size(), 1);  // the blocked insert was not stored
+
+  // Later calls fail at once, even ones that would not block.
+  EXPECT_EQ(Insert(*empty, 3).code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(SampleOne(*queue, kForever).status().code(), absl::StatusCode::kCancelled);
+  queue->Close();  // idempotent
+}
+
+TEST(TableTest, CancelledCallbackAbortsBlockedCalls) {
+  auto table = MakeTable(Fifo(), Fifo(), 100, 1, QueueLimiter(1));
+  std::atomic<bool> cancel{false};
+  auto cancelled = [&cancel] { return cancel.load(); };
+
+  absl::Notification sample_done;
+  absl::Status sample_status;
+  std::thread sampler([&] {
+    std::vector<SampledItem> out;
+    sample_status = table->SampleBatch(1, kForever, &out, cancelled);
+    sample_done.Notify();
+  });
+  EXPECT_FALSE(sample_done.WaitForNotificationWithTimeout(kBlockCheck));
+  cancel = true;
+  EXPECT_TRUE(sample_done.WaitForNotificationWithTimeout(kUnblockTimeout));
+  sampler.join();
+  EXPECT_EQ(sample_status.code(), absl::StatusCode::kCancelled);
+
+  cancel = false;
+  ASSERT_TRUE(Insert(*table, 1).ok());
+  absl::Notification insert_done;
+  absl::Status insert_status;
+  std::thread inserter([&] {
+    insert_status = table->InsertOrAssign(MakeItem(2), kForever, cancelled);
+    insert_done.Notify();
+  });
+  EXPECT_FALSE(insert_done.WaitForNotificationWithTimeout(kBlockCheck));
+  cancel = true;
+  EXPECT_TRUE(insert_done.WaitForNotificationWithTimeout(kUnblockTimeout));
+  inserter.join();
+  EXPECT_EQ(insert_status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(table->size(), 1);
+  // The table still works and the callback is irrelevant when not blocked.
+  EXPECT_EQ(KeyOf(SampleOne(*table).value()), 1u);
+  EXPECT_TRUE(table->InsertOrAssign(MakeItem(3), kNoWait, cancelled).ok());
+}
+
+TEST(TableTest, ResetClearsItemsAndCounters) {
+  auto table = MakeTable(Uniform(), Fifo(), 2, 0, MinSize(1));
+  for (uint64_t k = 1; k <= 3; ++k) ASSERT_TRUE(Insert(*table, k).ok());
+  ASSERT_TRUE(SampleOne(*table).ok());
+  auto info = table->Info();
+  EXPECT_EQ(info.current_size(), 2);
+  EXPECT_EQ(info.num_deleted_episodes(), 1);
+  EXPECT_EQ(info.rate_limiter_info().insert_stats().completed(), 3);
+
+  table->Reset();
+  info = table->Info();
+  EXPECT_EQ(table->size(), 0);
+  EXPECT_EQ(info.current_size(), 0);
+  EXPECT_EQ(info.num_episodes(), 0);
+  EXPECT_EQ(info.num_deleted_episodes(), 0);
+  EXPECT_EQ(info.num_unique_samples(), 0);
+  EXPECT_EQ(info.rate_limiter_info().insert_stats().completed(), 0);
+  EXPECT_EQ(info.rate_limiter_info().sample_stats().completed(), 0);
+  EXPECT_EQ(info.rate_limiter_info().min_size_to_sample(), 1);  // parameters kept
+  EXPECT_EQ(SampleOne(*table).status().code(), absl::StatusCode::kDeadlineExceeded);
+
+  // Keys of the old items may be inserted again.
+  ASSERT_TRUE(Insert(*table, 1).ok());
+  EXPECT_EQ(KeyOf(SampleOne(*table).value()), 1u);
+  EXPECT_EQ(table->Info().rate_limiter_info().insert_stats().completed(), 1);
+}
+
+TEST(TableTest, ResetUnblocksAnInsertBlockedByTheLimiter) {
+  auto table = MakeTable(Fifo(), Fifo(), 100, 0, QueueLimiter(1));
+  ASSERT_TRUE(Insert(*table, 1).ok());
+  absl::Notification done;
+  absl::Status status;
+  std::thread inserter([&] {
+    status = Insert(*table, 2, 1.0, kForever);
+    done.Notify();
+  });
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(kBlockCheck));
+  table->Reset();
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(kUnblockTimeout));
+  inserter.join();
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(table->size(), 1);
+  EXPECT_EQ(KeyOf(SampleOne(*table).value()), 2u);
+}
+
+TEST(TableTest, InfoReportsConfigurationAndCounters) {
+  auto table = MakeTable(Prioritized(0.8), Fifo(), 10, 3,
+                         Limiter(2.0, 1, -5.0, 7.0), "info_table");
+  auto info = table->Info();
+  EXPECT_EQ(info.name(), "info_table");
+  EXPECT_EQ(info.max_size(), 10);
+  EXPECT_EQ(info.max_times_sampled(), 3);
+  EXPECT_DOUBLE_EQ(info.sampler_options().prioritized().priority_exponent(), 0.8);
+  EXPECT_TRUE(info.remover_options().fifo());
+  EXPECT_DOUBLE_EQ(info.rate_limiter_info().samples_per_insert(), 2.0);
+  EXPECT_EQ(info.rate_limiter_info().min_size_to_sample(), 1);
+  EXPECT_DOUBLE_EQ(info.rate_limiter_info().min_diff(), -5.0);
+  EXPECT_DOUBLE_EQ(info.rate_limiter_info().max_diff(), 7.0);
+  EXPECT_EQ(info.current_size(), 0);
+
+  // Episode accounting counts (item, chunk) references per episode id.
+  auto c1 = MakeChunk(11, /*episode_id=*/100);
+  auto c2 = MakeChunk(12, /*episode_id=*/100);
+  auto c3 = MakeChunk(13, /*episode_id=*/200);
+  ASSERT_TRUE(table->InsertOrAssign(MakeItem(1, 1.0, {c1, c2}), kNoWait).ok());
+  ASSERT_TRUE(table->InsertOrAssign(MakeItem(2, 1.0, {c2, c3}), kNoWait).ok());
+  info = table->Info();
+  EXPECT_EQ(info.current_size(), 2);
+  EXPECT_EQ(info.num_episodes(), 2);
+  EXPECT_EQ(info.num_deleted_episodes(), 0);
+
+  ASSERT_TRUE(table->MutateItems({}, {1}).ok());
+  info = table->Info();
+  EXPECT_EQ(info.num_episodes(), 2);  // episode 100 still referenced by item 2
+  EXPECT_EQ(info.num_deleted_episodes(), 0);
+
+  // Sampling item 2 three times deletes it (max_times_sampled = 3).
+  std::vector<SampledItem> batch;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(table->SampleBatch(1, kNoWait, &batch).ok());
+  info = table->Info();
+  EXPECT_EQ(info.current_size(), 0);
+  EXPECT_EQ(info.num_episodes(), 0);
+  EXPECT_EQ(info.num_deleted_episodes(), 2);
+  EXPECT_EQ(info.num_unique_samples(), 1);
+  EXPECT_EQ(info.rate_limiter_info().insert_stats().completed(), 2);
+  EXPECT_EQ(info.rate_limiter_info().sample_stats().completed(), 3);
+
+  // An episode coming back counts again; its earlier deletion stays counted.
+  ASSERT_TRUE(table->InsertOrAssign(MakeItem(3, 1.0, {c1}), kNoWait).ok());
+  info = table->Info();
+  EXPECT_EQ(info.num_episodes(), 1);
+  EXPECT_EQ(info.num_deleted_episodes(), 2);
+  EXPECT_THAT(table->DebugString(), HasSubstr("info_table"));
+}
+
+TEST(TableTest, ConcurrentInsertSampleAndUpdate) {
+  constexpr int kInserters = 4;
+  constexpr int kPerInserter = 600;
+  constexpr int64_t kMaxSize = 100;
+  auto table = MakeTable(Prioritized(0.8), Fifo(), kMaxSize, 0, MinSize(1));
+  auto key_of = [](int thread, int i) -> uint64_t {
+    return static_cast<uint64_t>(thread + 1) * 1000000 + i;
+  };
+
+  std::atomic<int> inserters_running{kInserters};
+  std::atomic<int64_t> samples_taken{0};
+  std::atomic<int64_t> updates_done{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kInserters; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerInserter; ++i) {
+        absl::Status s = table->InsertOrAssign(MakeItem(key_of(t, i), 1.0 + i % 7),
+                                               absl::Seconds(30));
+        EXPECT_TRUE(s.ok()) << s;
+      }
+      --inserters_running;
+    });
+  }
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&] {
+      while (inserters_running > 0) {
+        std::vector<SampledItem> batch;
+        absl::Status s = table->SampleBatch(4, absl::Milliseconds(20), &batch);
+        if (!s.ok()) {
+          EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+          continue;
+        }
+        EXPECT_GE(batch.size(), 1u);
+        EXPECT_LE(batch.size(), 4u);
+        for (const SampledItem& item : batch) {
+          EXPECT_GE(item.times_sampled, 1);
+          EXPECT_GT(item.probability, 0.0);
+          EXPECT_LE(item.probability, 1.0 + 1e-9);
+          EXPECT_GE(item.table_size, 1);
+          EXPECT_LE(item.table_size, kMaxSize);
+          EXPECT_GE(item.priority, 0.0);
+        }
+        samples_taken += static_cast<int64_t>(batch.size());
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    std::mt19937 gen(3);
+    while (inserters_running > 0) {
+      std::vector<KeyWithPriority> updates;
+      for (int j = 0; j < 5; ++j) {
+        updates.push_back(Update(key_of(gen() % kInserters, gen() % kPerInserter),
+                                 (gen() % 1000) / 100.0));
+      }
+      EXPECT_TRUE(table->MutateItems(updates, {}).ok());
+      ++updates_done;
+    }
+  });
+  for (std::thread& t : threads) t.join();
+
+  auto info = table->Info();
+  EXPECT_EQ(info.rate_limiter_info().insert_stats().completed(),
+            kInserters * kPerInserter);
+  EXPECT_EQ(info.rate_limiter_info().sample_stats().completed(), samples_taken.load());
+  EXPECT_GT(samples_taken.load(), 0);
+  EXPECT_GT(updates_done.load(), 0);
+  EXPECT_EQ(info.current_size(), kMaxSize);
+  EXPECT_EQ(table->size(), kMaxSize);
+  EXPECT_EQ(info.num_episodes(), kMaxSize);  // one episode per item
+  EXPECT_EQ(info.num_deleted_episodes(), kInserters * kPerInserter - kMaxSize);
+  EXPECT_LE(info.num_unique_samples(), samples_taken.load());
+
+  // FIFO eviction keeps, of each inserter's keys, a suffix.
+  std::vector<uint64_t> all;
+  for (int t = 0; t < kInserters; ++t) {
+    for (int i = 0; i < kPerInserter; ++i) all.push_back(key_of(t, i));
+  }
+  std::set<uint64_t> present = DrainKeys(*table, all);
+  EXPECT_EQ(present.size(), static_cast<size_t>(kMaxSize));
+  for (int t = 0; t < kInserters; ++t) {
+    bool seen = false;
+    for (int i = 0; i < kPerInserter; ++i) {
+      const bool here = present.count(key_of(t, i)) > 0;
+      EXPECT_FALSE(seen && !here) << "gap in thread " << t << " at " << i;
+      seen = seen || here;
+    }
+  }
+  EXPECT_EQ(table->size(), 0);
+  EXPECT_EQ(table->Info().num_episodes(), 0);
+}
+
+}  // namespace
+}  // namespace tf_reverb

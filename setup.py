@@ -1,0 +1,108 @@
+"""Packaging for tf_reverb.
+
+Building runs Bazel (fully offline, see WORKSPACE) against the TensorFlow of
+the Python running this script, places the core extension, the TF kernel
+library and the server binary inside the package, and generates the Python
+modules of the wire protocol with grpcio-tools. Build with
+``pip install --no-build-isolation .`` so Bazel sees the installed TensorFlow.
+"""
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import setuptools
+from setuptools.command import build_py
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+PACKAGE = os.path.join(ROOT, 'tf_reverb')
+
+# Bazel target -> path inside the package.
+NATIVE_OUTPUTS = {
+    '//tf_reverb:pybind.so': 'pybind.so',
+    '//tf_reverb/kernels:libtf_reverb_ops.so': 'ops/libtf_reverb_ops.so',
+    '//server:reverb_server': 'bin/reverb_server',
+}
+
+
+def _bazel_output(target: str) -> str:
+  package, name = target[2:].split(':')
+  return os.path.join(ROOT, 'bazel-bin', package, name)
+
+
+def build_native() -> None:
+  """Builds the native parts with Bazel and copies them into the package."""
+  env = dict(os.environ, PYTHON_BIN_PATH=sys.executable)
+  subprocess.check_call(['bazel', 'build', '-c', 'opt'] + list(NATIVE_OUTPUTS),
+                        cwd=ROOT, env=env)
+  for target, relative in NATIVE_OUTPUTS.items():
+    destination = os.path.join(PACKAGE, relative)
+    os.makedirs(os.path.dirname(destination), exist_ok=True)
+    if os.path.exists(destination):
+      os.remove(destination)
+    shutil.copy(_bazel_output(target), destination)
+    os.chmod(destination, 0o755)
+
+
+def generate_protos() -> None:
+  """Generates tf_reverb/proto/*_pb2.py from proto/*.proto."""
+  from grpc_tools import protoc  # pylint: disable=g-import-not-at-top
+  out_dir = os.path.join(PACKAGE, 'proto')
+  protos = sorted(glob.glob(os.path.join(ROOT, 'proto', '*.proto')))
+  include = os.path.join(os.path.dirname(protoc.__file__), '_proto')
+  args = ['protoc', f'-I{ROOT}/proto', f'-I{include}', f'--python_out={out_dir}',
+          f'--grpc_python_out={out_dir}'] + protos
+  if protoc.main(args) != 0:
+    raise RuntimeError('protoc failed on ' + ' '.join(protos))
+  # protoc emits absolute imports of sibling modules; make them relative.
+  for path in glob.glob(os.path.join(out_dir, '*_pb2*.py')):
+    with open(path) as f:
+      text = f.read()
+    text = re.sub(r'^import (\w+_pb2) as', r'from . import \1 as', text,
+                  flags=re.MULTILINE)
+    with open(path, 'w') as f:
+      f.write(text)
+
+
+class BuildPy(build_py.build_py):
+  """build_py that first builds the native parts and the protos."""
+
+  def run(self):
+    build_native()
+    generate_protos()
+    super().run()
+
+
+setuptools.setup(
+    name='tf_reverb',
+    version='0.1.0',
+    description='Experience replay for reinforcement learning, Reverb-compatible.',
+    packages=setuptools.find_packages(include=['tf_reverb', 'tf_reverb.*']),
+    package_data={
+        'tf_reverb': ['pybind.so', 'bin/reverb_server'],
+        'tf_reverb.ops': ['libtf_reverb_ops.so'],
+    },
+    python_requires='>=3.9',
+    install_requires=[
+        'numpy',
+        'dm-tree',
+        'portpicker',
+        'protobuf',
+        'absl-py',
+    ],
+    extras_require={
+        # The kernels are compiled against the TensorFlow present at build
+        # time; any 2.x that provides tf.sysconfig works.
+        'tensorflow': ['tensorflow>=2.12'],
+    },
+    entry_points={
+        'console_scripts': [
+            'reverb_server = tf_reverb.server_executable.server_main:app_run_main',
+        ],
+    },
+    cmdclass={'build_py': BuildPy},
+    zip_safe=False,
+)

@@ -1,0 +1,52 @@
+"""tf_reverb: an experience-replay service for reinforcement learning.
+
+A drop-in for DeepMind Reverb (``import tf_reverb as reverb``): the same
+Python API over a C++ core and gRPC server that is wire-compatible with
+Reverb's. Importing this package does not import TensorFlow; the names that
+need it (``TFClient``, ...) load it on first access.
+"""
+
+import importlib
+import os
+import sys
+from typing import Any
+
+# The core links Debian's gRPC and protobuf; TensorFlow exports its own copies
+# into the global symbol scope. RTLD_DEEPBIND makes the core bind to its own
+# (see DESIGN.md, "Symbol isolation"). The TF kernels dlopen this same file.
+_dlopen_flags = sys.getdlopenflags()
+sys.setdlopenflags(_dlopen_flags | os.RTLD_DEEPBIND)
+try:
+  from tf_reverb import pybind  # pylint: disable=g-import-not-at-top
+finally:
+  sys.setdlopenflags(_dlopen_flags)
+
+# pylint: disable=g-import-not-at-top,g-bad-import-order
+from tf_reverb import errors
+from tf_reverb import item_selectors as selectors
+from tf_reverb import rate_limiters
+from tf_reverb.client import Client
+from tf_reverb.errors import DeadlineExceededError
+from tf_reverb.errors import ReverbError
+from tf_reverb.replay_sample import ReplaySample
+from tf_reverb.replay_sample import SampleInfo
+from tf_reverb.server import Server
+from tf_reverb.server import Table
+
+# Names whose modules import TensorFlow: resolved on first access.
+_LAZY_NAMES = {
+    'TFClient': 'tf_reverb.tf_client',
+}
+
+
+def __getattr__(name: str) -> Any:
+  module = _LAZY_NAMES.get(name)
+  if module is None:
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+  value = getattr(importlib.import_module(module), name)
+  globals()[name] = value
+  return value
+
+
+def __dir__():
+  return sorted(list(globals()) + list(_LAZY_NAMES))

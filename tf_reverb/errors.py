@@ -1,0 +1,28 @@
+"""Exceptions raised by tf_reverb beyond the builtin ones.
+
+Failures map to builtin exceptions as in Reverb: invalid arguments raise
+``ValueError``, exhausted resources ``IndexError``, unimplemented calls
+``NotImplementedError`` and everything else (unknown tables, cancellation,
+transport failures) ``RuntimeError``. Calls that take a timeout raise
+``DeadlineExceededError`` when it expires.
+"""
+
+# The core reports both insert and sample rate-limiter timeouts with this text.
+RATE_LIMITER_TIMEOUT_MESSAGE = (
+    'Rate Limiter: Timeout exceeded before the right to insert was acquired.')
+
+
+class ReverbError(Exception):
+  """Base class of tf_reverb's own exceptions."""
+
+
+class DeadlineExceededError(ReverbError):
+  """A call with a timeout did not complete in time."""
+
+
+def is_deadline_exceeded(error: BaseException) -> bool:
+  """Whether `error`, raised by the core, reports an expired deadline."""
+  text = str(error)
+  return isinstance(error, RuntimeError) and (
+      RATE_LIMITER_TIMEOUT_MESSAGE in text or 'Deadline Exceeded' in text or
+      'Deadline exceeded' in text or 'DEADLINE_EXCEEDED' in text)

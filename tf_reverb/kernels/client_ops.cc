@@ -1,0 +1,254 @@
+// The TFClient ops: ReverbClient (resource), ReverbClientSample,
+// ReverbClientInsert and ReverbClientUpdatePriorities (reverb-spec.md §2.11).
+// Unlike Reverb's, ReverbClientSample returns the whole sampled item, not
+// only its first timestep.
+#include <string>
+#include <vector>
+
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/resource_op_kernel.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tf_reverb/kernels/client_resource.h"
+#include "tf_reverb/kernels/core_api.h"
+
+namespace tf_reverb {
+namespace {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Status;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+using ::tensorflow::shape_inference::InferenceContext;
+
+constexpr size_t kErrorSize = 2048;
+
+REGISTER_OP("ReverbClient")
+    .Output("handle: resource")
+    .Attr("server_address: string")
+    .Attr("container: string = ''")
+    .Attr("shared_name: string = ''")
+    .SetIsStateful()
+    .SetShapeFn(tensorflow::shape_inference::ScalarShape)
+    .Doc("A client of the Reverb server at `server_address`.");
+
+REGISTER_OP("ReverbClientSample")
+    .Input("handle: resource")
+    .Input("table: string")
+    .Attr("timeout_ms: int = -1")
+    .Attr("Toutput_list: list(type) >= 0")
+    .Output("key: uint64")
+    .Output("probability: double")
+    .Output("table_size: int64")
+    .Output("priority: double")
+    .Output("times_sampled: int32")
+    .Output("outputs: Toutput_list")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      for (int i = 0; i < 5; ++i) c->set_output(i, c->Scalar());
+      for (int i = 5; i < c->num_outputs(); ++i) c->set_output(i, c->UnknownShape());
+      return Status();
+    })
+    .Doc("Samples one whole item from `table`.");
+
+REGISTER_OP("ReverbClientInsert")
+    .Input("handle: resource")
+    .Input("data: T")
+    .Input("tables: string")
+    .Input("priorities: double")
+    .Attr("T: list(type) >= 1")
+    .SetIsStateful()
+    .SetShapeFn(tensorflow::shape_inference::NoOutputs)
+    .Doc("Inserts `data` as one step, one item per (tables[i], priorities[i]).");
+
+REGISTER_OP("ReverbClientUpdatePriorities")
+    .Input("handle: resource")
+    .Input("table: string")
+    .Input("keys: uint64")
+    .Input("priorities: double")
+    .SetIsStateful()
+    .SetShapeFn(tensorflow::shape_inference::NoOutputs)
+    .Doc("Sets the priorities of items of `table`; absent keys are ignored.");
+
+class ReverbClientHandleOp
+    : public tensorflow::ResourceOpKernel<ReverbClientResource> {
+ public:
+  explicit ReverbClientHandleOp(OpKernelConstruction* context)
+      : ResourceOpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("server_address", &server_address_));
+  }
+
+ private:
+  Status CreateResource(ReverbClientResource** resource) override {
+    auto api = CoreApi::Get();
+    if (!api.ok()) return api.status();
+    *resource = new ReverbClientResource(*api, server_address_);
+    return Status();
+  }
+
+  std::string server_address_;
+};
+
+// Output allocation for the core's sample callback.
+struct SampleOutputs {
+  OpKernelContext* context;
+  tensorflow::DataTypeVector expected;
+  std::vector<Tensor*> tensors;
+  Status status;
+};
+
+void* AllocateOutput(void* opaque, int32_t column, int32_t dtype, int32_t rank,
+                     const int64_t* dims) {
+  auto* outputs = static_cast<SampleOutputs*>(opaque);
+  if (column >= static_cast<int32_t>(outputs->expected.size())) {
+    outputs->status = tensorflow::errors::InvalidArgument(
+        "The sampled item has more columns than the ", outputs->expected.size(),
+        " dtypes requested.");
+    return nullptr;
+  }
+  if (outputs->expected[column] != dtype) {
+    outputs->status = tensorflow::errors::InvalidArgument(
+        "Column ", column, " of the sampled item has dtype ",
+        tensorflow::DataTypeString(static_cast<tensorflow::DataType>(dtype)),
+        " but ", tensorflow::DataTypeString(outputs->expected[column]), " was requested.");
+    return nullptr;
+  }
+  TensorShape shape;
+  for (int i = 0; i < rank; ++i) shape.AddDim(dims[i]);
+  Tensor* tensor = nullptr;
+  outputs->status = outputs->context->allocate_output(5 + column, shape, &tensor);
+  if (!outputs->status.ok()) return nullptr;
+  outputs->tensors[column] = tensor;
+  return tensor->data();
+}
+
+void SetString(void* opaque, int32_t column, int64_t index, const char* data, size_t size) {
+  auto* outputs = static_cast<SampleOutputs*>(opaque);
+  outputs->tensors[column]->flat<tensorflow::tstring>()(index).assign(data, size);
+}
+
+class ReverbClientSampleOp : public OpKernel {
+ public:
+  explicit ReverbClientSampleOp(OpKernelConstruction* context) : OpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("Toutput_list", &dtypes_));
+    OP_REQUIRES_OK(context, context->GetAttr("timeout_ms", &timeout_ms_));
+  }
+
+  void Compute(OpKernelContext* context) override {
+    ReverbClientResource* resource;
+    OP_REQUIRES_OK(context, LookupResource(context, HandleFromInput(context, 0), &resource));
+    tensorflow::core::ScopedUnref unref(resource);
+    const std::string table = context->input(1).scalar<tensorflow::tstring>()();
+    SampleOutputs outputs{context, dtypes_, std::vector<Tensor*>(dtypes_.size()), Status()};
+    TfReverbSampleInfo info;
+    char error[kErrorSize] = {0};
+    int code = resource->api()->client_sample(resource->client(), table.c_str(), timeout_ms_,
+                                              &info, &AllocateOutput, &SetString, &outputs,
+                                              error, kErrorSize);
+    OP_REQUIRES_OK(context, outputs.status);
+    OP_REQUIRES_OK(context, CoreStatus(code, error));
+    for (size_t i = 0; i < outputs.tensors.size(); ++i) {
+      OP_REQUIRES(context, outputs.tensors[i] != nullptr,
+                  tensorflow::errors::InvalidArgument(
+                      "The sampled item has fewer columns than the ", dtypes_.size(),
+                      " dtypes requested."));
+    }
+    auto scalar = [context](int index, auto value) {
+      Tensor* tensor;
+      OP_REQUIRES_OK(context, context->allocate_output(index, TensorShape({}), &tensor));
+      tensor->scalar<decltype(value)>()() = value;
+    };
+    scalar(0, static_cast<tensorflow::uint64>(info.key));
+    scalar(1, info.probability);
+    scalar(2, static_cast<int64_t>(info.table_size));
+    scalar(3, info.priority);
+    scalar(4, static_cast<int32_t>(info.times_sampled));
+  }
+
+ private:
+  tensorflow::DataTypeVector dtypes_;
+  int64_t timeout_ms_;
+};
+
+class ReverbClientInsertOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  void Compute(OpKernelContext* context) override {
+    ReverbClientResource* resource;
+    OP_REQUIRES_OK(context, LookupResource(context, HandleFromInput(context, 0), &resource));
+    tensorflow::core::ScopedUnref unref(resource);
+    tensorflow::OpInputList data;
+    OP_REQUIRES_OK(context, context->input_list("data", &data));
+    const Tensor& tables = context->input(data.size() + 1);
+    const Tensor& priorities = context->input(data.size() + 2);
+    OP_REQUIRES(context, tables.dims() == 1 && priorities.dims() == 1 &&
+                             tables.NumElements() == priorities.NumElements(),
+                tensorflow::errors::InvalidArgument(
+                    "tables and priorities must be rank-1 tensors of equal length, got ",
+                    tables.shape().DebugString(), " and ", priorities.shape().DebugString()));
+
+    std::vector<std::vector<int64_t>> dims(data.size());
+    std::vector<std::vector<TfReverbString>> strings(data.size());
+    std::vector<TfReverbTensorView> views(data.size());
+    for (int i = 0; i < data.size(); ++i) {
+      const Tensor& tensor = data[i];
+      for (int d = 0; d < tensor.dims(); ++d) dims[i].push_back(tensor.dim_size(d));
+      views[i] = TfReverbTensorView{static_cast<int32_t>(tensor.dtype()), tensor.dims(),
+                                    dims[i].data(), tensor.data(), tensor.TotalBytes()};
+      if (tensor.dtype() == tensorflow::DT_STRING) {
+        auto flat = tensor.flat<tensorflow::tstring>();
+        for (int64_t j = 0; j < flat.size(); ++j) {
+          strings[i].push_back(TfReverbString{flat(j).data(), flat(j).size()});
+        }
+        views[i].data = strings[i].data();
+      }
+    }
+    std::vector<const char*> table_names;
+    auto names = tables.flat<tensorflow::tstring>();
+    for (int64_t i = 0; i < names.size(); ++i) table_names.push_back(names(i).c_str());
+    char error[kErrorSize] = {0};
+    int code = resource->api()->client_insert(
+        resource->client(), views.data(), static_cast<int32_t>(views.size()),
+        table_names.data(), priorities.flat<double>().data(),
+        static_cast<int32_t>(table_names.size()), error, kErrorSize);
+    OP_REQUIRES_OK(context, CoreStatus(code, error));
+  }
+};
+
+class ReverbClientUpdatePrioritiesOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  void Compute(OpKernelContext* context) override {
+    ReverbClientResource* resource;
+    OP_REQUIRES_OK(context, LookupResource(context, HandleFromInput(context, 0), &resource));
+    tensorflow::core::ScopedUnref unref(resource);
+    const std::string table = context->input(1).scalar<tensorflow::tstring>()();
+    const Tensor& keys = context->input(2);
+    const Tensor& priorities = context->input(3);
+    OP_REQUIRES(context, keys.dims() == 1 && keys.shape() == priorities.shape(),
+                tensorflow::errors::InvalidArgument(
+                    "keys must be rank 1 and match priorities, got ", keys.shape().DebugString(),
+                    " and ", priorities.shape().DebugString()));
+    char error[kErrorSize] = {0};
+    int code = resource->api()->client_update_priorities(
+        resource->client(), table.c_str(),
+        reinterpret_cast<const uint64_t*>(keys.flat<tensorflow::uint64>().data()),
+        priorities.flat<double>().data(), keys.NumElements(), error, kErrorSize);
+    OP_REQUIRES_OK(context, CoreStatus(code, error));
+  }
+};
+
+REGISTER_KERNEL_BUILDER(Name("ReverbClient").Device(DEVICE_CPU), ReverbClientHandleOp);
+REGISTER_KERNEL_BUILDER(Name("ReverbClientSample").Device(DEVICE_CPU), ReverbClientSampleOp);
+REGISTER_KERNEL_BUILDER(Name("ReverbClientInsert").Device(DEVICE_CPU), ReverbClientInsertOp);
+REGISTER_KERNEL_BUILDER(Name("ReverbClientUpdatePriorities").Device(DEVICE_CPU),
+                        ReverbClientUpdatePrioritiesOp);
+
+}  // namespace
+}  // namespace tf_reverb

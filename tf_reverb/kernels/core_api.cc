@@ -1,0 +1,63 @@
+#include "tf_reverb/kernels/core_api.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace tf_reverb {
+namespace {
+
+std::atomic<const CoreApi*> bound_api{nullptr};
+
+template <typename T>
+bool Resolve(void* handle, const char* name, T* out) {
+  *out = reinterpret_cast<T>(dlsym(handle, name));
+  return *out != nullptr;
+}
+
+}  // namespace
+
+tensorflow::StatusOr<const CoreApi*> CoreApi::Get() {
+  const CoreApi* api = bound_api.load();
+  if (api == nullptr) {
+    return absl::FailedPreconditionError(
+        "The tf_reverb core is not loaded; use the ops through tf_reverb.ops.");
+  }
+  return api;
+}
+
+tensorflow::Status CoreStatus(int code, const char* message) {
+  if (code == 0) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(code), message);
+}
+
+}  // namespace tf_reverb
+
+extern "C" int tf_reverb_kernels_bind_core(const char* core_path, char* error,
+                                           size_t error_size) {
+  auto fail = [&](const std::string& message) {
+    std::strncpy(error, message.c_str(), error_size - 1);
+    error[error_size - 1] = '\0';
+    return 1;
+  };
+  if (tf_reverb::bound_api.load() != nullptr) return 0;
+  void* handle = dlopen(core_path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+  if (handle == nullptr) return fail(std::string("dlopen failed: ") + dlerror());
+  auto* api = new tf_reverb::CoreApi();
+  if (!tf_reverb::Resolve(handle, "tf_reverb_client_new", &api->client_new) ||
+      !tf_reverb::Resolve(handle, "tf_reverb_client_free", &api->client_free) ||
+      !tf_reverb::Resolve(handle, "tf_reverb_client_sample", &api->client_sample) ||
+      !tf_reverb::Resolve(handle, "tf_reverb_client_insert", &api->client_insert) ||
+      !tf_reverb::Resolve(handle, "tf_reverb_client_update_priorities",
+                          &api->client_update_priorities)) {
+    delete api;
+    return fail(std::string("The core at ") + core_path + " lacks the C ABI.");
+  }
+  const tf_reverb::CoreApi* expected = nullptr;
+  if (!tf_reverb::bound_api.compare_exchange_strong(expected, api)) delete api;
+  return 0;
+}

@@ -1,0 +1,1 @@
+"""Python modules of the wire protocol, generated from proto/ at build time."""

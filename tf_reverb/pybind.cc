@@ -1,0 +1,282 @@
+// tf_reverb.pybind: the Python extension, which *is* the core library of the
+// process (the server, tables, client and the C ABI the TF kernels dlopen).
+//
+// Python must import it with RTLD_DEEPBIND (tf_reverb/__init__.py does) so
+// its Debian gRPC/protobuf never bind to the copies TensorFlow exports.
+//
+// Errors map as in Reverb: INVALID_ARGUMENT -> ValueError, RESOURCE_EXHAUSTED
+// -> IndexError, UNIMPLEMENTED -> NotImplementedError, everything else ->
+// RuntimeError with the status message. The GIL is released in every call
+// that can block or do real work.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "pybind11/numpy.h"
+#include "pybind11/pybind11.h"
+#include "pybind11/stl.h"
+#include "server/client.h"
+#include "server/rate_limiter.h"
+#include "server/selectors/selector.h"
+#include "server/server.h"
+#include "server/table.h"
+#include "server/tensor.h"
+
+namespace py = pybind11;
+
+namespace tf_reverb {
+namespace {
+
+void MaybeRaise(const absl::Status& status) {
+  if (status.ok()) return;
+  const std::string message(status.message());
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+      throw py::value_error(message);
+    case absl::StatusCode::kResourceExhausted:
+      throw py::index_error(message);
+    case absl::StatusCode::kUnimplemented:
+      PyErr_SetString(PyExc_NotImplementedError, message.c_str());
+      throw py::error_already_set();
+    default:
+      // The code name leads so Python can tell DEADLINE_EXCEEDED apart.
+      throw std::runtime_error(message);
+  }
+}
+
+template <typename T>
+T ValueOrRaise(absl::StatusOr<T> value) {
+  MaybeRaise(value.status());
+  return *std::move(value);
+}
+
+deepmind::reverb::KeyDistributionOptions ParseOptions(const py::bytes& serialized) {
+  deepmind::reverb::KeyDistributionOptions options;
+  if (!options.ParseFromString(std::string(serialized))) {
+    throw py::value_error("Invalid serialized KeyDistributionOptions.");
+  }
+  return options;
+}
+
+absl::Duration TimeoutFromMs(int64_t timeout_ms) {
+  return timeout_ms < 0 ? absl::InfiniteDuration() : absl::Milliseconds(timeout_ms);
+}
+
+const char* NumpyName(DataType dtype) {
+  switch (dtype) {
+    case tf::DT_FLOAT: return "float32";
+    case tf::DT_DOUBLE: return "float64";
+    case tf::DT_INT32: return "int32";
+    case tf::DT_UINT8: return "uint8";
+    case tf::DT_INT16: return "int16";
+    case tf::DT_INT8: return "int8";
+    case tf::DT_COMPLEX64: return "complex64";
+    case tf::DT_INT64: return "int64";
+    case tf::DT_BOOL: return "bool";
+    case tf::DT_UINT16: return "uint16";
+    case tf::DT_COMPLEX128: return "complex128";
+    case tf::DT_HALF: return "float16";
+    case tf::DT_UINT32: return "uint32";
+    case tf::DT_UINT64: return "uint64";
+    default: return nullptr;
+  }
+}
+
+// (dtype, shape, data) from Python: `data` is a C-contiguous numpy array for
+// numeric dtypes and a list of bytes for strings.
+Tensor TensorFromPython(int dtype, const std::vector<int64_t>& shape, const py::object& data) {
+  Tensor tensor;
+  tensor.dtype = static_cast<DataType>(dtype);
+  tensor.shape = shape;
+  if (tensor.dtype == tf::DT_STRING) {
+    for (const py::handle& item : data) tensor.strings.push_back(item.cast<std::string>());
+  } else {
+    py::buffer_info info = data.cast<py::buffer>().request();
+    tensor.data.assign(static_cast<const char*>(info.ptr), info.size * info.itemsize);
+  }
+  MaybeRaise(ValidateTensor(tensor));
+  return tensor;
+}
+
+py::tuple InfoTuple(const Sample& sample) {
+  const auto& item = sample.info().item();
+  return py::make_tuple(item.key(), sample.info().probability(), sample.info().table_size(),
+                        item.priority(), item.times_sampled());
+}
+
+// Decodes every column of `sample` into new numpy arrays.
+py::list Columns(const Sample& sample) {
+  std::vector<ColumnSpec> specs = ValueOrRaise(sample.ColumnSpecs());
+  py::list columns;
+  std::vector<std::pair<int, char*>> numeric;
+  for (int c = 0; c < static_cast<int>(specs.size()); ++c) {
+    const ColumnSpec& spec = specs[c];
+    if (spec.dtype == tf::DT_STRING) {
+      Tensor tensor = ValueOrRaise(sample.UnpackColumn(c));
+      py::array out(py::dtype("O"), spec.shape);
+      auto** cells = static_cast<PyObject**>(out.mutable_data());
+      for (size_t i = 0; i < tensor.strings.size(); ++i) {
+        cells[i] = py::bytes(tensor.strings[i]).release().ptr();
+      }
+      columns.append(out);
+      continue;
+    }
+    const char* name = NumpyName(spec.dtype);
+    if (name == nullptr) {
+      throw py::value_error(absl::StrCat("Column ", c, " has unsupported dtype ",
+                                         DataTypeName(spec.dtype)));
+    }
+    py::array out(py::dtype(name), spec.shape);
+    numeric.emplace_back(c, static_cast<char*>(out.mutable_data()));
+    columns.append(out);
+  }
+  absl::Status status;
+  {
+    py::gil_scoped_release release;
+    for (const auto& [c, buffer] : numeric) {
+      status = sample.UnpackColumnInto(c, buffer);
+      if (!status.ok()) break;
+    }
+  }
+  MaybeRaise(status);
+  return columns;
+}
+
+std::shared_ptr<Table> MakeTable(const std::string& name, const py::bytes& sampler,
+                                 const py::bytes& remover, int64_t max_size,
+                                 int32_t max_times_sampled, double samples_per_insert,
+                                 int64_t min_size_to_sample, double min_diff,
+                                 double max_diff, const py::bytes& signature) {
+  return ValueOrRaise(Table::Create(Table::Config{
+      name, ValueOrRaise(CreateSelector(ParseOptions(sampler))),
+      ValueOrRaise(CreateSelector(ParseOptions(remover))), max_size, max_times_sampled,
+      ValueOrRaise(RateLimiter::Create(samples_per_insert, min_size_to_sample, min_diff,
+                                       max_diff)),
+      std::string(signature)}));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(pybind, m) {
+  m.doc() = "tf_reverb's C++ core (private API).";
+
+  m.def("selector_debug_string", [](const py::bytes& options) {
+    return ValueOrRaise(CreateSelector(ParseOptions(options)))->DebugString();
+  });
+  m.def("rate_limiter_debug_string", [](double spi, int64_t min_size, double min_diff,
+                                        double max_diff) {
+    return ValueOrRaise(RateLimiter::Create(spi, min_size, min_diff, max_diff)).DebugString();
+  });
+
+  py::class_<Table, std::shared_ptr<Table>>(m, "Table")
+      .def(py::init(&MakeTable), py::arg("name"), py::arg("sampler"), py::arg("remover"),
+           py::arg("max_size"), py::arg("max_times_sampled"), py::arg("samples_per_insert"),
+           py::arg("min_size_to_sample"), py::arg("min_diff"), py::arg("max_diff"),
+           py::arg("signature"))
+      .def("name", &Table::name)
+      .def("info", [](const Table& table) { return py::bytes(table.Info().SerializeAsString()); })
+      .def("can_sample", &Table::CanSample)
+      .def("can_insert", &Table::CanInsert)
+      .def("size", &Table::size)
+      .def("debug_string", &Table::DebugString);
+
+  py::class_<Server>(m, "Server")
+      .def(py::init([](std::vector<std::shared_ptr<Table>> tables, int port) {
+             py::gil_scoped_release release;
+             return ValueOrRaise(Server::Start(std::move(tables), port));
+           }),
+           py::arg("tables"), py::arg("port"))
+      .def_property_readonly("port", &Server::port)
+      .def("stop", &Server::Stop, py::call_guard<py::gil_scoped_release>())
+      .def("debug_string", &Server::DebugString);
+
+  py::class_<Sampler>(m, "Sampler")
+      .def("next", [](Sampler& sampler) {
+        absl::StatusOr<Sample> sample;
+        {
+          py::gil_scoped_release release;
+          sample = sampler.Next();
+        }
+        MaybeRaise(sample.status());
+        return py::make_tuple(InfoTuple(*sample), Columns(*sample));
+      });
+
+  py::class_<Client>(m, "Client")
+      .def(py::init<std::string>(), py::arg("server_address"))
+      .def("server_info",
+           [](Client& client, int64_t timeout_ms) {
+             absl::StatusOr<deepmind::reverb::ServerInfoResponse> info;
+             {
+               py::gil_scoped_release release;
+               info = client.ServerInfo(TimeoutFromMs(timeout_ms));
+             }
+             return py::bytes(ValueOrRaise(std::move(info)).SerializeAsString());
+           })
+      .def("mutate_priorities",
+           [](Client& client, const std::string& table,
+              const std::vector<std::pair<uint64_t, double>>& updates,
+              const std::vector<uint64_t>& deletes) {
+             std::vector<deepmind::reverb::KeyWithPriority> protos(updates.size());
+             for (size_t i = 0; i < updates.size(); ++i) {
+               protos[i].set_key(updates[i].first);
+               protos[i].set_priority(updates[i].second);
+             }
+             py::gil_scoped_release release;
+             absl::Status status = client.MutatePriorities(table, protos, deletes);
+             py::gil_scoped_acquire acquire;
+             MaybeRaise(status);
+           })
+      .def("reset",
+           [](Client& client, const std::string& table) {
+             absl::Status status;
+             {
+               py::gil_scoped_release release;
+               status = client.Reset(table);
+             }
+             MaybeRaise(status);
+           })
+      .def("checkpoint",
+           [](Client& client) {
+             absl::StatusOr<std::string> path;
+             {
+               py::gil_scoped_release release;
+               path = client.Checkpoint();
+             }
+             return ValueOrRaise(std::move(path));
+           })
+      .def("insert",
+           [](Client& client, const py::list& columns,
+              const std::vector<std::pair<std::string, double>>& priorities) {
+             std::vector<Tensor> step;
+             for (const py::handle& column : columns) {
+               py::tuple parts = column.cast<py::tuple>();
+               step.push_back(TensorFromPython(parts[0].cast<int>(),
+                                               parts[1].cast<std::vector<int64_t>>(),
+                                               py::reinterpret_borrow<py::object>(parts[2])));
+             }
+             absl::Status status;
+             {
+               py::gil_scoped_release release;
+               status = client.InsertStep(step, priorities);
+             }
+             MaybeRaise(status);
+           })
+      .def("new_sampler",
+           [](Client& client, const std::string& table, int64_t max_samples,
+              int64_t max_in_flight_samples_per_worker, int64_t rate_limiter_timeout_ms) {
+             SamplerOptions options;
+             options.max_samples = max_samples;
+             options.max_in_flight_samples_per_worker = max_in_flight_samples_per_worker;
+             options.rate_limiter_timeout = TimeoutFromMs(rate_limiter_timeout_ms);
+             return client.NewSampler(table, options);
+           },
+           py::arg("table"), py::arg("max_samples"),
+           py::arg("max_in_flight_samples_per_worker"), py::arg("rate_limiter_timeout_ms"));
+}
+
+}  // namespace tf_reverb

@@ -1,0 +1,198 @@
+"""``Table`` and ``Server``: replay tables hosted by a gRPC server."""
+
+import time
+from typing import List, Optional, Sequence
+
+import portpicker
+
+from tf_reverb import client as client_lib
+from tf_reverb import item_selectors
+from tf_reverb import pybind
+from tf_reverb import rate_limiters
+from tf_reverb import reverb_types
+
+
+class Table:
+  """A replay table: items, how they are sampled and evicted, and its limiter.
+
+  The C++ table is created at once and holds its data for as long as this
+  object or a server hosting it lives.
+  """
+
+  def __init__(self,
+               name: str,
+               sampler: reverb_types.SelectorType,
+               remover: reverb_types.SelectorType,
+               max_size: int,
+               rate_limiter: rate_limiters.RateLimiter,
+               max_times_sampled: int = 0,
+               extensions: Sequence[object] = (),
+               signature: Optional[reverb_types.SpecNest] = None):
+    """Creates a table.
+
+    Args:
+      name: unique name of the table on its server.
+      sampler: selector picking the items to sample.
+      remover: selector picking the item to evict when `max_size` is exceeded.
+      max_size: maximum number of items.
+      rate_limiter: when inserts and samples may proceed.
+      max_times_sampled: an item is deleted once sampled this often; < 1
+        means never.
+      extensions: table extensions (not supported yet; must be empty).
+      signature: optional nest of tf.TensorSpec describing an item.
+
+    Raises:
+      ValueError: for an empty name, a non-positive max_size, a selector or
+        limiter already used elsewhere, or an unsupported signature.
+    """
+    if not name:
+      raise ValueError('name must be nonempty')
+    if max_size <= 0:
+      raise ValueError(f'max_size ({max_size}) must be a positive integer')
+    if extensions:
+      raise NotImplementedError('Table extensions are not supported yet.')
+    if sampler is remover:
+      raise ValueError(
+          'sampler and remover must be different selector objects.')
+    sampler.claim(f'sampler of table {name!r}')
+    remover.claim(f'remover of table {name!r}')
+    rate_limiter.claim(name)
+    self._signature = signature
+    self._rate_limiter = rate_limiter
+    self._table = pybind.Table(
+        name=name,
+        sampler=sampler.options.SerializeToString(),
+        remover=remover.options.SerializeToString(),
+        max_size=max_size,
+        max_times_sampled=max_times_sampled,
+        samples_per_insert=rate_limiter.samples_per_insert,
+        min_size_to_sample=rate_limiter.min_size_to_sample,
+        min_diff=rate_limiter.min_diff,
+        max_diff=rate_limiter.max_diff,
+        signature=reverb_types.encode_signature(signature))
+
+  @classmethod
+  def queue(cls,
+            name: str,
+            max_size: int,
+            extensions: Sequence[object] = (),
+            signature: Optional[reverb_types.SpecNest] = None) -> 'Table':
+    """A FIFO queue: each item is sampled once, inserts block when full."""
+    return cls(name=name, sampler=item_selectors.Fifo(),
+               remover=item_selectors.Fifo(), max_size=max_size,
+               max_times_sampled=1,
+               rate_limiter=rate_limiters.Queue(max_size),
+               extensions=extensions, signature=signature)
+
+  @classmethod
+  def stack(cls,
+            name: str,
+            max_size: int,
+            extensions: Sequence[object] = (),
+            signature: Optional[reverb_types.SpecNest] = None) -> 'Table':
+    """A LIFO stack: each item is sampled once, inserts block when full."""
+    return cls(name=name, sampler=item_selectors.Lifo(),
+               remover=item_selectors.Lifo(), max_size=max_size,
+               max_times_sampled=1,
+               rate_limiter=rate_limiters.Stack(max_size),
+               extensions=extensions, signature=signature)
+
+  @property
+  def name(self) -> str:
+    """The table's name."""
+    return self._table.name()
+
+  @property
+  def info(self) -> reverb_types.TableInfo:
+    """The table's current configuration and state."""
+    return reverb_types.TableInfo.from_serialized_proto(self._table.info())
+
+  def can_sample(self, num_samples: int) -> bool:
+    """Whether the rate limiter would let `num_samples` samples proceed now."""
+    if num_samples < 1:
+      raise ValueError(f'num_samples ({num_samples}) must be >= 1')
+    return self._table.can_sample(num_samples)
+
+  def can_insert(self, num_inserts: int) -> bool:
+    """Whether the rate limiter would let `num_inserts` inserts proceed now."""
+    if num_inserts < 1:
+      raise ValueError(f'num_inserts ({num_inserts}) must be >= 1')
+    return self._table.can_insert(num_inserts)
+
+  def __repr__(self) -> str:
+    return self._table.debug_string()
+
+
+class Server:
+  """A gRPC replay server hosting a fixed set of tables.
+
+  Usable as a context manager; ``stop()`` is idempotent.
+  """
+
+  def __init__(self,
+               tables: Optional[Sequence[Table]] = None,
+               port: Optional[int] = None,
+               checkpointer: Optional[object] = None):
+    """Starts serving.
+
+    Args:
+      tables: the tables to host (at least one, unique names).
+      port: port to listen on; None picks a free one, 0 lets the OS pick.
+        ``Server.port`` always reports the port actually bound.
+      checkpointer: not supported yet; must be None.
+
+    Raises:
+      ValueError: for no tables or duplicate names.
+      RuntimeError: when the port cannot be bound.
+    """
+    if not tables:
+      raise ValueError('At least one table must be provided')
+    names = [table.name for table in tables]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+      raise ValueError(f'Multiple items in tables have the same name: '
+                       f'{", ".join(duplicates)}')
+    if checkpointer is not None:
+      raise NotImplementedError('Checkpointers are not supported yet.')
+    if port is None:
+      port = portpicker.pick_unused_port()
+    self._tables: List[Table] = list(tables)
+    self._server = pybind.Server([table._table for table in tables], port)  # pylint: disable=protected-access
+    self._stopped = False
+
+  @property
+  def port(self) -> int:
+    """The port the server listens on."""
+    return self._server.port
+
+  def localhost_client(self) -> client_lib.Client:
+    """A client of this server through localhost."""
+    return client_lib.Client(f'localhost:{self.port}')
+
+  def stop(self) -> None:
+    """Closes the tables (cancelling blocked calls) and stops serving."""
+    if not self._stopped:
+      self._stopped = True
+      self._server.stop()
+
+  def wait(self) -> None:
+    """Blocks until ``stop()``; Ctrl-C stops the server and re-raises."""
+    try:
+      while not self._stopped:
+        time.sleep(0.1)
+    except KeyboardInterrupt:
+      self.stop()
+      raise
+
+  def __enter__(self) -> 'Server':
+    return self
+
+  def __exit__(self, *unused_exc_info) -> None:
+    self.stop()
+
+  def __del__(self):
+    if hasattr(self, '_server'):
+      self.stop()
+
+  def __repr__(self) -> str:
+    return self._server.debug_string()

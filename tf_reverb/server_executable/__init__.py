@@ -1,0 +1,1 @@
+"""The standalone ``reverb_server`` (a C++ binary packaged with tf_reverb)."""

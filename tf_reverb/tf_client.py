@@ -1,0 +1,100 @@
+"""``TFClient``: graph-mode inserts, samples and priority updates as TF ops.
+
+Usable inside ``tf.function`` with no Python per call.
+"""
+
+from typing import Any, Optional, Sequence
+
+import tensorflow as tf
+import tree
+
+from tf_reverb import replay_sample
+from tf_reverb.ops import reverb_ops
+
+
+class TFClient:
+  """A client of a Reverb server for TensorFlow graphs."""
+
+  def __init__(self,
+               server_address: str,
+               shared_name: Optional[str] = None,
+               name: str = 'reverb'):
+    """Creates the client resource (one gRPC channel) for `server_address`."""
+    self._server_address = server_address
+    self._handle = reverb_ops.reverb_client(
+        server_address=server_address, shared_name=shared_name or '', name=name)
+
+  @property
+  def server_address(self) -> str:
+    """The address of the server."""
+    return self._server_address
+
+  def sample(self,
+             table: str,
+             data_dtypes: Any,
+             name: Optional[str] = None) -> replay_sample.ReplaySample:
+    """Samples one whole item of `table` (all its timesteps).
+
+    Unlike Reverb's, which returned only the first timestep, the data has
+    each column's full leading time dimension.
+
+    Args:
+      table: name of the table.
+      data_dtypes: nest of dtypes of the item's columns.
+      name: op name.
+
+    Returns:
+      A ``ReplaySample`` whose data has the structure of `data_dtypes`.
+    """
+    with tf.name_scope(name or 'sample'):
+      flat_dtypes = [tf.as_dtype(d) for d in tree.flatten(data_dtypes)]
+      key, probability, table_size, priority, times_sampled, data = (
+          reverb_ops.reverb_client_sample(
+              self._handle, table, Toutput_list=flat_dtypes))
+      info = replay_sample.SampleInfo(key, probability, table_size, priority,
+                                      times_sampled)
+      return replay_sample.ReplaySample(
+          info, tree.unflatten_as(data_dtypes, data))
+
+  def insert(self,
+             data: Sequence[tf.Tensor],
+             tables: tf.Tensor,
+             priorities: tf.Tensor,
+             name: Optional[str] = None) -> tf.Operation:
+    """Inserts `data` as one item into each of `tables`.
+
+    Args:
+      data: tensors of one step (one column each).
+      tables: rank-1 string tensor of table names.
+      priorities: rank-1 float64 tensor, one priority per table.
+      name: op name.
+
+    Raises:
+      ValueError: unless `tables` is rank-1 string and `priorities` rank-1
+        float64 of a compatible shape.
+    """
+    tables = tf.convert_to_tensor(tables)
+    priorities = tf.convert_to_tensor(priorities)
+    if tables.dtype != tf.string or tables.shape.rank != 1:
+      raise ValueError(f'tables must be a rank 1 string tensor, got {tables}')
+    if priorities.dtype != tf.float64 or priorities.shape.rank != 1:
+      raise ValueError(
+          f'priorities must be a rank 1 float64 tensor, got {priorities}')
+    if not tables.shape.is_compatible_with(priorities.shape):
+      raise ValueError(
+          f'tables and priorities must have the same shape, got '
+          f'{tables.shape} and {priorities.shape}')
+    with tf.name_scope(name or 'insert'):
+      return reverb_ops.reverb_client_insert(
+          self._handle, tree.flatten(data), tables, priorities)
+
+  def update_priorities(self,
+                        table: str,
+                        keys: tf.Tensor,
+                        priorities: tf.Tensor,
+                        name: Optional[str] = None) -> tf.Operation:
+    """Sets the priorities of items `keys` of `table`; absent keys are ignored."""
+    with tf.name_scope(name or 'update_priorities'):
+      return reverb_ops.reverb_client_update_priorities(
+          self._handle, table, tf.cast(keys, tf.uint64),
+          tf.cast(priorities, tf.float64))
