@@ -53,9 +53,10 @@ def generate_protos() -> None:
   out_dir = os.path.join(PACKAGE, 'proto')
   protos = sorted(glob.glob(os.path.join(ROOT, 'proto', '*.proto')))
   include = os.path.join(os.path.dirname(protoc.__file__), '_proto')
-  args = ['protoc', f'-I{ROOT}/proto', f'-I{include}', f'--python_out={out_dir}',
-          f'--grpc_python_out={out_dir}'] + protos
-  if protoc.main(args) != 0:
+  includes = [f'-I{ROOT}/proto', f'-I{include}']
+  if (protoc.main(['protoc', *includes, f'--python_out={out_dir}', *protos]) or
+      protoc.main(['protoc', *includes, f'--grpc_python_out={out_dir}',
+                   os.path.join(ROOT, 'proto', 'reverb_service.proto')])):
     raise RuntimeError('protoc failed on ' + ' '.join(protos))
   # protoc emits absolute imports of sibling modules; make them relative.
   for path in glob.glob(os.path.join(out_dir, '*_pb2*.py')):
@@ -76,33 +77,34 @@ class BuildPy(build_py.build_py):
     super().run()
 
 
-setuptools.setup(
-    name='tf_reverb',
-    version='0.1.0',
-    description='Experience replay for reinforcement learning, Reverb-compatible.',
-    packages=setuptools.find_packages(include=['tf_reverb', 'tf_reverb.*']),
-    package_data={
-        'tf_reverb': ['pybind.so', 'bin/reverb_server'],
-        'tf_reverb.ops': ['libtf_reverb_ops.so'],
-    },
-    python_requires='>=3.9',
-    install_requires=[
-        'numpy',
-        'dm-tree',
-        'portpicker',
-        'protobuf',
-        'absl-py',
-    ],
-    extras_require={
-        # The kernels are compiled against the TensorFlow present at build
-        # time; any 2.x that provides tf.sysconfig works.
-        'tensorflow': ['tensorflow>=2.12'],
-    },
-    entry_points={
-        'console_scripts': [
-            'reverb_server = tf_reverb.server_executable.server_main:app_run_main',
-        ],
-    },
-    cmdclass={'build_py': BuildPy},
-    zip_safe=False,
-)
+if __name__ == '__main__':
+  setuptools.setup(
+      name='tf_reverb',
+      version='0.1.0',
+      description='Experience replay for reinforcement learning, Reverb-compatible.',
+      packages=setuptools.find_packages(include=['tf_reverb', 'tf_reverb.*']),
+      package_data={
+          'tf_reverb': ['pybind.so', 'bin/reverb_server'],
+          'tf_reverb.ops': ['libtf_reverb_ops.so'],
+      },
+      python_requires='>=3.9',
+      install_requires=[
+          'numpy',
+          'dm-tree',
+          'portpicker',
+          'protobuf',
+          'absl-py',
+      ],
+      extras_require={
+          # The kernels are compiled against the TensorFlow present at build
+          # time; any 2.x that provides tf.sysconfig works.
+          'tensorflow': ['tensorflow>=2.12'],
+      },
+      entry_points={
+          'console_scripts': [
+              'reverb_server = tf_reverb.server_executable.server_main:app_run_main',
+          ],
+      },
+      cmdclass={'build_py': BuildPy},
+      zip_safe=False,
+  )

@@ -253,8 +253,8 @@ absl::Status Client::InsertStep(
 }
 
 int Client::LoopbackPort() const {
-  for (const char* prefix : {"localhost:", "127.0.0.1:", "[::1]:", "ipv4:127.0.0.1:",
-                             "dns:///localhost:"}) {
+  // Only the plain forms: "ipv4:127.0.0.1:P" and other URIs always use gRPC.
+  for (const char* prefix : {"localhost:", "127.0.0.1:", "[::1]:"}) {
     if (absl::StartsWith(server_address_, prefix)) {
       int port = -1;
       if (absl::SimpleAtoi(server_address_.substr(strlen(prefix)), &port)) return port;

@@ -70,7 +70,8 @@ class Client {
   std::unique_ptr<Sampler> NewSampler(const std::string& table, SamplerOptions options);
 
  private:
-  // Port of a loopback address ("localhost:P", "127.0.0.1:P", "[::1]:P"), or -1.
+  // Port of a plain loopback address ("localhost:P", "127.0.0.1:P", "[::1]:P"),
+  // or -1; any other form (e.g. "ipv4:127.0.0.1:P") always uses gRPC.
   int LoopbackPort() const;
 
   const std::string server_address_;

@@ -39,6 +39,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   int bound_port = 0;
   builder.AddListeningPort(absl::StrCat("[::]:", port),
                            grpc::InsecureServerCredentials(), &bound_port);
+  // gRPC sets SO_REUSEPORT by default, which lets a second server bind a
+  // port that is already in use and silently receive some of its
+  // connections (and take over its entry in the in-process registry).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);
   builder.RegisterService(service.get());

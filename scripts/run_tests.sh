@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs every test: the C++ tests (Bazel cc_test) and the Python tests
+# (pytest). Does its own set-up first. Exits non-zero on any failure; the last
+# line is pytest's summary.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh || exit 1
+export PYTHON_BIN_PATH=$PWD/.venv/bin/python
+
+echo "=== C++ tests (bazel test //...) ==="
+bazel test -c opt //... 2>&1 | tail -n 40
+cc_status=${PIPESTATUS[0]}
+
+echo "=== Python tests (pytest) ==="
+.venv/bin/python -m pytest tests -q -p no:cacheprovider
+py_status=$?
+
+if [ "$cc_status" -ne 0 ]; then
+  echo "C++ tests FAILED (bazel exit code $cc_status)"
+  exit "$cc_status"
+fi
+exit "$py_status"

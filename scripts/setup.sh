@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Idempotent set-up on a fresh Debian 12: system packages, a virtualenv with
+# the Python requirements, and the Bazel build of the native parts. Quick when
+# everything is already in place.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+log() { echo "[setup] $*" >&2; }
+
+APT_PACKAGES=(
+  bazel-bootstrap libgrpc++-dev protobuf-compiler-grpc protobuf-compiler
+  libprotobuf-dev libsnappy-dev libzstd-dev libgtest-dev libgmock-dev
+  libabsl-dev pkg-config g++ python3-venv python3-dev
+)
+missing=()
+for package in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
+    || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  log "installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv with $($PYTHON --version)"
+  $PYTHON -m venv .venv
+fi
+VENV_PY=$ROOT/.venv/bin/python
+
+STAMP=.venv/.requirements.sha256
+want=$(sha256sum requirements.txt | cut -d' ' -f1)
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
+  log "installing Python requirements"
+  "$VENV_PY" -m pip install -q --upgrade pip
+  "$VENV_PY" -m pip install -q -r requirements.txt
+  echo "$want" > "$STAMP"
+fi
+
+export PYTHON_BIN_PATH=$VENV_PY
+if ! "$VENV_PY" -m pip show -q tf_reverb >/dev/null 2>&1; then
+  log "installing tf_reverb (editable; runs Bazel)"
+  "$VENV_PY" -m pip install -q --no-build-isolation --no-deps -e .
+else
+  log "building native parts (Bazel, incremental)"
+  "$VENV_PY" -c "import setup; setup.build_native(); setup.generate_protos()"
+fi
+log "ready: $VENV_PY"

@@ -1,0 +1,90 @@
+"""Shared fixtures: real servers on real ports, and helpers for subprocesses."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import tf_reverb as reverb
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SERVER_BINARY = os.path.join(ROOT, 'tf_reverb', 'bin', 'reverb_server')
+
+
+def uniform_table(name='my_table', max_size=1000, **kwargs):
+  """A uniform/FIFO table with MinSize(1)."""
+  return reverb.Table(name, reverb.selectors.Uniform(), reverb.selectors.Fifo(),
+                      max_size, reverb.rate_limiters.MinSize(1), **kwargs)
+
+
+@pytest.fixture
+def server():
+  """An in-process server with one uniform table 'my_table'."""
+  with reverb.Server([uniform_table()], port=None) as s:
+    yield s
+
+
+def run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
+  """Runs `code` in a fresh interpreter; fails the test on a non-zero exit."""
+  result = subprocess.run([sys.executable, '-c', code], capture_output=True,
+                          text=True, timeout=timeout)
+  assert result.returncode == 0, (
+      f'subprocess failed ({result.returncode}):\n{result.stdout}\n{result.stderr}')
+  return result
+
+
+class BinaryServer:
+  """The reverb_server binary run as a subprocess."""
+
+  def __init__(self, *args: str):
+    self.process = subprocess.Popen(
+        [SERVER_BINARY, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True)
+    self.lines = []
+    self.port = None
+    deadline = time.time() + 30
+    while time.time() < deadline:
+      line = self.process.stdout.readline()
+      if not line:
+        break
+      self.lines.append(line)
+      match = re.search(r'event=started port=(\d+)', line)
+      if match:
+        self.port = int(match.group(1))
+        return
+    self.process.kill()
+    raise AssertionError('server binary did not start:\n' + ''.join(self.lines))
+
+  @property
+  def address(self) -> str:
+    return f'127.0.0.1:{self.port}'
+
+  def terminate(self, sig=signal.SIGTERM, timeout=30) -> int:
+    self.process.send_signal(sig)
+    out, _ = self.process.communicate(timeout=timeout)
+    self.lines.extend(out.splitlines(keepends=True))
+    return self.process.returncode
+
+  def kill(self):
+    if self.process.poll() is None:
+      self.process.kill()
+      self.process.communicate()
+
+
+@pytest.fixture
+def binary_server():
+  """Starts the server binary with the given arguments; killed at teardown."""
+  started = []
+
+  def start(*args):
+    server = BinaryServer(*args)
+    started.append(server)
+    return server
+
+  yield start
+  for server in started:
+    server.kill()
