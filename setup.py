@@ -28,22 +28,26 @@ NATIVE_OUTPUTS = {
 }
 
 
-def _bazel_output(target: str) -> str:
-  package, name = target[2:].split(':')
-  return os.path.join(ROOT, 'bazel-bin', package, name)
+BAZEL_FLAGS = ['-c', 'opt']
 
 
 def build_native() -> None:
   """Builds the native parts with Bazel and copies them into the package."""
   env = dict(os.environ, PYTHON_BIN_PATH=sys.executable)
-  subprocess.check_call(['bazel', 'build', '-c', 'opt'] + list(NATIVE_OUTPUTS),
-                        cwd=ROOT, env=env)
+  subprocess.check_call(
+      ['bazel', 'build', '--noshow_progress', *BAZEL_FLAGS, *NATIVE_OUTPUTS],
+      cwd=ROOT, env=env)
+  # Not the bazel-bin symlink: it follows whichever build ran last.
+  bazel_bin = subprocess.check_output(
+      ['bazel', 'info', *BAZEL_FLAGS, 'bazel-bin'], cwd=ROOT, env=env,
+      text=True).strip()
   for target, relative in NATIVE_OUTPUTS.items():
     destination = os.path.join(PACKAGE, relative)
     os.makedirs(os.path.dirname(destination), exist_ok=True)
     if os.path.exists(destination):
       os.remove(destination)
-    shutil.copy(_bazel_output(target), destination)
+    package, name = target[2:].split(':')
+    shutil.copy(os.path.join(bazel_bin, package, name), destination)
     os.chmod(destination, 0o755)
 
 
