@@ -72,6 +72,13 @@ def generate_protos() -> None:
       f.write(text)
 
 
+class BinaryDistribution(setuptools.Distribution):
+  """Marks the wheel as platform-specific: it carries native code."""
+
+  def has_ext_modules(self):
+    return True
+
+
 class BuildPy(build_py.build_py):
   """build_py that first builds the native parts and the protos."""
 
@@ -110,5 +117,6 @@ if __name__ == '__main__':
           ],
       },
       cmdclass={'build_py': BuildPy},
+      distclass=BinaryDistribution,
       zip_safe=False,
   )
