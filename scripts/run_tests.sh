@@ -6,6 +6,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
 export PYTHON_BIN_PATH=$PWD/.venv/bin/python
+# A real dm-reverb for the wire-compatibility tests (tests/test_dm_reverb_interop.py).
+TF_REVERB_DM_PYTHON=$(bash scripts/setup_dm_reverb.sh) || exit 1
+export TF_REVERB_DM_PYTHON
 
 echo "=== C++ tests (bazel test //...) ==="
 bazel test -c opt //... 2>&1 | tail -n 40
