@@ -4,20 +4,13 @@
 // Python must import it with RTLD_DEEPBIND (tf_reverb/__init__.py does) so
 // its Debian gRPC/protobuf never bind to the copies TensorFlow exports.
 //
-// Errors map as in Reverb: INVALID_ARGUMENT -> ValueError, RESOURCE_EXHAUSTED
-// -> IndexError, UNIMPLEMENTED -> NotImplementedError, everything else ->
-// RuntimeError with the status message. The GIL is released in every call
-// that can block or do real work.
-#include <cstring>
+// Errors map as pybind_common.h says. The GIL is released in every call that
+// can block or do real work.
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
-#include "pybind11/numpy.h"
 #include "pybind11/pybind11.h"
 #include "pybind11/stl.h"
 #include "server/client.h"
@@ -25,35 +18,12 @@
 #include "server/selectors/selector.h"
 #include "server/server.h"
 #include "server/table.h"
-#include "server/tensor.h"
+#include "tf_reverb/pybind_common.h"
 
 namespace py = pybind11;
 
 namespace tf_reverb {
 namespace {
-
-void MaybeRaise(const absl::Status& status) {
-  if (status.ok()) return;
-  const std::string message(status.message());
-  switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-      throw py::value_error(message);
-    case absl::StatusCode::kResourceExhausted:
-      throw py::index_error(message);
-    case absl::StatusCode::kUnimplemented:
-      PyErr_SetString(PyExc_NotImplementedError, message.c_str());
-      throw py::error_already_set();
-    default:
-      // The code name leads so Python can tell DEADLINE_EXCEEDED apart.
-      throw std::runtime_error(message);
-  }
-}
-
-template <typename T>
-T ValueOrRaise(absl::StatusOr<T> value) {
-  MaybeRaise(value.status());
-  return *std::move(value);
-}
 
 deepmind::reverb::KeyDistributionOptions ParseOptions(const py::bytes& serialized) {
   deepmind::reverb::KeyDistributionOptions options;
@@ -61,90 +31,6 @@ deepmind::reverb::KeyDistributionOptions ParseOptions(const py::bytes& serialize
     throw py::value_error("Invalid serialized KeyDistributionOptions.");
   }
   return options;
-}
-
-absl::Duration TimeoutFromMs(int64_t timeout_ms) {
-  return timeout_ms < 0 ? absl::InfiniteDuration() : absl::Milliseconds(timeout_ms);
-}
-
-const char* NumpyName(DataType dtype) {
-  switch (dtype) {
-    case tf::DT_FLOAT: return "float32";
-    case tf::DT_DOUBLE: return "float64";
-    case tf::DT_INT32: return "int32";
-    case tf::DT_UINT8: return "uint8";
-    case tf::DT_INT16: return "int16";
-    case tf::DT_INT8: return "int8";
-    case tf::DT_COMPLEX64: return "complex64";
-    case tf::DT_INT64: return "int64";
-    case tf::DT_BOOL: return "bool";
-    case tf::DT_UINT16: return "uint16";
-    case tf::DT_COMPLEX128: return "complex128";
-    case tf::DT_HALF: return "float16";
-    case tf::DT_UINT32: return "uint32";
-    case tf::DT_UINT64: return "uint64";
-    default: return nullptr;
-  }
-}
-
-// (dtype, shape, data) from Python: `data` is a C-contiguous numpy array for
-// numeric dtypes and a list of bytes for strings.
-Tensor TensorFromPython(int dtype, const std::vector<int64_t>& shape, const py::object& data) {
-  Tensor tensor;
-  tensor.dtype = static_cast<DataType>(dtype);
-  tensor.shape = shape;
-  if (tensor.dtype == tf::DT_STRING) {
-    for (const py::handle& item : data) tensor.strings.push_back(item.cast<std::string>());
-  } else {
-    py::buffer_info info = data.cast<py::buffer>().request();
-    tensor.data.assign(static_cast<const char*>(info.ptr), info.size * info.itemsize);
-  }
-  MaybeRaise(ValidateTensor(tensor));
-  return tensor;
-}
-
-py::tuple InfoTuple(const Sample& sample) {
-  const auto& item = sample.info().item();
-  return py::make_tuple(item.key(), sample.info().probability(), sample.info().table_size(),
-                        item.priority(), item.times_sampled());
-}
-
-// Decodes every column of `sample` into new numpy arrays.
-py::list Columns(const Sample& sample) {
-  std::vector<ColumnSpec> specs = ValueOrRaise(sample.ColumnSpecs());
-  py::list columns;
-  std::vector<std::pair<int, char*>> numeric;
-  for (int c = 0; c < static_cast<int>(specs.size()); ++c) {
-    const ColumnSpec& spec = specs[c];
-    if (spec.dtype == tf::DT_STRING) {
-      Tensor tensor = ValueOrRaise(sample.UnpackColumn(c));
-      py::array out(py::dtype("O"), spec.shape);
-      auto** cells = static_cast<PyObject**>(out.mutable_data());
-      for (size_t i = 0; i < tensor.strings.size(); ++i) {
-        cells[i] = py::bytes(tensor.strings[i]).release().ptr();
-      }
-      columns.append(out);
-      continue;
-    }
-    const char* name = NumpyName(spec.dtype);
-    if (name == nullptr) {
-      throw py::value_error(absl::StrCat("Column ", c, " has unsupported dtype ",
-                                         DataTypeName(spec.dtype)));
-    }
-    py::array out(py::dtype(name), spec.shape);
-    numeric.emplace_back(c, static_cast<char*>(out.mutable_data()));
-    columns.append(out);
-  }
-  absl::Status status;
-  {
-    py::gil_scoped_release release;
-    for (const auto& [c, buffer] : numeric) {
-      status = sample.UnpackColumnInto(c, buffer);
-      if (!status.ok()) break;
-    }
-  }
-  MaybeRaise(status);
-  return columns;
 }
 
 std::shared_ptr<Table> MakeTable(const std::string& name, const py::bytes& sampler,
@@ -203,7 +89,7 @@ PYBIND11_MODULE(pybind, m) {
           sample = sampler.Next();
         }
         MaybeRaise(sample.status());
-        return py::make_tuple(InfoTuple(*sample), Columns(*sample));
+        return py::make_tuple(InfoTuple(*sample), SampleColumns(*sample));
       });
 
   py::class_<Client>(m, "Client")

@@ -1,0 +1,57 @@
+// Helpers shared by the files of the tf_reverb.pybind extension: status to
+// exception mapping and conversions between numpy and the core's tensors.
+//
+// Errors map as in Reverb: INVALID_ARGUMENT -> ValueError, RESOURCE_EXHAUSTED
+// -> IndexError, UNIMPLEMENTED -> NotImplementedError, everything else ->
+// RuntimeError with the status message.
+//
+// Contract: call with the GIL held, except where a function says otherwise.
+#ifndef TF_REVERB_PYBIND_COMMON_H_
+#define TF_REVERB_PYBIND_COMMON_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "pybind11/numpy.h"
+#include "pybind11/pybind11.h"
+#include "server/sample.h"
+#include "server/tensor.h"
+
+namespace tf_reverb {
+
+// Raises the Python exception for a non-OK status.
+void MaybeRaise(const absl::Status& status);
+
+template <typename T>
+T ValueOrRaise(absl::StatusOr<T> value) {
+  MaybeRaise(value.status());
+  return *std::move(value);
+}
+
+// Negative milliseconds mean "no timeout".
+inline absl::Duration TimeoutFromMs(int64_t timeout_ms) {
+  return timeout_ms < 0 ? absl::InfiniteDuration() : absl::Milliseconds(timeout_ms);
+}
+
+// A tensor from Python's (dtype, shape, data): `data` is a C-contiguous numpy
+// array for numeric dtypes and a list of bytes for DT_STRING.
+Tensor TensorFromPython(int dtype, const std::vector<int64_t>& shape,
+                        const pybind11::object& data);
+
+// A new numpy array holding `tensor` (an object array of bytes for strings).
+pybind11::array TensorToNumpy(const Tensor& tensor);
+
+// (key, probability, table_size, priority, times_sampled).
+pybind11::tuple InfoTuple(const Sample& sample);
+
+// Decodes every column of `sample` into new numpy arrays; decompression runs
+// without the GIL.
+pybind11::list SampleColumns(const Sample& sample);
+
+}  // namespace tf_reverb
+
+#endif  // TF_REVERB_PYBIND_COMMON_H_
