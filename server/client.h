@@ -51,6 +51,8 @@ class Client {
   explicit Client(std::string server_address);
 
   const std::string& server_address() const { return server_address_; }
+  // The channel every call of this client uses (writers and samplers too).
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
   // Waits for the server up to `timeout` (InfiniteDuration: wait for ready).
   absl::StatusOr<deepmind::reverb::ServerInfoResponse> ServerInfo(absl::Duration timeout);
