@@ -58,7 +58,7 @@ class Table:
     remover.claim(f'remover of table {name!r}')
     rate_limiter.claim(name)
     self._signature = signature
-    self._rate_limiter = rate_limiter
+    self._extensions = tuple(extensions)
     self._table = pybind.Table(
         name=name,
         sampler=sampler.options.SerializeToString(),
@@ -96,6 +96,38 @@ class Table:
                max_times_sampled=1,
                rate_limiter=rate_limiters.Stack(max_size),
                extensions=extensions, signature=signature)
+
+  def replace(self,
+              name: Optional[str] = None,
+              sampler: Optional[reverb_types.SelectorType] = None,
+              remover: Optional[reverb_types.SelectorType] = None,
+              max_size: Optional[int] = None,
+              rate_limiter: Optional[rate_limiters.RateLimiter] = None,
+              max_times_sampled: Optional[int] = None,
+              extensions: Optional[Sequence[object]] = None,
+              signature: Optional[reverb_types.SpecNest] = None) -> 'Table':
+    """A new, empty table with the given settings changed.
+
+    Settings left as None are copied from this table: the selectors are
+    rebuilt from their options and the rate limiter as a generic
+    ``RateLimiter`` with the same parameters.
+    """
+    info = self.info
+    limiter_info = info.rate_limiter_info
+    return Table(
+        name=name or info.name,
+        sampler=sampler or item_selectors.selector_from_proto(
+            info.sampler_options),
+        remover=remover or item_selectors.selector_from_proto(
+            info.remover_options),
+        max_size=max_size or info.max_size,
+        rate_limiter=rate_limiter or rate_limiters.RateLimiter(
+            limiter_info.samples_per_insert, limiter_info.min_size_to_sample,
+            limiter_info.min_diff, limiter_info.max_diff),
+        max_times_sampled=(info.max_times_sampled
+                           if max_times_sampled is None else max_times_sampled),
+        extensions=self._extensions if extensions is None else extensions,
+        signature=signature or self._signature)
 
   @property
   def name(self) -> str:
