@@ -19,6 +19,16 @@ using ::deepmind::reverb::InsertStreamResponse;
 using ::deepmind::reverb::SampleStreamRequest;
 using ::deepmind::reverb::SampleStreamResponse;
 
+// Counts a handler as inside a table call for its lifetime.
+class InTableCall {
+ public:
+  explicit InTableCall(std::atomic<int>* counter) : counter_(counter) { ++*counter_; }
+  ~InTableCall() { --*counter_; }
+
+ private:
+  std::atomic<int>* counter_;
+};
+
 int64_t ChunkWireBytes(const ChunkData& chunk) {
   int64_t bytes = 0;
   for (const auto& tensor : chunk.data().tensors()) bytes += tensor.tensor_content().size();
@@ -132,8 +142,12 @@ grpc::Status ReverbServiceImpl::InsertStream(
       }
       const uint64_t key = item.key();
       table_item.item = std::make_shared<const PrioritizedItem>(std::move(item));
-      absl::Status status = (*table)->InsertOrAssign(
-          std::move(table_item), absl::InfiniteDuration(), cancelled);
+      absl::Status status;
+      {
+        InTableCall in_table(&calls_in_tables_);
+        status = (*table)->InsertOrAssign(std::move(table_item),
+                                          absl::InfiniteDuration(), cancelled);
+      }
       if (!status.ok()) return ToGrpcStatus(status);
       response.add_keys(key);
     }
@@ -193,8 +207,12 @@ grpc::Status ReverbServiceImpl::SampleStream(
     int64_t last_batch = 64;
     while (remaining > 0) {
       std::vector<SampledItem> batch;
-      absl::Status status = (*table)->SampleBatch(std::min(2 * last_batch, remaining),
-                                                  timeout, &batch, cancelled);
+      absl::Status status;
+      {
+        InTableCall in_table(&calls_in_tables_);
+        status = (*table)->SampleBatch(std::min(2 * last_batch, remaining), timeout,
+                                       &batch, cancelled);
+      }
       if (!status.ok()) return ToGrpcStatus(status);
       last_batch = static_cast<int64_t>(batch.size());
       remaining -= last_batch;

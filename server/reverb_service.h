@@ -13,6 +13,7 @@
 #ifndef TF_REVERB_SERVER_REVERB_SERVICE_H_
 #define TF_REVERB_SERVER_REVERB_SERVICE_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,12 +64,15 @@ class ReverbServiceImpl final : public deepmind::reverb::ReverbService::Service 
   const std::vector<std::shared_ptr<Table>>& tables() const { return tables_; }
   // Closes every table, failing blocked inserts and samples.
   void Close();
+  // Number of handlers currently inside a (possibly blocked) table call.
+  int calls_in_tables() const { return calls_in_tables_.load(); }
   std::string DebugString() const;
 
  private:
   const std::vector<std::shared_ptr<Table>> tables_;
   absl::flat_hash_map<std::string, std::shared_ptr<Table>> by_name_;
   deepmind::reverb::Uint128 tables_state_id_;
+  std::atomic<int> calls_in_tables_{0};
 };
 
 }  // namespace tf_reverb

@@ -74,8 +74,16 @@ void Server::Stop() {
     absl::MutexLock lock(&registry_mu);
     Registry().erase(port_);
   }
+  // Calls blocked in a table return CANCELLED once the tables close. An
+  // immediate shutdown would race them and usually replace that status with
+  // gRPC's UNAVAILABLE "Cancelling all calls", so when any call is inside a
+  // table, give those calls a moment to finish before cancelling the rest
+  // (idle streams). Without such calls the shutdown is immediate.
+  const bool calls_in_tables = service_->calls_in_tables() > 0;
   service_->Close();
-  server_->Shutdown(std::chrono::system_clock::now());
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    (calls_in_tables ? std::chrono::milliseconds(500)
+                                     : std::chrono::milliseconds(0)));
   server_->Wait();
 }
 
