@@ -46,6 +46,7 @@ Table::Table(Config config)
       max_size_(config.max_size),
       max_times_sampled_(config.max_times_sampled),
       signature_(std::move(config.signature)),
+      extensions_(std::move(config.extensions)),
       created_at_(absl::Now()),
       sampler_(std::move(config.sampler)),
       remover_(std::move(config.remover)),
@@ -129,8 +130,9 @@ absl::Status Table::InsertLocked(TableItem item) {
   for (const auto& chunk : item.chunks) {
     ++episode_refs_[chunk->sequence_range().episode_id()];
   }
-  items_.emplace(key, Entry{std::move(item), priority, 0});
+  const Entry& entry = items_.emplace(key, Entry{std::move(item), priority, 0}).first->second;
   rate_limiter_.RecordInsert();
+  Notify(&TableExtension::OnInsert, entry);
   if (static_cast<int64_t>(items_.size()) > max_size_) {
     absl::StatusOr<KeyWithProbability> victim = remover_->Sample();
     if (!victim.ok()) return victim.status();
@@ -142,8 +144,17 @@ absl::Status Table::InsertLocked(TableItem item) {
 absl::Status Table::UpdateLocked(uint64_t key, double priority) {
   if (absl::Status s = sampler_->Update(key, priority); !s.ok()) return s;
   if (absl::Status s = remover_->Update(key, priority); !s.ok()) return s;
-  items_.find(key)->second.priority = priority;
+  Entry& entry = items_.find(key)->second;
+  entry.priority = priority;
+  Notify(&TableExtension::OnUpdate, entry);
   return absl::OkStatus();
+}
+
+void Table::Notify(void (TableExtension::*hook)(const ExtensionItem&),
+                   const Entry& entry) const {
+  if (extensions_.empty()) return;
+  const ExtensionItem item{entry.data, entry.priority, entry.times_sampled};
+  for (const auto& extension : extensions_) ((*extension).*hook)(item);
 }
 
 absl::Status Table::DeleteLocked(uint64_t key) {
@@ -151,6 +162,7 @@ absl::Status Table::DeleteLocked(uint64_t key) {
   if (it == items_.end()) return absl::OkStatus();
   if (absl::Status s = sampler_->Delete(key); !s.ok()) return s;
   if (absl::Status s = remover_->Delete(key); !s.ok()) return s;
+  Notify(&TableExtension::OnDelete, it->second);
   for (const auto& chunk : it->second.data.chunks) {
     auto ref = episode_refs_.find(chunk->sequence_range().episode_id());
     if (ref != episode_refs_.end() && --ref->second == 0) {
@@ -188,6 +200,7 @@ absl::Status Table::SampleBatch(int64_t num_samples, absl::Duration timeout,
     if (entry.times_sampled == 0) ++num_unique_samples_;
     ++entry.times_sampled;
     rate_limiter_.RecordSample();
+    Notify(&TableExtension::OnSample, entry);
     out->push_back(SampledItem{entry.data, entry.priority, entry.times_sampled,
                                picked->probability,
                                static_cast<int64_t>(items_.size()), rate_limited});
@@ -231,6 +244,7 @@ void Table::Reset() {
   num_deleted_episodes_ = 0;
   num_unique_samples_ = 0;
   rate_limiter_.Reset();
+  for (const auto& extension : extensions_) extension->OnReset();
 }
 
 void Table::Close() {

@@ -8,7 +8,8 @@
 //    samples from any number of threads interleave as one serialised state
 //    machine.
 //  * Ownership: held by std::shared_ptr (server, Python handles, in-process
-//    samplers). Selectors and the rate limiter are owned by the table.
+//    samplers). Selectors and the rate limiter are owned by the table;
+//    extensions (table_extension.h) are shared and called under the mutex.
 //  * Blocking: InsertOrAssign and SampleBatch block while the rate limiter
 //    forbids them, up to `timeout` (absl::InfiniteDuration() for none), and
 //    return early when `cancelled` (if given) turns true or the table closes.
@@ -34,6 +35,7 @@
 #include "rate_limiter.h"
 #include "schema.pb.h"
 #include "selectors/selector.h"
+#include "table_extension.h"
 #include "table_item.h"
 
 namespace tf_reverb {
@@ -54,6 +56,7 @@ class Table {
     int32_t max_times_sampled = 0;  // < 1: unlimited
     RateLimiter rate_limiter;
     std::string signature;  // serialized tensorflow.StructuredValue or empty
+    std::vector<std::shared_ptr<TableExtension>> extensions;
   };
 
   // INVALID_ARGUMENT for an empty name, max_size < 1 or missing selectors.
@@ -86,6 +89,10 @@ class Table {
 
   bool CanSample(int64_t num_samples) const;
   bool CanInsert(int64_t num_inserts) const;
+  // Every TableInfo field. The table has no worker thread, so of
+  // table_worker_time only running_ms (the table's age),
+  // waiting_for_sampling_ms (time inserts were blocked by the limiter) and
+  // waiting_for_inserts_ms (time samples were blocked) are measured.
   deepmind::reverb::TableInfo Info() const;
   int64_t size() const;
   const std::string& name() const { return name_; }
@@ -112,11 +119,15 @@ class Table {
   // Sets a present item's priority (already validated).
   absl::Status UpdateLocked(uint64_t key, double priority)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Calls `hook` of every extension with `entry`.
+  void Notify(void (TableExtension::*hook)(const ExtensionItem&), const Entry& entry)
+      const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string name_;
   const int64_t max_size_;
   const int32_t max_times_sampled_;
   const std::string signature_;
+  const std::vector<std::shared_ptr<TableExtension>> extensions_;
   const absl::Time created_at_;
 
   mutable absl::Mutex mu_;

@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "server/chunk_codec.h"
 #include "server/selectors/selector.h"
+#include "server/testing/table_testing.h"
 
 namespace tf_reverb {
 namespace {
@@ -31,112 +32,12 @@ using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 using ::testing::UnorderedElementsAreArray;
 
-constexpr absl::Duration kNoWait = absl::ZeroDuration();
+using namespace ::tf_reverb::testing;  // NOLINT: test builders
 constexpr absl::Duration kForever = absl::InfiniteDuration();
 // Long enough that a call which should block is seen blocking.
 constexpr absl::Duration kBlockCheck = absl::Milliseconds(150);
 constexpr absl::Duration kUnblockTimeout = absl::Seconds(10);
 
-KeyDistributionOptions Fifo() {
-  KeyDistributionOptions o;
-  o.set_fifo(true);
-  return o;
-}
-KeyDistributionOptions Lifo() {
-  KeyDistributionOptions o;
-  o.set_lifo(true);
-  return o;
-}
-KeyDistributionOptions Uniform() {
-  KeyDistributionOptions o;
-  o.set_uniform(true);
-  return o;
-}
-KeyDistributionOptions Prioritized(double exponent) {
-  KeyDistributionOptions o;
-  o.mutable_prioritized()->set_priority_exponent(exponent);
-  return o;
-}
-KeyDistributionOptions Heap(bool min_heap) {
-  KeyDistributionOptions o;
-  o.mutable_heap()->set_min_heap(min_heap);
-  return o;
-}
-
-RateLimiter Limiter(double spi, int64_t min_size, double min_diff, double max_diff) {
-  absl::StatusOr<RateLimiter> limiter =
-      RateLimiter::Create(spi, min_size, min_diff, max_diff);
-  EXPECT_TRUE(limiter.ok()) << limiter.status();
-  return *limiter;
-}
-RateLimiter MinSize(int64_t k) { return Limiter(1.0, k, -DBL_MAX, DBL_MAX); }
-// Reverb's Queue(n): spi=1, min_size=1, min_diff=0, max_diff=n.
-RateLimiter QueueLimiter(int64_t n) { return Limiter(1.0, 1, 0.0, n); }
-
-std::shared_ptr<Table> MakeTable(const KeyDistributionOptions& sampler,
-                                 const KeyDistributionOptions& remover,
-                                 int64_t max_size, int32_t max_times_sampled,
-                                 RateLimiter limiter, std::string name = "t") {
-  // Table::Config has no default constructor (RateLimiter has none).
-  absl::StatusOr<std::shared_ptr<Table>> table = Table::Create(Table::Config{
-      std::move(name), CreateSelector(sampler).value(),
-      CreateSelector(remover).value(), max_size, max_times_sampled, limiter, ""});
-  EXPECT_TRUE(table.ok()) << table.status();
-  return *table;
-}
-
-// A one-column chunk of `rows` int64 steps (value = chunk_key * 100 + row).
-std::shared_ptr<const ChunkData> MakeChunk(uint64_t chunk_key, uint64_t episode_id,
-                                           int rows = 1) {
-  Tensor column;
-  column.dtype = tfp::DT_INT64;
-  column.shape = {rows};
-  for (int r = 0; r < rows; ++r) {
-    int64_t v = static_cast<int64_t>(chunk_key) * 100 + r;
-    column.data.append(reinterpret_cast<const char*>(&v), sizeof(v));
-  }
-  absl::StatusOr<ChunkData> chunk =
-      BuildChunk(chunk_key, {column}, episode_id, 0, rows - 1, false);
-  EXPECT_TRUE(chunk.ok()) << chunk.status();
-  return std::make_shared<const ChunkData>(*std::move(chunk));
-}
-
-// An item with one column referencing every row of each chunk in order.
-TableItem MakeItem(uint64_t key, double priority,
-                   std::vector<std::shared_ptr<const ChunkData>> chunks) {
-  auto item = std::make_shared<PrioritizedItem>();
-  item->set_key(key);
-  item->set_table("t");
-  item->set_priority(priority);
-  auto* column = item->mutable_flat_trajectory()->add_columns();
-  for (const auto& chunk : chunks) {
-    auto* slice = column->add_chunk_slices();
-    slice->set_chunk_key(chunk->chunk_key());
-    slice->set_offset(0);
-    slice->set_length(
-        static_cast<int32_t>(chunk->data().tensors(0).tensor_shape().dim(0).size()));
-    slice->set_index(0);
-  }
-  return TableItem{std::move(item), std::move(chunks)};
-}
-
-// An item over its own fresh chunk (chunk key = key + 1e9, episode = key).
-TableItem MakeItem(uint64_t key, double priority = 1.0) {
-  return MakeItem(key, priority, {MakeChunk(key + 1000000000, key)});
-}
-
-absl::Status Insert(Table& table, uint64_t key, double priority = 1.0,
-                    absl::Duration timeout = kNoWait) {
-  return table.InsertOrAssign(MakeItem(key, priority), timeout);
-}
-
-absl::StatusOr<SampledItem> SampleOne(Table& table, absl::Duration timeout = kNoWait) {
-  std::vector<SampledItem> out;
-  absl::Status status = table.SampleBatch(1, timeout, &out);
-  if (!status.ok()) return status;
-  EXPECT_EQ(out.size(), 1u);
-  return out.front();
-}
 
 uint64_t KeyOf(const SampledItem& s) { return s.data.item->key(); }
 

@@ -177,3 +177,14 @@ def test_stop_cancels_a_blocked_sample():
   thread.join(timeout=30)
   assert not thread.is_alive()
   assert len(errors) == 1
+
+
+def test_wait_returns_once_another_thread_stops_the_server():
+  import threading  # pylint: disable=g-import-not-at-top
+  server = reverb.Server([uniform_table()])
+  stopper = threading.Timer(0.2, server.stop)
+  stopper.start()
+  server.wait()
+  stopper.join()
+  with pytest.raises(reverb.DeadlineExceededError):
+    reverb.Client(f'ipv4:127.0.0.1:{server.port}').server_info(timeout=1)

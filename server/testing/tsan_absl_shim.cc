@@ -185,6 +185,7 @@ bool ShimCondVarWaitWithDeadline(absl::CondVar* cv, Mutex* mu, Time t) {
 // no happens-before edges TSAN can see.
 const char* __tsan_default_suppressions() {
   return "race:absl::*::Condition::CastAndCallMethod\n"
+         "race:absl::*::Condition::CastAndCallFunction\n"
          "race:absl::*::synchronization_internal::GraphCycles\n"
          "race:recvmsg\n"
          "race:sendmsg\n"
