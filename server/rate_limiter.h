@@ -40,6 +40,12 @@ class RateLimiter {
   void RecordDelete() { ++deletes_; }
   // Zeroes the counters; parameters are kept.
   void Reset();
+  // Takes the counters of `other`; parameters are kept.
+  void RestoreCounters(const RateLimiter& other) {
+    inserts_ = other.inserts_;
+    samples_ = other.samples_;
+    deletes_ = other.deletes_;
+  }
 
   // Parameters plus insert_stats/sample_stats.completed (= counters).
   deepmind::reverb::RateLimiterInfo Info() const;

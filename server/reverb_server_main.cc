@@ -1,12 +1,18 @@
 // reverb_server: the standalone replay server.
 //
 //   reverb_server [--config=<text proto or JSON>|--config_file=<path>] [--port=N]
+//                 [--checkpoint_dir=DIR [--checkpoint_interval_seconds=S]
+//                  [--checkpoint_on_exit] [--keep_table_config]]
 //
 // Serves the tables of a ReverbServerConfig (reverb-spec.md §6); with no
 // config it serves kDefaultServerConfig. --port overrides the config's port
-// (0 picks a free one); the bound port is always logged. SIGTERM and SIGINT
-// stop it gracefully: tables are closed (blocked calls cancelled), then gRPC
-// drains and shuts down.
+// (0 picks a free one); the bound port is always logged. With
+// --checkpoint_dir the newest checkpoint there is restored at start,
+// Client.checkpoint() saves there, and so does a background thread every
+// --checkpoint_interval_seconds. SIGTERM and SIGINT stop it gracefully: no
+// new calls are accepted, running ones get --drain_seconds to finish, a final
+// checkpoint is written (--checkpoint_on_exit), then the tables close. The
+// standard gRPC health service (grpc.health.v1.Health) answers SERVING.
 #include <signal.h>
 
 #include <cstdio>
@@ -14,18 +20,30 @@
 #include <sstream>
 #include <string>
 
+#include <atomic>
+#include <thread>
+
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "absl/synchronization/notification.h"
 #include "server.h"
+#include "server/checkpointing/checkpointer.h"
 #include "server_config.h"
 
 ABSL_FLAG(std::string, config, "", "ReverbServerConfig in text format or JSON.");
 ABSL_FLAG(std::string, config_file, "", "File holding a ReverbServerConfig.");
 ABSL_FLAG(int, port, -1, "Port to listen on; overrides the config (0 = any free port).");
+ABSL_FLAG(std::string, checkpoint_dir, "", "Directory of checkpoints (restored at start).");
+ABSL_FLAG(int, checkpoint_interval_seconds, 0, "Checkpoint this often (0 = never).");
+ABSL_FLAG(bool, checkpoint_on_exit, true, "Checkpoint once more on SIGTERM/SIGINT.");
+ABSL_FLAG(int, keep_checkpoints, 1, "Complete checkpoints to keep.");
+ABSL_FLAG(bool, keep_table_config, false,
+          "On restore, keep the config's table settings instead of the checkpoint's.");
+ABSL_FLAG(double, drain_seconds, 2.0, "Grace period for running calls on shutdown.");
 
 namespace {
 
@@ -76,15 +94,50 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  std::shared_ptr<tf_reverb::Checkpointer> checkpointer;
+  const std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  if (!checkpoint_dir.empty()) {
+    tf_reverb::CheckpointerOptions options;
+    options.keep_latest = absl::GetFlag(FLAGS_keep_checkpoints);
+    options.restore_mode = absl::GetFlag(FLAGS_keep_table_config)
+                               ? tf_reverb::Table::RestoreMode::kTableConfig
+                               : tf_reverb::Table::RestoreMode::kCheckpointConfig;
+    checkpointer = std::make_shared<tf_reverb::Checkpointer>(checkpoint_dir, options);
+  }
   absl::StatusOr<std::unique_ptr<tf_reverb::Server>> server =
-      tf_reverb::Server::Start(*std::move(tables), port);
+      tf_reverb::Server::Start(*std::move(tables), port, checkpointer);
   if (!server.ok()) return Fail(std::string(server.status().message()));
   Log("started", absl::StrCat("port=", (*server)->port(), " tables=",
-                              absl::StrJoin(names, ",")));
+                              absl::StrJoin(names, ","), " checkpoint_dir=",
+                              checkpoint_dir.empty() ? "none" : checkpoint_dir));
+
+  auto checkpoint = [&](const char* reason) {
+    absl::StatusOr<std::string> path = checkpointer->Save((*server)->tables());
+    if (path.ok()) {
+      Log("checkpointed", absl::StrCat("reason=", reason, " path=", *path));
+    } else {
+      Log("checkpoint_failed", absl::StrCat("reason=", reason, " message=\"",
+                                            path.status().message(), "\""));
+    }
+  };
+  absl::Notification stopping;
+  std::thread periodic;
+  const int interval = absl::GetFlag(FLAGS_checkpoint_interval_seconds);
+  if (checkpointer != nullptr && interval > 0) {
+    periodic = std::thread([&] {
+      while (!stopping.WaitForNotificationWithTimeout(absl::Seconds(interval))) {
+        checkpoint("periodic");
+      }
+    });
+  }
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   Log("stopping", absl::StrCat("signal=", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"));
+  stopping.Notify();
+  if (periodic.joinable()) periodic.join();
+  (*server)->Drain(absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)));
+  if (checkpointer != nullptr && absl::GetFlag(FLAGS_checkpoint_on_exit)) checkpoint("exit");
   (*server)->Stop();
   Log("stopped", absl::StrCat("port=", (*server)->port()));
   return 0;

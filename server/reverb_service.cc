@@ -75,8 +75,9 @@ bool WriteSamples(
 
 }  // namespace
 
-ReverbServiceImpl::ReverbServiceImpl(std::vector<std::shared_ptr<Table>> tables)
-    : tables_(std::move(tables)) {
+ReverbServiceImpl::ReverbServiceImpl(std::vector<std::shared_ptr<Table>> tables,
+                                     std::shared_ptr<Checkpointer> checkpointer)
+    : tables_(std::move(tables)), checkpointer_(std::move(checkpointer)) {
   for (const auto& table : tables_) by_name_[table->name()] = table;
   absl::BitGen gen;
   tables_state_id_.set_high(absl::Uniform<uint64_t>(gen));
@@ -104,9 +105,15 @@ std::string ReverbServiceImpl::DebugString() const {
 
 grpc::Status ReverbServiceImpl::Checkpoint(grpc::ServerContext*,
                                            const deepmind::reverb::CheckpointRequest*,
-                                           deepmind::reverb::CheckpointResponse*) {
-  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                      "no Checkpointer configured for the replay service.");
+                                           deepmind::reverb::CheckpointResponse* response) {
+  if (checkpointer_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "no Checkpointer configured for the replay service.");
+  }
+  absl::StatusOr<std::string> path = checkpointer_->Save(tables_);
+  if (!path.ok()) return ToGrpcStatus(path.status());
+  response->set_checkpoint_path(*path);
+  return grpc::Status::OK;
 }
 
 grpc::Status ReverbServiceImpl::InsertStream(

@@ -21,6 +21,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "reverb_service.grpc.pb.h"
+#include "server/checkpointing/checkpointer.h"
 #include "table.h"
 
 namespace tf_reverb {
@@ -30,7 +31,9 @@ inline constexpr int64_t kMaxSampleResponseBytes = 2 << 20;
 
 class ReverbServiceImpl final : public deepmind::reverb::ReverbService::Service {
  public:
-  explicit ReverbServiceImpl(std::vector<std::shared_ptr<Table>> tables);
+  // `checkpointer` may be null (Checkpoint then fails with INVALID_ARGUMENT).
+  ReverbServiceImpl(std::vector<std::shared_ptr<Table>> tables,
+                    std::shared_ptr<Checkpointer> checkpointer);
 
   grpc::Status Checkpoint(grpc::ServerContext* context,
                           const deepmind::reverb::CheckpointRequest* request,
@@ -70,6 +73,7 @@ class ReverbServiceImpl final : public deepmind::reverb::ReverbService::Service 
 
  private:
   const std::vector<std::shared_ptr<Table>> tables_;
+  const std::shared_ptr<Checkpointer> checkpointer_;
   absl::flat_hash_map<std::string, std::shared_ptr<Table>> by_name_;
   deepmind::reverb::Uint128 tables_state_id_;
   std::atomic<int> calls_in_tables_{0};

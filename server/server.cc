@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/security/server_credentials.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
 
 namespace tf_reverb {
@@ -22,7 +23,8 @@ absl::flat_hash_map<int, Server*>& Registry() ABSL_EXCLUSIVE_LOCKS_REQUIRED(regi
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(
-    std::vector<std::shared_ptr<Table>> tables, int port) {
+    std::vector<std::shared_ptr<Table>> tables, int port,
+    std::shared_ptr<Checkpointer> checkpointer) {
   if (tables.empty()) return absl::InvalidArgumentError("At least one table must be provided");
   absl::flat_hash_set<std::string> names;
   for (const auto& table : tables) {
@@ -34,7 +36,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   if (port < 0 || port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("Invalid port ", port));
   }
-  auto service = std::make_unique<ReverbServiceImpl>(std::move(tables));
+  if (checkpointer != nullptr) {
+    absl::StatusOr<std::string> loaded = checkpointer->LoadLatest(tables);
+    if (!loaded.ok() && !absl::IsNotFound(loaded.status())) return loaded.status();
+  }
+  auto service =
+      std::make_unique<ReverbServiceImpl>(std::move(tables), std::move(checkpointer));
+  // The standard grpc.health.v1.Health service (must precede the builder).
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(absl::StrCat("[::]:", port),
@@ -64,11 +73,31 @@ Server::Server(std::unique_ptr<ReverbServiceImpl> service,
 
 Server::~Server() { Stop(); }
 
+void Server::Drain(absl::Duration timeout) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_ || drained_) return;
+    drained_ = true;
+  }
+  {
+    absl::MutexLock lock(&registry_mu);
+    Registry().erase(port_);
+  }
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + timeout));
+  server_->Wait();
+}
+
 void Server::Stop() {
+  bool drained;
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     stopped_ = true;
+    drained = drained_;
+  }
+  if (drained) {
+    service_->Close();
+    return;
   }
   {
     absl::MutexLock lock(&registry_mu);

@@ -6,7 +6,8 @@
 //  * Ownership: shares the tables (std::shared_ptr) with callers; owns the
 //    gRPC server and the service.
 //  * Errors: Start() returns INVALID_ARGUMENT for no tables or duplicate table
-//    names, UNAVAILABLE when the port cannot be bound. port() is always the
+//    names, UNAVAILABLE when the port cannot be bound, and checkpoint load
+//    errors (a missing checkpoint is not an error). port() is always the
 //    port actually bound (also when 0 asked gRPC to pick one).
 #ifndef TF_REVERB_SERVER_SERVER_H_
 #define TF_REVERB_SERVER_SERVER_H_
@@ -18,6 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "grpcpp/server.h"
 #include "reverb_service.h"
 #include "table.h"
@@ -26,13 +28,22 @@ namespace tf_reverb {
 
 class Server {
  public:
+  // With a checkpointer, the newest checkpoint (if any) is restored into
+  // `tables` before serving, and the Checkpoint RPC saves through it.
   static absl::StatusOr<std::unique_ptr<Server>> Start(
-      std::vector<std::shared_ptr<Table>> tables, int port);
+      std::vector<std::shared_ptr<Table>> tables, int port,
+      std::shared_ptr<Checkpointer> checkpointer = nullptr);
   ~Server();
 
   int port() const { return port_; }
   // Closes the tables (cancelling blocked calls) and shuts gRPC down.
   void Stop();
+  // Stops accepting calls and gives running ones up to `timeout` to finish
+  // (then cancels them), leaving the tables open and intact, e.g. for a final
+  // checkpoint. Stop() must still be called.
+  void Drain(absl::Duration timeout);
+  // Every table of this server, in configuration order.
+  const std::vector<std::shared_ptr<Table>>& tables() const { return service_->tables(); }
   // Blocks until Stop() has completed.
   void Wait();
   ReverbServiceImpl* service() { return service_.get(); }
@@ -51,6 +62,7 @@ class Server {
   const int port_;
   absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  bool drained_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace tf_reverb

@@ -1,6 +1,7 @@
 #include "table.h"
 
 #include <algorithm>
+#include <vector>
 #include <cmath>
 #include <utility>
 
@@ -43,11 +44,11 @@ absl::StatusOr<std::shared_ptr<Table>> Table::Create(Config config) {
 
 Table::Table(Config config)
     : name_(std::move(config.name)),
+      extensions_(std::move(config.extensions)),
+      created_at_(absl::Now()),
       max_size_(config.max_size),
       max_times_sampled_(config.max_times_sampled),
       signature_(std::move(config.signature)),
-      extensions_(std::move(config.extensions)),
-      created_at_(absl::Now()),
       sampler_(std::move(config.sampler)),
       remover_(std::move(config.remover)),
       rate_limiter_(config.rate_limiter) {}
@@ -114,14 +115,27 @@ absl::Status Table::InsertOrAssign(TableItem item, absl::Duration timeout,
 absl::Status Table::InsertLocked(TableItem item) {
   auto proto = std::make_shared<PrioritizedItem>(*item.item);
   const absl::Time now = absl::Now();
-  proto->mutable_inserted_at()->set_seconds(absl::ToUnixSeconds(now));
-  proto->mutable_inserted_at()->set_nanos(
-      static_cast<int32_t>(absl::ToInt64Nanoseconds(now - absl::FromUnixSeconds(absl::ToUnixSeconds(now)))));
+  const int64_t seconds = absl::ToUnixSeconds(now);
+  proto->mutable_inserted_at()->set_seconds(seconds);
+  proto->mutable_inserted_at()->set_nanos(static_cast<int32_t>(
+      absl::ToInt64Nanoseconds(now - absl::FromUnixSeconds(seconds))));
   proto->set_times_sampled(0);
   const uint64_t key = proto->key();
   const double priority = proto->priority();
   item.item = std::move(proto);
+  if (absl::Status s = AddLocked(std::move(item), priority, 0); !s.ok()) return s;
+  rate_limiter_.RecordInsert();
+  Notify(&TableExtension::OnInsert, items_.find(key)->second);
+  if (static_cast<int64_t>(items_.size()) > max_size_) {
+    absl::StatusOr<KeyWithProbability> victim = remover_->Sample();
+    if (!victim.ok()) return victim.status();
+    return DeleteLocked(victim->key);
+  }
+  return absl::OkStatus();
+}
 
+absl::Status Table::AddLocked(TableItem item, double priority, int32_t times_sampled) {
+  const uint64_t key = item.item->key();
   if (absl::Status s = sampler_->Insert(key, priority); !s.ok()) return s;
   if (absl::Status s = remover_->Insert(key, priority); !s.ok()) {
     sampler_->Delete(key).IgnoreError();
@@ -130,14 +144,8 @@ absl::Status Table::InsertLocked(TableItem item) {
   for (const auto& chunk : item.chunks) {
     ++episode_refs_[chunk->sequence_range().episode_id()];
   }
-  const Entry& entry = items_.emplace(key, Entry{std::move(item), priority, 0}).first->second;
-  rate_limiter_.RecordInsert();
-  Notify(&TableExtension::OnInsert, entry);
-  if (static_cast<int64_t>(items_.size()) > max_size_) {
-    absl::StatusOr<KeyWithProbability> victim = remover_->Sample();
-    if (!victim.ok()) return victim.status();
-    return DeleteLocked(victim->key);
-  }
+  items_.emplace(key, Entry{std::move(item), priority, times_sampled,
+                            next_insertion_order_++});
   return absl::OkStatus();
 }
 
@@ -237,14 +245,109 @@ absl::Status Table::MutateItems(
 
 void Table::Reset() {
   absl::MutexLock lock(&mu_);
+  ClearLocked();
+  rate_limiter_.Reset();
+  for (const auto& extension : extensions_) extension->OnReset();
+}
+
+void Table::ClearLocked() {
   sampler_->Clear();
   remover_->Clear();
   items_.clear();
   episode_refs_.clear();
   num_deleted_episodes_ = 0;
   num_unique_samples_ = 0;
-  rate_limiter_.Reset();
-  for (const auto& extension : extensions_) extension->OnReset();
+}
+
+Table::Snapshot Table::TakeSnapshot() const {
+  Snapshot snapshot;
+  auto& config = snapshot.config;
+  absl::MutexLock lock(&mu_);
+  config.set_table_name(name_);
+  config.set_max_size(max_size_);
+  config.set_max_times_sampled(max_times_sampled_);
+  *config.mutable_rate_limiter() = rate_limiter_.ToCheckpoint();
+  *config.mutable_sampler() = sampler_->options();
+  *config.mutable_remover() = remover_->options();
+  config.set_num_deleted_episodes(num_deleted_episodes_);
+  config.set_signature(signature_);
+  config.set_num_unique_samples(num_unique_samples_);
+  std::vector<const Entry*> entries;
+  entries.reserve(items_.size());
+  for (const auto& [key, entry] : items_) entries.push_back(&entry);
+  std::sort(entries.begin(), entries.end(), [](const Entry* a, const Entry* b) {
+    return a->insertion_order < b->insertion_order;
+  });
+  snapshot.items.reserve(entries.size());
+  for (const Entry* entry : entries) {
+    snapshot.items.push_back(CheckpointItem{entry->data, entry->priority, entry->times_sampled});
+  }
+  return snapshot;
+}
+
+absl::StatusOr<std::vector<std::string>> Table::Restore(
+    const deepmind::reverb::PriorityTableCheckpoint& checkpoint,
+    std::vector<CheckpointItem> items, RestoreMode mode) {
+  // Everything that can fail is built before the table is touched.
+  absl::StatusOr<RateLimiter> limiter = RateLimiter::FromCheckpoint(checkpoint.rate_limiter());
+  if (!limiter.ok()) return limiter.status();
+  absl::StatusOr<std::unique_ptr<ItemSelector>> sampler = CreateSelector(checkpoint.sampler());
+  if (!sampler.ok()) return sampler.status();
+  absl::StatusOr<std::unique_ptr<ItemSelector>> remover = CreateSelector(checkpoint.remover());
+  if (!remover.ok()) return remover.status();
+
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> differences;
+  auto differs = [&differences](const std::string& what, const std::string& table,
+                                const std::string& saved) {
+    if (table != saved) {
+      differences.push_back(absl::StrCat(what, ": table has ", table, ", checkpoint has ", saved));
+    }
+  };
+  differs("sampler", sampler_->DebugString(), (*sampler)->DebugString());
+  differs("remover", remover_->DebugString(), (*remover)->DebugString());
+  differs("max_size", absl::StrCat(max_size_), absl::StrCat(checkpoint.max_size()));
+  differs("max_times_sampled", absl::StrCat(max_times_sampled_),
+          absl::StrCat(checkpoint.max_times_sampled()));
+  differs("rate_limiter", rate_limiter_.DebugString(), limiter->DebugString());
+  differs("signature", signature_.empty() ? "none" : "a signature",
+          checkpoint.signature().empty() ? "none"
+          : checkpoint.signature() == signature_ ? "a signature"
+                                                 : "another signature");
+
+  ClearLocked();
+  if (mode == RestoreMode::kCheckpointConfig) {
+    sampler_ = *std::move(sampler);
+    remover_ = *std::move(remover);
+    max_size_ = checkpoint.max_size();
+    max_times_sampled_ = checkpoint.max_times_sampled();
+    signature_ = checkpoint.signature();
+    rate_limiter_ = *limiter;
+  } else {
+    rate_limiter_.RestoreCounters(*limiter);
+  }
+  for (CheckpointItem& item : items) {
+    if (absl::Status s = ValidateTableItem(item.data); !s.ok()) {
+      ClearLocked();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Item ", item.data.item->key(), " of table ", name_, ": ", s.message()));
+    }
+    if (absl::Status s = AddLocked(std::move(item.data), item.priority, item.times_sampled);
+        !s.ok()) {
+      ClearLocked();
+      return absl::InvalidArgumentError(
+          absl::StrCat("Restoring table ", name_, ": ", s.message()));
+    }
+  }
+  num_deleted_episodes_ = checkpoint.num_deleted_episodes();
+  num_unique_samples_ = checkpoint.num_unique_samples();
+  // Only kTableConfig can shrink max_size below the restored item count.
+  while (static_cast<int64_t>(items_.size()) > max_size_) {
+    absl::StatusOr<KeyWithProbability> victim = remover_->Sample();
+    if (!victim.ok()) return victim.status();
+    if (absl::Status s = DeleteLocked(victim->key); !s.ok()) return s;
+  }
+  return differences;
 }
 
 void Table::Close() {

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "checkpoint.pb.h"
 #include "rate_limiter.h"
 #include "schema.pb.h"
 #include "selectors/selector.h"
@@ -87,6 +88,38 @@ class Table {
   // Wakes and fails every blocked call; later calls fail with CANCELLED.
   void Close();
 
+  // An item as checkpoints store it.
+  struct CheckpointItem {
+    TableItem data;  // inserted_at is the original insertion time
+    double priority;
+    int32_t times_sampled;
+  };
+  // A consistent copy of the table: its configuration and counters (every
+  // field of PriorityTableCheckpoint but items) and its items in insertion
+  // order. Holds the mutex only while copying pointers; chunks are shared.
+  struct Snapshot {
+    deepmind::reverb::PriorityTableCheckpoint config;
+    std::vector<CheckpointItem> items;
+  };
+  Snapshot TakeSnapshot() const;
+
+  enum class RestoreMode {
+    // The checkpoint's selectors, max_size, max_times_sampled, rate limiter
+    // parameters and signature replace the table's own.
+    kCheckpointConfig,
+    // The table keeps its configuration; items beyond max_size are evicted
+    // by the remover after loading.
+    kTableConfig,
+  };
+  // Replaces every item with `items` (in insertion order) and restores the
+  // counters (rate limiter, num_deleted_episodes, num_unique_samples) of
+  // `checkpoint`. Returns a description of each setting in which the
+  // checkpoint differs from the table as configured (empty when none).
+  // INVALID_ARGUMENT for an unusable checkpoint (the table is then empty).
+  absl::StatusOr<std::vector<std::string>> Restore(
+      const deepmind::reverb::PriorityTableCheckpoint& checkpoint,
+      std::vector<CheckpointItem> items, RestoreMode mode);
+
   bool CanSample(int64_t num_samples) const;
   bool CanInsert(int64_t num_inserts) const;
   // Every TableInfo field. The table has no worker thread, so of
@@ -104,6 +137,7 @@ class Table {
     TableItem data;
     double priority;
     int32_t times_sampled;
+    uint64_t insertion_order;  // ascending in insertion order
   };
 
   explicit Table(Config config);
@@ -116,6 +150,10 @@ class Table {
   absl::Status ValidatePriority(double priority) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status InsertLocked(TableItem item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status DeleteLocked(uint64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds an item to the selectors and the maps without any limiter charge.
+  absl::Status AddLocked(TableItem item, double priority, int32_t times_sampled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ClearLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets a present item's priority (already validated).
   absl::Status UpdateLocked(uint64_t key, double priority)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -124,14 +162,16 @@ class Table {
       const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string name_;
-  const int64_t max_size_;
-  const int32_t max_times_sampled_;
-  const std::string signature_;
   const std::vector<std::shared_ptr<TableExtension>> extensions_;
   const absl::Time created_at_;
 
   mutable absl::Mutex mu_;
+  // Configuration; replaced only by Restore.
+  int64_t max_size_ ABSL_GUARDED_BY(mu_);
+  int32_t max_times_sampled_ ABSL_GUARDED_BY(mu_);
+  std::string signature_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_insertion_order_ ABSL_GUARDED_BY(mu_) = 0;
   std::unique_ptr<ItemSelector> sampler_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<ItemSelector> remover_ ABSL_GUARDED_BY(mu_);
   RateLimiter rate_limiter_ ABSL_GUARDED_BY(mu_);

@@ -22,6 +22,7 @@ finally:
   sys.setdlopenflags(_dlopen_flags)
 
 # pylint: disable=g-import-not-at-top,g-bad-import-order
+from tf_reverb import checkpointers
 from tf_reverb import errors
 from tf_reverb import item_selectors as selectors
 from tf_reverb import rate_limiters

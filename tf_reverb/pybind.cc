@@ -13,6 +13,7 @@
 
 #include "pybind11/pybind11.h"
 #include "pybind11/stl.h"
+#include "server/checkpointing/checkpointer.h"
 #include "server/client.h"
 #include "server/rate_limiter.h"
 #include "server/selectors/selector.h"
@@ -71,12 +72,30 @@ PYBIND11_MODULE(pybind, m) {
       .def("size", &Table::size)
       .def("debug_string", &Table::DebugString);
 
-  py::class_<Server>(m, "Server")
-      .def(py::init([](std::vector<std::shared_ptr<Table>> tables, int port) {
-             py::gil_scoped_release release;
-             return ValueOrRaise(Server::Start(std::move(tables), port));
+  py::class_<Checkpointer, std::shared_ptr<Checkpointer>>(m, "Checkpointer")
+      .def(py::init([](std::string root, int keep_latest, std::string fallback_checkpoint_path,
+                       bool fall_back_to_older, bool keep_table_config) {
+             CheckpointerOptions options;
+             options.keep_latest = keep_latest;
+             options.fallback_checkpoint_path = std::move(fallback_checkpoint_path);
+             options.fall_back_to_older = fall_back_to_older;
+             options.restore_mode = keep_table_config ? Table::RestoreMode::kTableConfig
+                                                      : Table::RestoreMode::kCheckpointConfig;
+             return std::make_shared<Checkpointer>(std::move(root), options);
            }),
-           py::arg("tables"), py::arg("port"))
+           py::arg("root"), py::arg("keep_latest"), py::arg("fallback_checkpoint_path"),
+           py::arg("fall_back_to_older"), py::arg("keep_table_config"))
+      .def("root", &Checkpointer::root)
+      .def("debug_string", &Checkpointer::DebugString);
+
+  py::class_<Server>(m, "Server")
+      .def(py::init([](std::vector<std::shared_ptr<Table>> tables, int port,
+                       std::shared_ptr<Checkpointer> checkpointer) {
+             py::gil_scoped_release release;
+             return ValueOrRaise(
+                 Server::Start(std::move(tables), port, std::move(checkpointer)));
+           }),
+           py::arg("tables"), py::arg("port"), py::arg("checkpointer") = nullptr)
       .def_property_readonly("port", &Server::port)
       .def("stop", &Server::Stop, py::call_guard<py::gil_scoped_release>())
       .def("debug_string", &Server::DebugString);

@@ -5,6 +5,7 @@ from typing import List, Optional, Sequence
 
 import portpicker
 
+from tf_reverb import checkpointers as checkpointers_lib
 from tf_reverb import client as client_lib
 from tf_reverb import item_selectors
 from tf_reverb import pybind
@@ -164,18 +165,21 @@ class Server:
   def __init__(self,
                tables: Optional[Sequence[Table]] = None,
                port: Optional[int] = None,
-               checkpointer: Optional[object] = None):
+               checkpointer: Optional[checkpointers_lib.CheckpointerBase] = None):
     """Starts serving.
 
     Args:
       tables: the tables to host (at least one, unique names).
       port: port to listen on; None picks a free one, 0 lets the OS pick.
         ``Server.port`` always reports the port actually bound.
-      checkpointer: not supported yet; must be None.
+      checkpointer: where ``Client.checkpoint()`` saves; the newest complete
+        checkpoint found there is restored into `tables` first. None uses a
+        fresh temporary directory.
 
     Raises:
-      ValueError: for no tables or duplicate names.
-      RuntimeError: when the port cannot be bound.
+      ValueError: for no tables, duplicate names, or a checkpoint holding a
+        table that `tables` lacks.
+      RuntimeError: when the port cannot be bound or a checkpoint is corrupt.
     """
     if not tables:
       raise ValueError('At least one table must be provided')
@@ -184,12 +188,14 @@ class Server:
     if duplicates:
       raise ValueError(f'Multiple items in tables have the same name: '
                        f'{", ".join(duplicates)}')
-    if checkpointer is not None:
-      raise NotImplementedError('Checkpointers are not supported yet.')
+    if checkpointer is None:
+      checkpointer = checkpointers_lib.default_checkpointer()
     if port is None:
       port = portpicker.pick_unused_port()
     self._tables: List[Table] = list(tables)
-    self._server = pybind.Server([table._table for table in tables], port)  # pylint: disable=protected-access
+    self._server = pybind.Server(
+        [table._table for table in tables], port,  # pylint: disable=protected-access
+        checkpointer.internal_checkpointer())
     self._stopped = False
 
   @property

@@ -1,0 +1,310 @@
+#include "server/checkpointing/checkpointer.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "server/checkpointing/record_io.h"
+
+namespace tf_reverb {
+namespace {
+
+namespace fs = std::filesystem;
+using ::deepmind::reverb::PriorityTableCheckpoint;
+
+constexpr char kTablesFile[] = "tables.tfrecord";
+constexpr char kItemsFile[] = "items.tfrecord";
+constexpr char kChunksFile[] = "chunks.tfrecord";
+constexpr char kDoneFile[] = "DONE";
+constexpr char kTempPrefix[] = ".tmp-";
+constexpr int64_t kProgressEvery = 100000;
+
+void Log(const std::string& line) {
+  std::fprintf(stderr, "ts=%s component=checkpointer %s\n",
+               absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone())
+                   .c_str(),
+               line.c_str());
+}
+
+// "2026-11-30T20:23:42.588863703+00:00": Reverb's format, always in UTC so
+// names sort chronologically.
+std::string CheckpointName(absl::Time time) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E9S%Ez", time, absl::UTCTimeZone());
+}
+
+bool IsCheckpointName(const std::string& name) {
+  absl::Time time;
+  std::string error;
+  return name.size() == 35 &&
+         absl::ParseTime("%Y-%m-%dT%H:%M:%E9S%Ez", name, &time, &error);
+}
+
+absl::Status FsError(const std::string& action, const std::string& path,
+                     const std::error_code& error) {
+  return absl::InternalError(absl::StrCat("Cannot ", action, " ", path, ": ", error.message()));
+}
+
+absl::Status SyncDirectory(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return absl::InternalError(absl::StrCat("Cannot open directory ", path));
+  const int result = fsync(fd);
+  close(fd);
+  if (result != 0) return absl::InternalError(absl::StrCat("Cannot sync directory ", path));
+  return absl::OkStatus();
+}
+
+absl::Status WriteEmptyFile(const std::string& path) {
+  FILE* file = std::fopen(path.c_str(), "wb");
+  if (file == nullptr) {
+    return absl::InternalError(absl::StrCat("Cannot create ", path, ": ", std::strerror(errno)));
+  }
+  const bool ok = std::fflush(file) == 0 && fsync(fileno(file)) == 0;
+  std::fclose(file);
+  return ok ? absl::OkStatus() : absl::InternalError(absl::StrCat("Cannot sync ", path));
+}
+
+// Reads every record of `path` through `handle`.
+template <typename Message, typename Handle>
+absl::Status ReadAll(const std::string& path, Handle handle) {
+  absl::StatusOr<std::unique_ptr<RecordReader>> reader = RecordReader::Open(path);
+  if (!reader.ok()) return reader.status();
+  while (true) {
+    Message message;
+    absl::Status status = (*reader)->ReadMessage(&message);
+    if (absl::IsOutOfRange(status)) return absl::OkStatus();
+    if (!status.ok()) return status;
+    if (absl::Status s = handle(std::move(message)); !s.ok()) return s;
+  }
+}
+
+}  // namespace
+
+Checkpointer::Checkpointer(std::string root, CheckpointerOptions options)
+    : root_(std::move(root)), options_(std::move(options)) {}
+
+std::string Checkpointer::DebugString() const {
+  return absl::StrCat("Checkpointer(root=", root_, ", keep_latest=", options_.keep_latest, ")");
+}
+
+absl::StatusOr<std::string> Checkpointer::Save(
+    const std::vector<std::shared_ptr<Table>>& tables) {
+  if (options_.keep_latest < 1) {
+    return absl::InvalidArgumentError("keep_latest must be >= 1");
+  }
+  absl::MutexLock lock(&save_mu_);
+  const absl::Time start = absl::Now();
+  std::error_code error;
+  fs::create_directories(root_, error);
+  if (error) return FsError("create", root_, error);
+  const std::string name = CheckpointName(start);
+  const std::string final_path = (fs::path(root_) / name).string();
+  const std::string temp_path = (fs::path(root_) / (kTempPrefix + name)).string();
+  fs::create_directory(temp_path, error);
+  if (error) return FsError("create", temp_path, error);
+
+  auto tables_file = RecordWriter::Create((fs::path(temp_path) / kTablesFile).string());
+  if (!tables_file.ok()) return tables_file.status();
+  auto items_file = RecordWriter::Create((fs::path(temp_path) / kItemsFile).string());
+  if (!items_file.ok()) return items_file.status();
+  auto chunks_file = RecordWriter::Create((fs::path(temp_path) / kChunksFile).string());
+  if (!chunks_file.ok()) return chunks_file.status();
+
+  absl::flat_hash_set<uint64_t> written_chunks;
+  int64_t total_items = 0;
+  for (const auto& table : tables) {
+    const absl::Time table_start = absl::Now();
+    Table::Snapshot snapshot = table->TakeSnapshot();
+    const absl::Duration snapshot_time = absl::Now() - table_start;
+    if (absl::Status s = (*tables_file)->WriteMessage(snapshot.config); !s.ok()) return s;
+    int64_t items = 0;
+    for (const Table::CheckpointItem& item : snapshot.items) {
+      PrioritizedItem proto = *item.data.item;
+      proto.set_table(table->name());  // items are grouped by it on load
+      proto.set_priority(item.priority);
+      proto.set_times_sampled(item.times_sampled);
+      if (absl::Status s = (*items_file)->WriteMessage(proto); !s.ok()) return s;
+      for (const auto& chunk : item.data.chunks) {
+        if (written_chunks.insert(chunk->chunk_key()).second) {
+          if (absl::Status s = (*chunks_file)->WriteMessage(*chunk); !s.ok()) return s;
+        }
+      }
+      if (++items % kProgressEvery == 0) {
+        Log(absl::StrCat("event=save_progress table=", table->name(), " items=", items,
+                         " bytes=", (*chunks_file)->bytes_written() +
+                                        (*items_file)->bytes_written(),
+                         " elapsed_ms=", absl::ToInt64Milliseconds(absl::Now() - start)));
+      }
+    }
+    total_items += items;
+    Log(absl::StrCat("event=save_table table=", table->name(), " items=", items,
+                     " snapshot_ms=", absl::ToDoubleMilliseconds(snapshot_time)));
+  }
+  for (auto* file : {&*tables_file, &*items_file, &*chunks_file}) {
+    if (absl::Status s = (*file)->Close(); !s.ok()) return s;
+  }
+  if (absl::Status s = WriteEmptyFile((fs::path(temp_path) / kDoneFile).string()); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = SyncDirectory(temp_path); !s.ok()) return s;
+  fs::rename(temp_path, final_path, error);
+  if (error) return FsError("publish", final_path, error);
+  if (absl::Status s = SyncDirectory(root_); !s.ok()) return s;
+  const int64_t bytes = (*tables_file)->bytes_written() + (*items_file)->bytes_written() +
+                        (*chunks_file)->bytes_written();
+  Log(absl::StrCat("event=saved path=", final_path, " tables=", tables.size(),
+                   " items=", total_items, " chunks=", written_chunks.size(),
+                   " bytes=", bytes,
+                   " elapsed_ms=", absl::ToInt64Milliseconds(absl::Now() - start)));
+  DeleteOld();
+  return final_path;
+}
+
+std::vector<std::string> Checkpointer::CompleteCheckpoints() const {
+  std::vector<std::string> names;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(root_, error)) {
+    const std::string name = entry.path().filename().string();
+    if (IsCheckpointName(name) && fs::exists(entry.path() / kDoneFile)) names.push_back(name);
+  }
+  std::sort(names.rbegin(), names.rend());
+  std::vector<std::string> paths;
+  for (const auto& name : names) paths.push_back((fs::path(root_) / name).string());
+  return paths;
+}
+
+void Checkpointer::DeleteOld() {
+  std::error_code error;
+  const std::vector<std::string> complete = CompleteCheckpoints();
+  for (size_t i = options_.keep_latest; i < complete.size(); ++i) {
+    fs::remove_all(complete[i], error);
+  }
+  // Leftovers of interrupted saves (ours only: ".tmp-" + a checkpoint name).
+  for (const auto& entry : fs::directory_iterator(root_, error)) {
+    const std::string name = entry.path().filename().string();
+    if (absl::StartsWith(name, kTempPrefix) &&
+        IsCheckpointName(name.substr(strlen(kTempPrefix)))) {
+      fs::remove_all(entry.path(), error);
+    }
+  }
+}
+
+absl::StatusOr<std::string> Checkpointer::LoadLatest(
+    const std::vector<std::shared_ptr<Table>>& tables) {
+  absl::Status last_error = absl::NotFoundError(
+      absl::StrCat("No complete checkpoint in ", root_));
+  for (const std::string& path : CompleteCheckpoints()) {
+    last_error = Load(path, tables);
+    if (last_error.ok()) return path;
+    Log(absl::StrCat("event=load_failed path=", path, " error=\"", last_error.message(), "\""));
+    if (!options_.fall_back_to_older) return last_error;
+  }
+  if (absl::IsNotFound(last_error) && !options_.fallback_checkpoint_path.empty() &&
+      fs::exists(fs::path(options_.fallback_checkpoint_path) / kDoneFile)) {
+    if (absl::Status s = Load(options_.fallback_checkpoint_path, tables); !s.ok()) return s;
+    return options_.fallback_checkpoint_path;
+  }
+  return last_error;
+}
+
+absl::Status Checkpointer::Load(const std::string& path,
+                                const std::vector<std::shared_ptr<Table>>& tables) {
+  const absl::Time start = absl::Now();
+  if (!fs::exists(fs::path(path) / kDoneFile)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Checkpoint ", path, " is incomplete (no ", kDoneFile, " file)"));
+  }
+  absl::flat_hash_map<std::string, std::shared_ptr<Table>> by_name;
+  std::vector<std::string> names;
+  for (const auto& table : tables) {
+    by_name[table->name()] = table;
+    names.push_back(absl::StrCat("'", table->name(), "'"));
+  }
+  std::vector<PriorityTableCheckpoint> configs;
+  absl::Status status = ReadAll<PriorityTableCheckpoint>(
+      (fs::path(path) / kTablesFile).string(), [&](PriorityTableCheckpoint config) {
+        if (!by_name.contains(config.table_name())) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "Trying to load table '", config.table_name(),
+              "' but table was not found in provided list of tables. Available tables: [",
+              absl::StrJoin(names, ", "), "]"));
+        }
+        configs.push_back(std::move(config));
+        return absl::OkStatus();
+      });
+  if (!status.ok()) return status;
+
+  const std::string chunks_path = (fs::path(path) / kChunksFile).string();
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const ChunkData>> chunks;
+  int64_t chunk_bytes = 0;
+  status = ReadAll<ChunkData>(chunks_path, [&](ChunkData chunk) {
+    for (const auto& tensor : chunk.data().tensors()) chunk_bytes += tensor.tensor_content().size();
+    const uint64_t key = chunk.chunk_key();
+    chunks.emplace(key, std::make_shared<const ChunkData>(std::move(chunk)));
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+
+  const std::string items_path = (fs::path(path) / kItemsFile).string();
+  absl::flat_hash_map<std::string, std::vector<Table::CheckpointItem>> items;
+  int64_t num_items = 0;
+  status = ReadAll<PrioritizedItem>(items_path, [&](PrioritizedItem proto) {
+    TableItem data;
+    for (uint64_t key : UniqueChunkKeys(proto.flat_trajectory())) {
+      auto it = chunks.find(key);
+      if (it == chunks.end()) {
+        return absl::DataLossError(absl::StrCat("Checkpoint file ", items_path, ": item ",
+                                                proto.key(), " references chunk ", key,
+                                                " missing from ", chunks_path));
+      }
+      data.chunks.push_back(it->second);
+    }
+    const double priority = proto.priority();
+    const int32_t times_sampled = proto.times_sampled();
+    std::string table = proto.table();
+    data.item = std::make_shared<const PrioritizedItem>(std::move(proto));
+    items[table].push_back(Table::CheckpointItem{std::move(data), priority, times_sampled});
+    if (++num_items % kProgressEvery == 0) {
+      Log(absl::StrCat("event=load_progress path=", path, " items=", num_items,
+                       " elapsed_ms=", absl::ToInt64Milliseconds(absl::Now() - start)));
+    }
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+
+  for (const PriorityTableCheckpoint& config : configs) {
+    auto& table_items = items[config.table_name()];
+    const size_t count = table_items.size();
+    absl::StatusOr<std::vector<std::string>> differences = by_name[config.table_name()]->Restore(
+        config, std::move(table_items), options_.restore_mode);
+    if (!differences.ok()) return differences.status();
+    for (const std::string& difference : *differences) {
+      Log(absl::StrCat("event=config_differs table=", config.table_name(),
+                       options_.restore_mode == Table::RestoreMode::kCheckpointConfig
+                           ? " kept=checkpoint"
+                           : " kept=table",
+                       " detail=\"", difference, "\""));
+    }
+    Log(absl::StrCat("event=loaded_table table=", config.table_name(), " items=", count));
+  }
+  Log(absl::StrCat("event=loaded path=", path, " items=", num_items, " chunks=", chunks.size(),
+                   " chunk_bytes=", chunk_bytes,
+                   " elapsed_ms=", absl::ToInt64Milliseconds(absl::Now() - start)));
+  return absl::OkStatus();
+}
+
+}  // namespace tf_reverb

@@ -1,0 +1,201 @@
+#include "server/checkpointing/checkpointer.h"
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/testing/table_testing.h"
+
+namespace tf_reverb {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace ::tf_reverb::testing;  // NOLINT: test builders
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::string FreshRoot(const std::string& name) {
+  const fs::path root = fs::path(::testing::TempDir()) / name;
+  fs::remove_all(root);
+  return root.string();
+}
+
+std::vector<uint64_t> SampleKeys(Table& table, int n) {
+  std::vector<uint64_t> keys;
+  for (int i = 0; i < n; ++i) {
+    absl::StatusOr<SampledItem> sample = SampleOne(table);
+    EXPECT_TRUE(sample.ok()) << sample.status();
+    if (sample.ok()) keys.push_back(sample->data.item->key());
+  }
+  return keys;
+}
+
+TEST(CheckpointerTest, RoundTripKeepsOrderPrioritiesCountersAndSharedChunks) {
+  const std::string root = FreshRoot("round_trip");
+  auto fifo = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1), "fifo");
+  auto heap = MakeTable(Heap(/*min_heap=*/true), Fifo(), 10, 0, MinSize(1), "heap");
+  auto shared_chunk = MakeChunk(999, 7);
+  for (uint64_t key : {5, 3, 9}) {
+    ASSERT_TRUE(fifo->InsertOrAssign(MakeItem(key, key * 1.0, {shared_chunk}),
+                                     absl::ZeroDuration())
+                    .ok());
+    ASSERT_TRUE(heap->InsertOrAssign(MakeItem(key, 10.0 - key, {shared_chunk}),
+                                     absl::ZeroDuration())
+                    .ok());
+  }
+  ASSERT_THAT(SampleKeys(*fifo, 2), ElementsAre(5, 5));
+  Checkpointer checkpointer(root, {});
+  absl::StatusOr<std::string> path = checkpointer.Save({fifo, heap});
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(fs::path(*path).parent_path(), fs::path(root));
+
+  auto fifo2 = MakeTable(Uniform(), Lifo(), 99, 0, MinSize(1), "fifo");
+  auto heap2 = MakeTable(Uniform(), Fifo(), 10, 0, MinSize(1), "heap");
+  ASSERT_TRUE(checkpointer.Load(*path, {fifo2, heap2}).ok());
+  auto info = fifo2->Info();
+  EXPECT_EQ(info.current_size(), 3);
+  EXPECT_EQ(info.max_size(), 10);  // the checkpoint's configuration wins
+  EXPECT_TRUE(info.sampler_options().fifo());
+  EXPECT_EQ(info.rate_limiter_info().insert_stats().completed(), 3);
+  EXPECT_EQ(info.rate_limiter_info().sample_stats().completed(), 2);
+  EXPECT_EQ(info.num_unique_samples(), 1);
+  // FIFO resumes at the same head, with its times_sampled and priority.
+  absl::StatusOr<SampledItem> head = SampleOne(*fifo2);
+  ASSERT_TRUE(head.ok());
+  EXPECT_EQ(head->data.item->key(), 5u);
+  EXPECT_EQ(head->times_sampled, 3);
+  EXPECT_EQ(head->priority, 5.0);
+  // The heap still yields its lowest priority (key 9 has priority 1).
+  EXPECT_THAT(SampleKeys(*heap2, 1), ElementsAre(9));
+  // The chunk shared by six items across two tables was stored once and is
+  // shared again after loading.
+  absl::StatusOr<SampledItem> from_heap = SampleOne(*heap2);
+  EXPECT_EQ(from_heap->data.chunks[0].get(), head->data.chunks[0].get());
+}
+
+TEST(CheckpointerTest, RetentionKeepsLatestAndNeverTouchesForeignFiles) {
+  const std::string root = FreshRoot("retention");
+  fs::create_directories(fs::path(root) / "my_notes");
+  std::ofstream(fs::path(root) / "README.txt") << "not a checkpoint";
+  auto table = MakeTable(Uniform(), Fifo(), 10, 0, MinSize(1));
+  Checkpointer checkpointer(root, {.keep_latest = 2});
+  std::vector<std::string> paths;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(Insert(*table, i + 1).ok());
+    paths.push_back(checkpointer.Save({table}).value());
+  }
+  EXPECT_FALSE(fs::exists(paths[0]));
+  EXPECT_FALSE(fs::exists(paths[1]));
+  EXPECT_TRUE(fs::exists(paths[2]));
+  EXPECT_TRUE(fs::exists(paths[3]));
+  EXPECT_TRUE(fs::exists(fs::path(root) / "my_notes"));
+  EXPECT_TRUE(fs::exists(fs::path(root) / "README.txt"));
+}
+
+TEST(CheckpointerTest, PartialCheckpointsAreIgnoredAndCleanedUp) {
+  const std::string root = FreshRoot("partial");
+  auto table = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1));
+  ASSERT_TRUE(Insert(*table, 1).ok());
+  Checkpointer checkpointer(root, {});
+  const std::string good = checkpointer.Save({table}).value();
+  // A save killed before publishing leaves only a temporary directory; one
+  // killed before DONE leaves a directory without it.
+  const fs::path temp = fs::path(root) / ".tmp-2999-01-01T00:00:00.000000000+00:00";
+  fs::create_directories(temp);
+  const fs::path undone = fs::path(root) / "2999-01-01T00:00:00.000000000+00:00";
+  fs::create_directories(undone);
+  std::ofstream(undone / "tables.tfrecord") << "partial";
+
+  auto restored = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1));
+  absl::StatusOr<std::string> loaded = checkpointer.LoadLatest({restored});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(*loaded, good);
+  EXPECT_EQ(restored->size(), 1);
+  ASSERT_TRUE(checkpointer.Save({table}).ok());
+  EXPECT_FALSE(fs::exists(temp));
+}
+
+TEST(CheckpointerTest, CorruptCheckpointNamesTheFileAndCanFallBack) {
+  const std::string root = FreshRoot("corrupt");
+  auto table = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1));
+  ASSERT_TRUE(Insert(*table, 1).ok());
+  Checkpointer writer(root, {.keep_latest = 5});
+  const std::string older = writer.Save({table}).value();
+  ASSERT_TRUE(Insert(*table, 2).ok());
+  const std::string newer = writer.Save({table}).value();
+  const fs::path items = fs::path(newer) / "items.tfrecord";
+  fs::resize_file(items, fs::file_size(items) - 5);
+
+  auto target = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1));
+  absl::StatusOr<std::string> strict = Checkpointer(root, {}).LoadLatest({target});
+  ASSERT_TRUE(absl::IsDataLoss(strict.status())) << strict.status();
+  EXPECT_THAT(std::string(strict.status().message()), HasSubstr(items.string()));
+
+  absl::StatusOr<std::string> lenient =
+      Checkpointer(root, {.fall_back_to_older = true}).LoadLatest({target});
+  ASSERT_TRUE(lenient.ok()) << lenient.status();
+  EXPECT_EQ(*lenient, older);
+  EXPECT_EQ(target->size(), 1);
+}
+
+TEST(CheckpointerTest, UnknownTableAndEmptyRootAreClearErrors) {
+  const std::string root = FreshRoot("unknown");
+  auto table = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1), "a");
+  Checkpointer checkpointer(root, {});
+  EXPECT_TRUE(absl::IsNotFound(checkpointer.LoadLatest({table}).status()));
+  ASSERT_TRUE(checkpointer.Save({table}).ok());
+  auto other = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1), "b");
+  absl::Status status = checkpointer.LoadLatest({other}).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("Trying to load table 'a' but table was not found"));
+}
+
+TEST(CheckpointerTest, TableConfigModeKeepsNewSettingsAndEvicts) {
+  const std::string root = FreshRoot("table_mode");
+  auto table = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1));
+  for (uint64_t key = 1; key <= 5; ++key) ASSERT_TRUE(Insert(*table, key).ok());
+  const std::string path = Checkpointer(root, {}).Save({table}).value();
+  auto smaller = MakeTable(Lifo(), Fifo(), 3, 0, MinSize(2));
+  Checkpointer checkpointer(root, {.restore_mode = Table::RestoreMode::kTableConfig});
+  ASSERT_TRUE(checkpointer.Load(path, {smaller}).ok());
+  auto info = smaller->Info();
+  EXPECT_EQ(info.max_size(), 3);
+  EXPECT_TRUE(info.sampler_options().lifo());
+  EXPECT_EQ(info.rate_limiter_info().min_size_to_sample(), 2);
+  EXPECT_EQ(info.current_size(), 3);
+  EXPECT_THAT(SampleKeys(*smaller, 1), ElementsAre(5));  // oldest two evicted
+}
+
+TEST(CheckpointerTest, InsertsContinueWhileACheckpointIsWritten) {
+  const std::string root = FreshRoot("concurrent");
+  auto table = MakeTable(Uniform(), Fifo(), 1000000, 0, MinSize(1));
+  for (uint64_t key = 1; key <= 20000; ++key) ASSERT_TRUE(Insert(*table, key).ok());
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> inserted{0};
+  std::thread writer([&] {
+    uint64_t key = 1000000;
+    while (!done) {
+      ASSERT_TRUE(Insert(*table, ++key).ok());
+      ++inserted;
+    }
+  });
+  Checkpointer checkpointer(root, {});
+  absl::StatusOr<std::string> path = checkpointer.Save({table});
+  done = true;
+  writer.join();
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_GT(inserted.load(), 0);
+  auto restored = MakeTable(Uniform(), Fifo(), 1000000, 0, MinSize(1));
+  ASSERT_TRUE(checkpointer.Load(*path, {restored}).ok());
+  // The snapshot is consistent: at least the 20000 items present before the
+  // save, and never more than what existed when it ended.
+  EXPECT_GE(restored->size(), 20000);
+  EXPECT_LE(restored->size(), table->size());
+}
+
+}  // namespace
+}  // namespace tf_reverb

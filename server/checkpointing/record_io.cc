@@ -1,0 +1,131 @@
+#include "server/checkpointing/record_io.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/checkpointing/crc32c.h"
+
+namespace tf_reverb {
+namespace {
+
+absl::Status IoError(const std::string& action, const std::string& path) {
+  const int error = errno;
+  const std::string message = absl::StrCat("Cannot ", action, " ", path, ": ",
+                                           std::strerror(error));
+  if (error == ENOENT) return absl::NotFoundError(message);
+  if (error == EACCES || error == EPERM) return absl::PermissionDeniedError(message);
+  return absl::InternalError(message);
+}
+
+void PutFixed32(char* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>(v >> (8 * i));
+}
+void PutFixed64(char* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(v >> (8 * i));
+}
+uint32_t GetFixed32(const char* in) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(in[i])) << (8 * i);
+  return v;
+}
+uint64_t GetFixed64(const char* in) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(in[i])) << (8 * i);
+  return v;
+}
+
+// Records larger than this are treated as corruption (a damaged length).
+constexpr uint64_t kMaxRecordBytes = uint64_t{1} << 40;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RecordWriter>> RecordWriter::Create(const std::string& path) {
+  FILE* file = std::fopen(path.c_str(), "wb");
+  if (file == nullptr) return IoError("create", path);
+  return std::unique_ptr<RecordWriter>(new RecordWriter(path, file));
+}
+
+RecordWriter::~RecordWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+absl::Status RecordWriter::Write(const std::string& record) {
+  char header[12];
+  PutFixed64(header, record.size());
+  PutFixed32(header + 8, MaskCrc(Crc32c(header, 8)));
+  char footer[4];
+  PutFixed32(footer, MaskCrc(Crc32c(record.data(), record.size())));
+  if (std::fwrite(header, 1, sizeof(header), file_) != sizeof(header) ||
+      std::fwrite(record.data(), 1, record.size(), file_) != record.size() ||
+      std::fwrite(footer, 1, sizeof(footer), file_) != sizeof(footer)) {
+    return IoError("write", path_);
+  }
+  bytes_written_ += sizeof(header) + record.size() + sizeof(footer);
+  return absl::OkStatus();
+}
+
+absl::Status RecordWriter::WriteMessage(const google::protobuf::MessageLite& message) {
+  std::string record;
+  if (!message.SerializeToString(&record)) {
+    return absl::InternalError(absl::StrCat("Cannot serialize a record for ", path_));
+  }
+  return Write(record);
+}
+
+absl::Status RecordWriter::Close() {
+  if (file_ == nullptr) return absl::OkStatus();
+  const bool ok = std::fflush(file_) == 0 && fsync(fileno(file_)) == 0;
+  const bool closed = std::fclose(file_) == 0;
+  file_ = nullptr;
+  if (!ok || !closed) return IoError("flush", path_);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<RecordReader>> RecordReader::Open(const std::string& path) {
+  FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) return IoError("open", path);
+  return std::unique_ptr<RecordReader>(new RecordReader(path, file));
+}
+
+RecordReader::~RecordReader() { std::fclose(file_); }
+
+absl::Status RecordReader::Corrupt(const std::string& what) const {
+  return absl::DataLossError(
+      absl::StrCat("Checkpoint file ", path_, " is corrupt at byte ", offset_, ": ", what));
+}
+
+absl::Status RecordReader::Read(std::string* record) {
+  char header[12];
+  const size_t got = std::fread(header, 1, sizeof(header), file_);
+  if (got == 0 && std::feof(file_)) return absl::OutOfRangeError("end of file");
+  if (got != sizeof(header)) return Corrupt("truncated record header");
+  if (GetFixed32(header + 8) != MaskCrc(Crc32c(header, 8))) {
+    return Corrupt("length checksum mismatch");
+  }
+  const uint64_t length = GetFixed64(header);
+  if (length > kMaxRecordBytes) return Corrupt("implausible record length");
+  record->resize(length);
+  char footer[4];
+  if (std::fread(record->data(), 1, length, file_) != length ||
+      std::fread(footer, 1, sizeof(footer), file_) != sizeof(footer)) {
+    return Corrupt("truncated record");
+  }
+  if (GetFixed32(footer) != MaskCrc(Crc32c(record->data(), record->size()))) {
+    return Corrupt("record checksum mismatch");
+  }
+  offset_ += sizeof(header) + length + sizeof(footer);
+  return absl::OkStatus();
+}
+
+absl::Status RecordReader::ReadMessage(google::protobuf::MessageLite* message) {
+  std::string record;
+  if (absl::Status s = Read(&record); !s.ok()) return s;
+  if (!message->ParseFromString(record)) return Corrupt("record does not parse");
+  return absl::OkStatus();
+}
+
+}  // namespace tf_reverb
