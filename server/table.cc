@@ -123,7 +123,10 @@ absl::Status Table::InsertLocked(TableItem item) {
   const uint64_t key = proto->key();
   const double priority = proto->priority();
   item.item = std::move(proto);
-  if (absl::Status s = AddLocked(std::move(item), priority, 0); !s.ok()) return s;
+  if (absl::Status s = AddLocked(std::make_shared<const TableItem>(std::move(item)), priority, 0);
+      !s.ok()) {
+    return s;
+  }
   rate_limiter_.RecordInsert();
   Notify(&TableExtension::OnInsert, items_.find(key)->second);
   if (static_cast<int64_t>(items_.size()) > max_size_) {
@@ -134,14 +137,15 @@ absl::Status Table::InsertLocked(TableItem item) {
   return absl::OkStatus();
 }
 
-absl::Status Table::AddLocked(TableItem item, double priority, int32_t times_sampled) {
-  const uint64_t key = item.item->key();
+absl::Status Table::AddLocked(std::shared_ptr<const TableItem> item, double priority,
+                              int32_t times_sampled) {
+  const uint64_t key = item->item->key();
   if (absl::Status s = sampler_->Insert(key, priority); !s.ok()) return s;
   if (absl::Status s = remover_->Insert(key, priority); !s.ok()) {
     sampler_->Delete(key).IgnoreError();
     return s;
   }
-  for (const auto& chunk : item.chunks) {
+  for (const auto& chunk : item->chunks) {
     ++episode_refs_[chunk->sequence_range().episode_id()];
   }
   items_.emplace(key, Entry{std::move(item), priority, times_sampled,
@@ -161,7 +165,7 @@ absl::Status Table::UpdateLocked(uint64_t key, double priority) {
 void Table::Notify(void (TableExtension::*hook)(const ExtensionItem&),
                    const Entry& entry) const {
   if (extensions_.empty()) return;
-  const ExtensionItem item{entry.data, entry.priority, entry.times_sampled};
+  const ExtensionItem item{*entry.data, entry.priority, entry.times_sampled};
   for (const auto& extension : extensions_) ((*extension).*hook)(item);
 }
 
@@ -171,7 +175,7 @@ absl::Status Table::DeleteLocked(uint64_t key) {
   if (absl::Status s = sampler_->Delete(key); !s.ok()) return s;
   if (absl::Status s = remover_->Delete(key); !s.ok()) return s;
   Notify(&TableExtension::OnDelete, it->second);
-  for (const auto& chunk : it->second.data.chunks) {
+  for (const auto& chunk : it->second.data->chunks) {
     auto ref = episode_refs_.find(chunk->sequence_range().episode_id());
     if (ref != episode_refs_.end() && --ref->second == 0) {
       episode_refs_.erase(ref);
@@ -209,10 +213,10 @@ absl::Status Table::SampleBatch(int64_t num_samples, absl::Duration timeout,
     ++entry.times_sampled;
     rate_limiter_.RecordSample();
     Notify(&TableExtension::OnSample, entry);
-    out->push_back(SampledItem{entry.data, entry.priority, entry.times_sampled,
+    out->push_back(SampledItem{*entry.data, entry.priority, entry.times_sampled,
                                picked->probability,
                                static_cast<int64_t>(items_.size()), rate_limited});
-    bytes += ChunkBytes(entry.data);
+    bytes += ChunkBytes(*entry.data);
     if (max_times_sampled_ > 0 && entry.times_sampled >= max_times_sampled_) {
       if (absl::Status s = DeleteLocked(picked->key); !s.ok()) return s;
     }
@@ -262,7 +266,7 @@ void Table::ClearLocked() {
 Table::Snapshot Table::TakeSnapshot() const {
   Snapshot snapshot;
   auto& config = snapshot.config;
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   config.set_table_name(name_);
   config.set_max_size(max_size_);
   config.set_max_times_sampled(max_times_sampled_);
@@ -272,16 +276,21 @@ Table::Snapshot Table::TakeSnapshot() const {
   config.set_num_deleted_episodes(num_deleted_episodes_);
   config.set_signature(signature_);
   config.set_num_unique_samples(num_unique_samples_);
-  std::vector<const Entry*> entries;
-  entries.reserve(items_.size());
-  for (const auto& [key, entry] : items_) entries.push_back(&entry);
-  std::sort(entries.begin(), entries.end(), [](const Entry* a, const Entry* b) {
-    return a->insertion_order < b->insertion_order;
-  });
-  snapshot.items.reserve(entries.size());
-  for (const Entry* entry : entries) {
-    snapshot.items.push_back(CheckpointItem{entry->data, entry->priority, entry->times_sampled});
+  // Only pointers are copied under the mutex; sorting happens after it.
+  std::vector<std::pair<uint64_t, const Entry*>> order;
+  order.reserve(items_.size());
+  for (const auto& [key, entry] : items_) order.emplace_back(entry.insertion_order, &entry);
+  std::vector<std::pair<uint64_t, CheckpointItem>> copied;
+  copied.reserve(order.size());
+  for (const auto& [position, entry] : order) {
+    copied.emplace_back(position, CheckpointItem{entry->data, entry->priority,
+                                                 entry->times_sampled});
   }
+  lock.Release();
+  std::sort(copied.begin(), copied.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  snapshot.items.reserve(copied.size());
+  for (auto& [position, item] : copied) snapshot.items.push_back(std::move(item));
   return snapshot;
 }
 
@@ -327,10 +336,10 @@ absl::StatusOr<std::vector<std::string>> Table::Restore(
     rate_limiter_.RestoreCounters(*limiter);
   }
   for (CheckpointItem& item : items) {
-    if (absl::Status s = ValidateTableItem(item.data); !s.ok()) {
+    if (absl::Status s = ValidateTableItem(*item.data); !s.ok()) {
       ClearLocked();
       return absl::InvalidArgumentError(absl::StrCat(
-          "Item ", item.data.item->key(), " of table ", name_, ": ", s.message()));
+          "Item ", item.data->item->key(), " of table ", name_, ": ", s.message()));
     }
     if (absl::Status s = AddLocked(std::move(item.data), item.priority, item.times_sampled);
         !s.ok()) {

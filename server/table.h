@@ -90,7 +90,7 @@ class Table {
 
   // An item as checkpoints store it.
   struct CheckpointItem {
-    TableItem data;  // inserted_at is the original insertion time
+    std::shared_ptr<const TableItem> data;  // inserted_at: original insertion time
     double priority;
     int32_t times_sampled;
   };
@@ -134,7 +134,7 @@ class Table {
 
  private:
   struct Entry {
-    TableItem data;
+    std::shared_ptr<const TableItem> data;  // shared with snapshots
     double priority;
     int32_t times_sampled;
     uint64_t insertion_order;  // ascending in insertion order
@@ -151,8 +151,8 @@ class Table {
   absl::Status InsertLocked(TableItem item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status DeleteLocked(uint64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds an item to the selectors and the maps without any limiter charge.
-  absl::Status AddLocked(TableItem item, double priority, int32_t times_sampled)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status AddLocked(std::shared_ptr<const TableItem> item, double priority,
+                         int32_t times_sampled) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ClearLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets a present item's priority (already validated).
   absl::Status UpdateLocked(uint64_t key, double priority)

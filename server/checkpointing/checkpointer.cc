@@ -133,12 +133,12 @@ absl::StatusOr<std::string> Checkpointer::Save(
     if (absl::Status s = (*tables_file)->WriteMessage(snapshot.config); !s.ok()) return s;
     int64_t items = 0;
     for (const Table::CheckpointItem& item : snapshot.items) {
-      PrioritizedItem proto = *item.data.item;
+      PrioritizedItem proto = *item.data->item;
       proto.set_table(table->name());  // items are grouped by it on load
       proto.set_priority(item.priority);
       proto.set_times_sampled(item.times_sampled);
       if (absl::Status s = (*items_file)->WriteMessage(proto); !s.ok()) return s;
-      for (const auto& chunk : item.data.chunks) {
+      for (const auto& chunk : item.data->chunks) {
         if (written_chunks.insert(chunk->chunk_key()).second) {
           if (absl::Status s = (*chunks_file)->WriteMessage(*chunk); !s.ok()) return s;
         }
@@ -277,7 +277,8 @@ absl::Status Checkpointer::Load(const std::string& path,
     const int32_t times_sampled = proto.times_sampled();
     std::string table = proto.table();
     data.item = std::make_shared<const PrioritizedItem>(std::move(proto));
-    items[table].push_back(Table::CheckpointItem{std::move(data), priority, times_sampled});
+    items[table].push_back(Table::CheckpointItem{
+        std::make_shared<const TableItem>(std::move(data)), priority, times_sampled});
     if (++num_items % kProgressEvery == 0) {
       Log(absl::StrCat("event=load_progress path=", path, " items=", num_items,
                        " elapsed_ms=", absl::ToInt64Milliseconds(absl::Now() - start)));
