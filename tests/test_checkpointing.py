@@ -17,7 +17,7 @@ def fifo_table(name='t', max_size=1000, rate_limiter=None):
                       max_size, rate_limiter or reverb.rate_limiters.MinSize(1))
 
 
-def test_round_trip_keeps_items_order_priorities_and_counters(tmp_path):
+def test_round_trip_keeps_items_order_priorities_and_counters(tmp_path, capfd):
   checkpointer = reverb.checkpointers.DefaultCheckpointer(str(tmp_path))
   with reverb.Server([fifo_table()], checkpointer=checkpointer) as server:
     client = reverb.Client(f'localhost:{server.port}')
@@ -31,6 +31,9 @@ def test_round_trip_keeps_items_order_priorities_and_counters(tmp_path):
   table = fifo_table(max_size=7)
   with reverb.Server([table], checkpointer=reverb.checkpointers.DefaultCheckpointer(
       str(tmp_path))) as server:
+    warning = capfd.readouterr().err
+    assert 'event=config_differs table=t kept=checkpoint' in warning
+    assert 'max_size: table has 7, checkpoint has 1000' in warning
     info = table.info
     assert info.current_size == 5
     assert info.max_size == 1000  # the checkpoint's configuration by default
