@@ -1,45 +1,15 @@
-// FifoSelector: always selects the oldest key still present, with
-// probability 1.0 (reverb-spec.md §2.4, §3.5).
-//
-// Contract:
-//  * Thread-safety: none. The owning Table serialises every call.
-//  * Ownership: owned by one Table through std::unique_ptr<ItemSelector>;
-//    holds only keys, never items.
-//  * Order: insertion order only. Priorities are ignored and Update never
-//    reorders (it only checks that the key is present).
-//  * Complexity: Insert, Update, Delete and Sample are O(1) (linked list plus
-//    key->node map).
-//  * Errors: Insert of a present key and Update/Delete of an absent key are
-//    INVALID_ARGUMENT ("Key K already inserted." / "Key K not found.");
-//    Sample on an empty selector is FAILED_PRECONDITION.
+// FifoSelector: always selects the oldest key still present, with probability
+// 1.0 (reverb-spec.md §2.4, §3.5). The contract is InsertionOrderSelector's.
 #ifndef TF_REVERB_SERVER_SELECTORS_FIFO_H_
 #define TF_REVERB_SERVER_SELECTORS_FIFO_H_
 
-#include <cstdint>
-#include <list>
-#include <string>
-
-#include "absl/container/flat_hash_map.h"
-#include "server/selectors/selector.h"
+#include "server/selectors/insertion_order.h"
 
 namespace tf_reverb {
 
-class FifoSelector : public ItemSelector {
+class FifoSelector : public InsertionOrderSelector {
  public:
-  FifoSelector() = default;
-
-  absl::Status Insert(Key key, double priority) override;
-  absl::Status Update(Key key, double priority) override;
-  absl::Status Delete(Key key) override;
-  absl::StatusOr<KeyWithProbability> Sample() override;
-  void Clear() override;
-  int64_t size() const override { return static_cast<int64_t>(index_.size()); }
-  deepmind::reverb::KeyDistributionOptions options() const override;
-  std::string DebugString() const override;
-
- private:
-  std::list<Key> keys_;  // Oldest at the front, newest at the back.
-  absl::flat_hash_map<Key, std::list<Key>::iterator> index_;
+  FifoSelector() : InsertionOrderSelector(Pick::kOldest) {}
 };
 
 }  // namespace tf_reverb

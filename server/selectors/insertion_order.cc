@@ -1,10 +1,10 @@
-#include "server/selectors/fifo.h"
+#include "server/selectors/insertion_order.h"
 
 #include "absl/strings/str_cat.h"
 
 namespace tf_reverb {
 
-absl::Status FifoSelector::Insert(Key key, double /*priority*/) {
+absl::Status InsertionOrderSelector::Insert(Key key, double /*priority*/) {
   if (index_.contains(key)) {
     return absl::InvalidArgumentError(
         absl::StrCat("Key ", key, " already inserted."));
@@ -13,14 +13,14 @@ absl::Status FifoSelector::Insert(Key key, double /*priority*/) {
   return absl::OkStatus();
 }
 
-absl::Status FifoSelector::Update(Key key, double /*priority*/) {
+absl::Status InsertionOrderSelector::Update(Key key, double /*priority*/) {
   if (!index_.contains(key)) {
     return absl::InvalidArgumentError(absl::StrCat("Key ", key, " not found."));
   }
   return absl::OkStatus();
 }
 
-absl::Status FifoSelector::Delete(Key key) {
+absl::Status InsertionOrderSelector::Delete(Key key) {
   auto it = index_.find(key);
   if (it == index_.end()) {
     return absl::InvalidArgumentError(absl::StrCat("Key ", key, " not found."));
@@ -30,26 +30,32 @@ absl::Status FifoSelector::Delete(Key key) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<KeyWithProbability> FifoSelector::Sample() {
+absl::StatusOr<KeyWithProbability> InsertionOrderSelector::Sample() {
   if (keys_.empty()) {
     return absl::FailedPreconditionError(
-        "Sample called on an empty FifoSelector.");
+        absl::StrCat("Sample called on an empty ", DebugString(), "."));
   }
-  return KeyWithProbability{keys_.front(), 1.0};
+  return KeyWithProbability{pick_ == Pick::kOldest ? keys_.front() : keys_.back(), 1.0};
 }
 
-void FifoSelector::Clear() {
+void InsertionOrderSelector::Clear() {
   keys_.clear();
   index_.clear();
 }
 
-deepmind::reverb::KeyDistributionOptions FifoSelector::options() const {
+deepmind::reverb::KeyDistributionOptions InsertionOrderSelector::options() const {
   deepmind::reverb::KeyDistributionOptions options;
-  options.set_fifo(true);
+  if (pick_ == Pick::kOldest) {
+    options.set_fifo(true);
+  } else {
+    options.set_lifo(true);
+  }
   options.set_is_deterministic(true);
   return options;
 }
 
-std::string FifoSelector::DebugString() const { return "FifoSelector"; }
+std::string InsertionOrderSelector::DebugString() const {
+  return pick_ == Pick::kOldest ? "FifoSelector" : "LifoSelector";
+}
 
 }  // namespace tf_reverb
