@@ -14,6 +14,10 @@ struct TfReverbClient {
   std::unique_ptr<tf_reverb::Client> client;
 };
 
+struct TfReverbSampler {
+  std::unique_ptr<tf_reverb::Sampler> sampler;
+};
+
 namespace {
 
 int Report(const absl::Status& status, char* error, size_t error_size) {
@@ -41,6 +45,44 @@ absl::StatusOr<tf_reverb::Tensor> FromView(const TfReverbTensorView& view) {
   return tensor;
 }
 
+// Hands `sample` to the caller's buffers: info, then each column through
+// `allocate`, decoding numeric columns straight into the returned buffer.
+absl::Status WriteSample(const tf_reverb::Sample& sample, TfReverbSampleInfo* info,
+                         int32_t* num_columns, TfReverbAllocateFn allocate,
+                         TfReverbSetStringFn set_string, void* context) {
+  const auto& item = sample.info().item();
+  *info = TfReverbSampleInfo{item.key(), sample.info().probability(),
+                             sample.info().table_size(), item.priority(),
+                             item.times_sampled()};
+  absl::StatusOr<std::vector<tf_reverb::ColumnSpec>> specs = sample.ColumnSpecs();
+  if (!specs.ok()) return specs.status();
+  if (num_columns != nullptr) *num_columns = static_cast<int32_t>(specs->size());
+  for (int c = 0; c < static_cast<int>(specs->size()); ++c) {
+    const tf_reverb::ColumnSpec& spec = (*specs)[c];
+    void* buffer = allocate(context, c, spec.dtype, static_cast<int32_t>(spec.shape.size()),
+                            spec.shape.data());
+    int64_t elements = 1;
+    for (int64_t dim : spec.shape) elements *= dim;
+    if (buffer == nullptr && elements > 0) {
+      return absl::AbortedError(absl::StrCat("Could not allocate output ", c));
+    }
+    if (elements == 0) continue;
+    if (spec.dtype == tf_reverb::tf::DT_STRING) {
+      absl::StatusOr<tf_reverb::Tensor> tensor = sample.UnpackColumn(c);
+      if (!tensor.ok()) return tensor.status();
+      for (size_t i = 0; i < tensor->strings.size(); ++i) {
+        set_string(context, c, static_cast<int64_t>(i), tensor->strings[i].data(),
+                   tensor->strings[i].size());
+      }
+      continue;
+    }
+    if (absl::Status s = sample.UnpackColumnInto(c, static_cast<char*>(buffer)); !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 extern "C" {
@@ -61,34 +103,8 @@ int tf_reverb_client_sample(TfReverbClient* client, const char* table,
   std::unique_ptr<tf_reverb::Sampler> sampler = client->client->NewSampler(table, options);
   absl::StatusOr<tf_reverb::Sample> sample = sampler->Next();
   if (!sample.ok()) return Report(sample.status(), error, error_size);
-  const auto& item = sample->info().item();
-  *info = TfReverbSampleInfo{item.key(), sample->info().probability(),
-                             sample->info().table_size(), item.priority(),
-                             item.times_sampled()};
-  absl::StatusOr<std::vector<tf_reverb::ColumnSpec>> specs = sample->ColumnSpecs();
-  if (!specs.ok()) return Report(specs.status(), error, error_size);
-  for (int c = 0; c < static_cast<int>(specs->size()); ++c) {
-    const tf_reverb::ColumnSpec& spec = (*specs)[c];
-    void* buffer = allocate(context, c, spec.dtype, static_cast<int32_t>(spec.shape.size()),
-                            spec.shape.data());
-    if (spec.dtype == tf_reverb::tf::DT_STRING) {
-      absl::StatusOr<tf_reverb::Tensor> tensor = sample->UnpackColumn(c);
-      if (!tensor.ok()) return Report(tensor.status(), error, error_size);
-      for (size_t i = 0; i < tensor->strings.size(); ++i) {
-        set_string(context, c, static_cast<int64_t>(i), tensor->strings[i].data(),
-                   tensor->strings[i].size());
-      }
-      continue;
-    }
-    if (buffer == nullptr) {
-      return Report(absl::InternalError(absl::StrCat("Could not allocate output ", c)),
-                    error, error_size);
-    }
-    if (absl::Status s = sample->UnpackColumnInto(c, static_cast<char*>(buffer)); !s.ok()) {
-      return Report(s, error, error_size);
-    }
-  }
-  return 0;
+  return Report(WriteSample(*sample, info, nullptr, allocate, set_string, context), error,
+                error_size);
 }
 
 int tf_reverb_client_insert(TfReverbClient* client, const TfReverbTensorView* columns,
@@ -116,5 +132,44 @@ int tf_reverb_client_update_priorities(TfReverbClient* client, const char* table
   }
   return Report(client->client->MutatePriorities(table, updates, {}), error, error_size);
 }
+
+TfReverbSampler* tf_reverb_sampler_new(TfReverbClient* client, const char* table,
+                                       const TfReverbSamplerOptions* options,
+                                       char* error, size_t error_size) {
+  tf_reverb::SamplerOptions sampler_options;
+  sampler_options.max_samples = options->max_samples;
+  sampler_options.max_in_flight_samples_per_worker = options->max_in_flight_samples_per_worker;
+  sampler_options.num_workers = options->num_workers;
+  sampler_options.max_samples_per_stream = options->max_samples_per_stream;
+  if (options->rate_limiter_timeout_ms >= 0) {
+    sampler_options.rate_limiter_timeout = absl::Milliseconds(options->rate_limiter_timeout_ms);
+  } else if (options->rate_limiter_timeout_ms != -1) {
+    Report(absl::InvalidArgumentError(absl::StrCat(
+               "rate_limiter_timeout_ms (", options->rate_limiter_timeout_ms,
+               ") must be >= -1")),
+           error, error_size);
+    return nullptr;
+  }
+  if (absl::Status s = sampler_options.Validate(); !s.ok()) {
+    Report(s, error, error_size);
+    return nullptr;
+  }
+  return new TfReverbSampler{client->client->NewSampler(table, sampler_options)};
+}
+
+int tf_reverb_sampler_next(TfReverbSampler* sampler, int64_t timeout_ms,
+                           TfReverbSampleInfo* info, int32_t* num_columns,
+                           TfReverbAllocateFn allocate, TfReverbSetStringFn set_string,
+                           void* context, char* error, size_t error_size) {
+  absl::StatusOr<tf_reverb::Sample> sample = sampler->sampler->Next(
+      timeout_ms < 0 ? absl::InfiniteDuration() : absl::Milliseconds(timeout_ms));
+  if (!sample.ok()) return Report(sample.status(), error, error_size);
+  return Report(WriteSample(*sample, info, num_columns, allocate, set_string, context),
+                error, error_size);
+}
+
+void tf_reverb_sampler_close(TfReverbSampler* sampler) { sampler->sampler->Close(); }
+
+void tf_reverb_sampler_free(TfReverbSampler* sampler) { delete sampler; }
 
 }  // extern "C"

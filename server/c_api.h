@@ -74,6 +74,49 @@ int tf_reverb_client_update_priorities(TfReverbClient* client, const char* table
                                        const uint64_t* keys, const double* priorities,
                                        int64_t num_keys, char* error, size_t error_size);
 
+/* ---- Samplers (TrajectoryDataset / TimestepDataset) ----------------------
+ * A sampler is sampler.h's Sampler over `client`'s server: worker threads
+ * prefetch samples; tf_reverb_sampler_next hands out one at a time and
+ * decompresses it straight into the buffers `allocate` returns. Values of
+ * TfReverbSamplerOptions follow the datasets: -1 means "default" for every
+ * field (max_samples: unlimited, num_workers: 1, max_samples_per_stream:
+ * 10 000, rate_limiter_timeout_ms: infinite); rate_limiter_timeout_ms 0 means
+ * "immediately". */
+typedef struct TfReverbSampler TfReverbSampler;
+
+typedef struct {
+  int64_t max_samples;
+  int64_t max_in_flight_samples_per_worker;
+  int64_t num_workers;
+  int64_t max_samples_per_stream;
+  int64_t rate_limiter_timeout_ms;
+} TfReverbSamplerOptions;
+
+/* Returns NULL and fills `error` for invalid options. The sampler keeps what
+ * it needs of `client`, which may be freed first. */
+TfReverbSampler* tf_reverb_sampler_new(TfReverbClient* client, const char* table,
+                                       const TfReverbSamplerOptions* options,
+                                       char* error, size_t error_size);
+
+/* Blocks for the next sample (timeout_ms < 0: no timeout), fills `info`,
+ * calls `allocate` once per column in order (then `set_string` for the
+ * elements of DT_STRING columns) and decodes the numeric columns into the
+ * returned buffers. `*num_columns` receives the sample's column count.
+ * Returns OUT_OF_RANGE (11) once max_samples were returned,
+ * DEADLINE_EXCEEDED (4) on a rate-limiter timeout, CANCELLED (1) after
+ * tf_reverb_sampler_close, and the allocator's failure as ABORTED (10). */
+int tf_reverb_sampler_next(TfReverbSampler* sampler, int64_t timeout_ms,
+                           TfReverbSampleInfo* info, int32_t* num_columns,
+                           TfReverbAllocateFn allocate, TfReverbSetStringFn set_string,
+                           void* context, char* error, size_t error_size);
+
+/* Cancels the sampler's requests and wakes blocked callers; thread-safe, may
+ * run while another thread is inside tf_reverb_sampler_next. */
+void tf_reverb_sampler_close(TfReverbSampler* sampler);
+
+/* Closes and frees; no call on `sampler` may be in progress. */
+void tf_reverb_sampler_free(TfReverbSampler* sampler);
+
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif

@@ -1,6 +1,7 @@
 #include "client.h"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -25,128 +26,144 @@ uint64_t NewKey() {
   return absl::Uniform<uint64_t>(gen);
 }
 
-bool ReachedLimit(const SamplerOptions& options, int64_t returned) {
-  return options.max_samples > 0 && returned >= options.max_samples;
-}
-
-int64_t NextRequestSize(const SamplerOptions& options, int64_t returned) {
-  int64_t n = std::max<int64_t>(1, options.max_in_flight_samples_per_worker);
-  if (options.max_samples > 0) n = std::min(n, options.max_samples - returned);
-  return n;
-}
-
-absl::Status MaxSamplesReturned() {
-  return absl::OutOfRangeError("`max_samples` already returned.");
-}
-
-// Samples straight from a table of this process.
-class LocalSampler : public Sampler {
+// One sampler worker: reads the table of an in-process server directly when
+// there is one, else over one SampleStream (reopened after
+// max_samples_per_stream samples or a failure).
+class TableSamplerWorker : public SamplerWorker {
  public:
-  LocalSampler(std::shared_ptr<Table> table, SamplerOptions options)
-      : table_(std::move(table)), options_(options) {}
-
-  absl::StatusOr<Sample> Next() override {
-    if (ReachedLimit(options_, returned_)) return MaxSamplesReturned();
-    if (queue_.empty()) {
-      std::vector<SampledItem> batch;
-      absl::Status status = table_->SampleBatch(NextRequestSize(options_, returned_),
-                                                options_.rate_limiter_timeout, &batch);
-      if (!status.ok()) return status;
-      for (const SampledItem& item : batch) queue_.push_back(Sample::FromSampledItem(item));
-    }
-    Sample sample = std::move(queue_.front());
-    queue_.pop_front();
-    ++returned_;
-    return sample;
-  }
-
- private:
-  std::shared_ptr<Table> table_;
-  const SamplerOptions options_;
-  std::deque<Sample> queue_;
-  int64_t returned_ = 0;
-};
-
-// Samples over one SampleStream, one request of up to
-// max_in_flight_samples_per_worker samples at a time.
-class GrpcSampler : public Sampler {
- public:
-  GrpcSampler(std::shared_ptr<grpc::Channel> channel, std::string table,
-              SamplerOptions options)
+  TableSamplerWorker(std::shared_ptr<grpc::Channel> channel, std::string table,
+                     int local_port, int64_t max_samples_per_stream)
       : stub_(deepmind::reverb::ReverbService::NewStub(channel)),
         table_(std::move(table)),
-        options_(options) {}
+        local_port_(local_port),
+        max_samples_per_stream_(max_samples_per_stream) {}
 
-  ~GrpcSampler() override {
-    if (stream_ != nullptr) {
-      context_->TryCancel();
-      stream_->Finish().IgnoreError();
+  ~TableSamplerWorker() override { CloseStream(/*cancel=*/true); }
+
+  absl::Status FetchSamples(int64_t num_samples, absl::Duration timeout,
+                            std::vector<Sample>* out) override {
+    if (cancelled_.load()) return absl::CancelledError("The sampler was closed.");
+    if (local_closed_) return absl::CancelledError(kTableClosedMessage);
+    if (local_port_ > 0 && local_ == nullptr && stream_ == nullptr) {
+      local_ = Server::FindInProcessTable(local_port_, table_);
     }
+    if (local_ != nullptr) return FetchLocal(num_samples, timeout, out);
+    return FetchGrpc(num_samples, timeout, out);
   }
 
-  absl::StatusOr<Sample> Next() override {
-    if (!status_.ok()) return status_;
-    if (ReachedLimit(options_, returned_)) return MaxSamplesReturned();
-    if (queue_.empty()) status_ = Fetch();
-    if (!status_.ok()) return status_;
-    Sample sample = std::move(queue_.front());
-    queue_.pop_front();
-    ++returned_;
-    return sample;
+  void Cancel() override {
+    cancelled_.store(true);
+    absl::MutexLock lock(&mu_);
+    if (context_ != nullptr) context_->TryCancel();
+  }
+
+  bool ShouldRetry(const absl::Status& status) const override {
+    if (local_closed_) return false;
+    return SamplerWorker::ShouldRetry(status);
   }
 
  private:
-  absl::Status Fetch() {
+  absl::Status FetchLocal(int64_t num_samples, absl::Duration timeout,
+                          std::vector<Sample>* out) {
+    items_.clear();
+    absl::Status status = local_->SampleBatch(num_samples, timeout, &items_,
+                                              [this] { return cancelled_.load(); });
+    for (const SampledItem& item : items_) out->push_back(Sample::FromSampledItem(item));
+    items_.clear();
+    if (absl::IsCancelled(status) && !cancelled_.load()) {
+      // The in-process server stopped; its tables never reopen.
+      local_closed_ = true;
+      local_.reset();
+    }
+    return status;
+  }
+
+  absl::Status FetchGrpc(int64_t num_samples, absl::Duration timeout,
+                         std::vector<Sample>* out) {
     if (stream_ == nullptr) {
+      absl::MutexLock lock(&mu_);
+      if (cancelled_.load()) return absl::CancelledError("The sampler was closed.");
       context_ = std::make_unique<grpc::ClientContext>();
       stream_ = stub_->SampleStream(context_.get());
+      on_stream_ = 0;
     }
+    const int64_t wanted = std::min(num_samples, max_samples_per_stream_ - on_stream_);
     SampleStreamRequest request;
     request.set_table(table_);
-    const int64_t wanted = NextRequestSize(options_, returned_);
     request.set_num_samples(wanted);
+    // Servers read <= 0 as "no timeout": an immediate timeout is sent as 1 ms.
     request.mutable_rate_limiter_timeout()->set_milliseconds(
-        options_.rate_limiter_timeout == absl::InfiniteDuration()
+        timeout == absl::InfiniteDuration()
             ? -1
-            : std::max<int64_t>(1, absl::ToInt64Milliseconds(options_.rate_limiter_timeout)));
-    if (!stream_->Write(request)) return Finish();
+            : std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
+    if (!stream_->Write(request)) return FinishStream();
     int64_t received = 0;
     SampleStreamResponse response;
     deepmind::reverb::SampleInfo info;
     std::vector<std::shared_ptr<const ChunkData>> chunks;
     while (received < wanted) {
-      if (!stream_->Read(&response)) return Finish();
+      if (!stream_->Read(&response)) return FinishStream();
       for (auto& entry : *response.mutable_entries()) {
         if (entry.has_info()) info = std::move(*entry.mutable_info());
         for (auto& chunk : *entry.mutable_data()) {
           chunks.push_back(std::make_shared<const ChunkData>(std::move(chunk)));
         }
         if (entry.end_of_sequence()) {
-          queue_.emplace_back(std::move(info), std::move(chunks));
+          out->emplace_back(std::move(info), std::move(chunks));
           info.Clear();
           chunks.clear();
           ++received;
         }
       }
     }
+    on_stream_ += received;
+    if (on_stream_ >= max_samples_per_stream_) CloseStream(/*cancel=*/false);
     return absl::OkStatus();
   }
 
-  absl::Status Finish() {
+  // Ends the stream after a failed read or write and returns why it ended.
+  absl::Status FinishStream() {
     absl::Status status = FromGrpcStatus(stream_->Finish());
-    stream_.reset();
+    ResetStream();
     if (status.ok()) status = absl::UnavailableError("Sample stream closed by the server.");
     return status;
   }
 
+  void CloseStream(bool cancel) {
+    if (stream_ == nullptr) return;
+    if (cancel) {
+      absl::MutexLock lock(&mu_);
+      context_->TryCancel();
+    } else {
+      stream_->WritesDone();
+    }
+    stream_->Finish().IgnoreError();
+    ResetStream();
+  }
+
+  void ResetStream() {
+    stream_.reset();
+    absl::MutexLock lock(&mu_);
+    context_.reset();
+  }
+
   std::unique_ptr<deepmind::reverb::ReverbService::Stub> stub_;
   const std::string table_;
-  const SamplerOptions options_;
-  std::unique_ptr<grpc::ClientContext> context_;
-  std::unique_ptr<grpc::ClientReaderWriter<SampleStreamRequest, SampleStreamResponse>> stream_;
-  std::deque<Sample> queue_;
-  int64_t returned_ = 0;
-  absl::Status status_;
+  const int local_port_;
+  const int64_t max_samples_per_stream_;
+  std::atomic<bool> cancelled_{false};
+
+  // Used by the worker thread only.
+  std::shared_ptr<Table> local_;
+  bool local_closed_ = false;
+  std::vector<SampledItem> items_;
+  std::unique_ptr<grpc::ClientReaderWriter<SampleStreamRequest, SampleStreamResponse>>
+      stream_;
+  int64_t on_stream_ = 0;
+
+  // Guards the context against Cancel() from other threads.
+  absl::Mutex mu_;
+  std::unique_ptr<grpc::ClientContext> context_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -266,12 +283,14 @@ int Client::LoopbackPort() const {
 std::unique_ptr<Sampler> Client::NewSampler(const std::string& table,
                                             SamplerOptions options) {
   const int port = LoopbackPort();
-  if (port > 0) {
-    if (std::shared_ptr<Table> local = Server::FindInProcessTable(port, table)) {
-      return std::make_unique<LocalSampler>(std::move(local), options);
-    }
-  }
-  return std::make_unique<GrpcSampler>(channel_, table, options);
+  const int64_t per_stream = options.EffectiveMaxSamplesPerStream();
+  absl::StatusOr<std::unique_ptr<Sampler>> sampler = Sampler::Create(
+      [this, table, port, per_stream]() -> std::unique_ptr<SamplerWorker> {
+        return std::make_unique<TableSamplerWorker>(channel_, table, port, per_stream);
+      },
+      options);
+  if (!sampler.ok()) return Sampler::Failed(sampler.status());
+  return *std::move(sampler);
 }
 
 }  // namespace tf_reverb

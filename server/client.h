@@ -3,12 +3,11 @@
 //
 // Contract:
 //  * Thread-safety: thread-safe; the gRPC channel is shared by every call.
-//    A Sampler is used by one thread at a time.
+//    Samplers are thread-safe too (sampler.h).
 //  * Ownership: the Client owns its channel; samplers keep the channel alive.
 //  * Errors: server statuses are returned as they are (NOT_FOUND for unknown
 //    tables, INVALID_ARGUMENT for bad input, DEADLINE_EXCEEDED for timeouts);
-//    transport failures are UNAVAILABLE. OUT_OF_RANGE from Sampler::Next
-//    means max_samples were already returned.
+//    transport failures are UNAVAILABLE. Sampler errors: see sampler.h.
 #ifndef TF_REVERB_SERVER_CLIENT_H_
 #define TF_REVERB_SERVER_CLIENT_H_
 
@@ -25,26 +24,11 @@
 #include "grpcpp/client_context.h"
 #include "reverb_service.grpc.pb.h"
 #include "sample.h"
+#include "sampler.h"
 #include "table.h"
 #include "tensor.h"
 
 namespace tf_reverb {
-
-struct SamplerOptions {
-  // < 1: unlimited.
-  int64_t max_samples = -1;
-  // Samples asked for per request.
-  int64_t max_in_flight_samples_per_worker = 1;
-  // How long a request may wait for the rate limiter.
-  absl::Duration rate_limiter_timeout = absl::InfiniteDuration();
-};
-
-class Sampler {
- public:
-  virtual ~Sampler() = default;
-  // The next sample; blocks until one is available.
-  virtual absl::StatusOr<Sample> Next() = 0;
-};
 
 class Client {
  public:
@@ -67,8 +51,14 @@ class Client {
   absl::Status InsertStep(const std::vector<Tensor>& step,
                           const std::vector<std::pair<std::string, double>>& priorities);
 
-  // Samples from `table`; in the server's own process the table is read
-  // directly, without gRPC.
+  // A Sampler of `table` (sampler.h) whose workers each use one gRPC
+  // stream or, when a server of this process listens on the loopback port of
+  // `server_address`, read that server's table directly (reverb-spec.md
+  // §4.6). The shortcut shares the table by std::shared_ptr, so stopping the
+  // server while samplers run is safe: their next request fails with
+  // CANCELLED "RateLimiter has been cancelled", which, unlike a gRPC
+  // CANCELLED, is not retried (a stopped in-process table never comes back).
+  // Invalid options give a sampler whose Next() returns INVALID_ARGUMENT.
   std::unique_ptr<Sampler> NewSampler(const std::string& table, SamplerOptions options);
 
  private:

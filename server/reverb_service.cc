@@ -35,22 +35,49 @@ int64_t ChunkWireBytes(const ChunkData& chunk) {
   return bytes;
 }
 
-// Writes `samples` as SampleEntries, packing several items per response and
-// splitting an item's chunks over responses once kMaxSampleResponseBytes is
-// reached.
+// A SampleStreamResponse whose entries borrow the (immutable, shared) chunks
+// of the sampled items instead of copying them: the chunks are added with
+// UnsafeArenaAddAllocated and released again before the response is cleared
+// or destroyed. Write() serializes synchronously, and serializing a shared
+// const message from several streams at once is safe (protobuf's cached
+// sizes are relaxed atomics).
+class BorrowingResponse {
+ public:
+  ~BorrowingResponse() { Clear(); }
+
+  SampleStreamResponse& proto() { return response_; }
+  void Borrow(deepmind::reverb::SampleStreamResponse::SampleEntry* entry,
+              const std::shared_ptr<const ChunkData>& chunk) {
+    entry->mutable_data()->UnsafeArenaAddAllocated(const_cast<ChunkData*>(chunk.get()));
+  }
+  void Clear() {
+    for (auto& entry : *response_.mutable_entries()) {
+      while (entry.data_size() > 0) entry.mutable_data()->UnsafeArenaReleaseLast();
+    }
+    response_.Clear();
+  }
+
+ private:
+  SampleStreamResponse response_;
+};
+
+// Writes `samples` as SampleEntries (reverb-spec.md §4.4): several items per
+// response, an item's chunks split over responses once a response holds
+// kMaxSampleResponseBytes; the first entry of an item carries its info, the
+// last one end_of_sequence.
 bool WriteSamples(
     const std::vector<SampledItem>& samples,
     grpc::ServerReaderWriter<SampleStreamResponse, SampleStreamRequest>* stream) {
-  SampleStreamResponse response;
+  BorrowingResponse response;
   int64_t bytes = 0;
   auto flush = [&]() {
-    bool ok = stream->Write(response);
+    bool ok = stream->Write(response.proto());
     response.Clear();
     bytes = 0;
     return ok;
   };
   for (const SampledItem& sample : samples) {
-    auto* entry = response.add_entries();
+    auto* entry = response.proto().add_entries();
     auto* info = entry->mutable_info();
     *info->mutable_item() = *sample.data.item;
     info->mutable_item()->set_priority(sample.priority);
@@ -61,15 +88,15 @@ bool WriteSamples(
     for (const auto& chunk : sample.data.chunks) {
       if (bytes >= kMaxSampleResponseBytes) {
         if (!flush()) return false;
-        entry = response.add_entries();
+        entry = response.proto().add_entries();
       }
-      *entry->add_data() = *chunk;
+      response.Borrow(entry, chunk);
       bytes += ChunkWireBytes(*chunk);
     }
     entry->set_end_of_sequence(true);
     if (bytes >= kMaxSampleResponseBytes && !flush()) return false;
   }
-  if (response.entries_size() > 0) return flush();
+  if (response.proto().entries_size() > 0) return flush();
   return true;
 }
 

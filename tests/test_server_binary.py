@@ -77,13 +77,26 @@ def test_sigterm_cancels_blocked_clients(binary_server):
   outcome = []
 
   def sample():
-    try:
-      next(client.sample('my_table'))
-    except RuntimeError as e:
-      outcome.append(e)
+    # A raw SampleStream: the C++ sampler behind Client.sample retries a
+    # stopped server (it may come back), so it would not show the CANCELLED.
+    import grpc  # pylint: disable=g-import-not-at-top
+    from tf_reverb.proto import reverb_service_pb2  # pylint: disable=g-import-not-at-top
+    from tf_reverb.proto import reverb_service_pb2_grpc  # pylint: disable=g-import-not-at-top
+    with grpc.insecure_channel(server.address) as channel:
+      stub = reverb_service_pb2_grpc.ReverbServiceStub(channel)
+      request = reverb_service_pb2.SampleStreamRequest(table='my_table',
+                                                       num_samples=1)
+      try:
+        for _ in stub.SampleStream(iter([request]), timeout=60,
+                                   wait_for_ready=True):
+          pass
+      except grpc.RpcError as e:
+        outcome.append(e)
 
   thread = threading.Thread(target=sample)
   thread.start()
+  import time  # pylint: disable=g-import-not-at-top
+  time.sleep(0.5)  # the stream is blocked in the empty table
   assert server.terminate(timeout=30) == 0
   thread.join(timeout=30)
   assert outcome, 'the blocked sample did not fail when the server stopped'

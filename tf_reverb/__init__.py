@@ -29,6 +29,7 @@ from tf_reverb import rate_limiters
 from tf_reverb.client import Client
 from tf_reverb.errors import DeadlineExceededError
 from tf_reverb.errors import ReverbError
+from tf_reverb.numpy_iterator import NumpyIterator
 from tf_reverb.replay_sample import ReplaySample
 from tf_reverb.replay_sample import SampleInfo
 from tf_reverb.server import Server
@@ -37,6 +38,8 @@ from tf_reverb.server import Table
 # Names whose modules import TensorFlow: resolved on first access.
 _LAZY_NAMES = {
     'TFClient': 'tf_reverb.tf_client',
+    'TrajectoryDataset': 'tf_reverb.trajectory_dataset',
+    'TimestepDataset': 'tf_reverb.timestep_dataset',
 }
 
 

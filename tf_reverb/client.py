@@ -13,6 +13,10 @@ from tf_reverb import reverb_types
 from tf_reverb.proto import reverb_service_pb2
 
 
+# Samples Client.sample fetches ahead of the caller (at most num_samples).
+_SAMPLE_PREFETCH = 16
+
+
 class Client:
   """A client of the Reverb server at `server_address`.
 
@@ -79,8 +83,9 @@ class Client:
       emit_timesteps: yield each sample as a list of per-timestep
         ``ReplaySample``s (True) or as one ``ReplaySample`` of whole columns.
       unpack_as_table_signature: unflatten the data as the table's signature.
-      timeout: seconds to wait for the rate limiter for each sample; None
-        waits forever. Not in Reverb (reverb#18).
+      timeout: seconds to wait for each sample (for the rate limiter, or for
+        an unreachable server); None waits forever, 0 gives up at once when
+        no sample can be served. Not in Reverb (reverb#18).
 
     Raises:
       DeadlineExceededError: when a sample could not be served in `timeout`.
@@ -96,22 +101,31 @@ class Client:
     if unpack_as_table_signature:
       signature = self._table_signature(table)
     timeout_ms = -1 if timeout is None else int(timeout * 1000)
-    sampler = self._client.new_sampler(
-        table=table,
+    # A C++ worker prefetches up to _SAMPLE_PREFETCH of the `num_samples`
+    # while the caller handles earlier ones; never more than num_samples are
+    # taken from the table.
+    sampler = pybind.new_sampler(
+        self._client,
+        table,
         max_samples=num_samples,
-        max_in_flight_samples_per_worker=1,
+        max_in_flight_samples_per_worker=min(num_samples, _SAMPLE_PREFETCH),
+        num_workers=1,
         rate_limiter_timeout_ms=timeout_ms)
-    for _ in range(num_samples):
-      try:
-        info_tuple, columns = sampler.next()
-      except RuntimeError as e:
-        if timeout is not None and errors.is_deadline_exceeded(e):
-          raise errors.DeadlineExceededError(
-              f'No sample of table {table!r} within the timeout of '
-              f'{timeout}s: {e}') from e
-        raise
-      info = replay_sample.SampleInfo(*info_tuple)
-      yield self._format_sample(info, columns, emit_timesteps, signature)
+    try:
+      for _ in range(num_samples):
+        try:
+          # `timeout` also bounds waiting for an unreachable server.
+          info_tuple, columns = sampler.next(timeout_ms)
+        except RuntimeError as e:
+          if timeout is not None and errors.is_deadline_exceeded(e):
+            raise errors.DeadlineExceededError(
+                f'No sample of table {table!r} within the timeout of '
+                f'{timeout}s: {e}') from e
+          raise
+        info = replay_sample.SampleInfo(*info_tuple)
+        yield self._format_sample(info, columns, emit_timesteps, signature)
+    finally:
+      sampler.close()
 
   @staticmethod
   def _format_sample(info, columns, emit_timesteps, signature):

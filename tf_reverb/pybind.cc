@@ -100,17 +100,6 @@ PYBIND11_MODULE(pybind, m) {
       .def("stop", &Server::Stop, py::call_guard<py::gil_scoped_release>())
       .def("debug_string", &Server::DebugString);
 
-  py::class_<Sampler>(m, "Sampler")
-      .def("next", [](Sampler& sampler) {
-        absl::StatusOr<Sample> sample;
-        {
-          py::gil_scoped_release release;
-          sample = sampler.Next();
-        }
-        MaybeRaise(sample.status());
-        return py::make_tuple(InfoTuple(*sample), SampleColumns(*sample));
-      });
-
   py::class_<Client>(m, "Client")
       .def(py::init<std::string>(), py::arg("server_address"))
       .def("server_info",
@@ -170,18 +159,9 @@ PYBIND11_MODULE(pybind, m) {
                status = client.InsertStep(step, priorities);
              }
              MaybeRaise(status);
-           })
-      .def("new_sampler",
-           [](Client& client, const std::string& table, int64_t max_samples,
-              int64_t max_in_flight_samples_per_worker, int64_t rate_limiter_timeout_ms) {
-             SamplerOptions options;
-             options.max_samples = max_samples;
-             options.max_in_flight_samples_per_worker = max_in_flight_samples_per_worker;
-             options.rate_limiter_timeout = TimeoutFromMs(rate_limiter_timeout_ms);
-             return client.NewSampler(table, options);
-           },
-           py::arg("table"), py::arg("max_samples"),
-           py::arg("max_in_flight_samples_per_worker"), py::arg("rate_limiter_timeout_ms"));
+           });
+
+  RegisterSamplerBindings(m);
 }
 
 }  // namespace tf_reverb

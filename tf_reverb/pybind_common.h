@@ -52,6 +52,9 @@ pybind11::tuple InfoTuple(const Sample& sample);
 // without the GIL.
 pybind11::list SampleColumns(const Sample& sample);
 
+// Adds the sampling bindings (pybind_sampler.cc) to the module.
+void RegisterSamplerBindings(pybind11::module_& m);
+
 }  // namespace tf_reverb
 
 #endif  // TF_REVERB_PYBIND_COMMON_H_

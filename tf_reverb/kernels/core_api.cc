@@ -53,7 +53,11 @@ extern "C" int tf_reverb_kernels_bind_core(const char* core_path, char* error,
       !tf_reverb::Resolve(handle, "tf_reverb_client_sample", &api->client_sample) ||
       !tf_reverb::Resolve(handle, "tf_reverb_client_insert", &api->client_insert) ||
       !tf_reverb::Resolve(handle, "tf_reverb_client_update_priorities",
-                          &api->client_update_priorities)) {
+                          &api->client_update_priorities) ||
+      !tf_reverb::Resolve(handle, "tf_reverb_sampler_new", &api->sampler_new) ||
+      !tf_reverb::Resolve(handle, "tf_reverb_sampler_next", &api->sampler_next) ||
+      !tf_reverb::Resolve(handle, "tf_reverb_sampler_close", &api->sampler_close) ||
+      !tf_reverb::Resolve(handle, "tf_reverb_sampler_free", &api->sampler_free)) {
     delete api;
     return fail(std::string("The core at ") + core_path + " lacks the C ABI.");
   }

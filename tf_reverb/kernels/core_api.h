@@ -22,6 +22,10 @@ struct CoreApi {
   decltype(&tf_reverb_client_sample) client_sample;
   decltype(&tf_reverb_client_insert) client_insert;
   decltype(&tf_reverb_client_update_priorities) client_update_priorities;
+  decltype(&tf_reverb_sampler_new) sampler_new;
+  decltype(&tf_reverb_sampler_next) sampler_next;
+  decltype(&tf_reverb_sampler_close) sampler_close;
+  decltype(&tf_reverb_sampler_free) sampler_free;
 
   static tensorflow::StatusOr<const CoreApi*> Get();
 };

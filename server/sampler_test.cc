@@ -1,0 +1,480 @@
+// Tests of Sampler: flow control, errors and cancellation with scripted
+// workers, then the real workers of Client::NewSampler against real servers
+// (gRPC and the in-process shortcut), including a server stopping or
+// restarting under a running sampler (run under --config=asan too).
+#include "server/sampler.h"
+
+#include <cfloat>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "grpcpp/support/client_interceptor.h"
+#include "gtest/gtest.h"
+#include "server/client.h"
+#include "server/selectors/selector.h"
+#include "server/server.h"
+#include "server/table.h"
+
+namespace tf_reverb {
+namespace {
+
+namespace tfp = ::tf_reverb::tf;
+using ::deepmind::reverb::KeyDistributionOptions;
+
+constexpr absl::Duration kLong = absl::Seconds(30);
+
+KeyDistributionOptions Uniform() {
+  KeyDistributionOptions o;
+  o.set_uniform(true);
+  return o;
+}
+
+KeyDistributionOptions Fifo() {
+  KeyDistributionOptions o;
+  o.set_fifo(true);
+  return o;
+}
+
+std::vector<std::shared_ptr<Table>> Tables(std::shared_ptr<Table> table) {
+  return {std::move(table)};
+}
+
+// ---------------------------------------------------------------------------
+// Scripted workers
+
+Sample FakeSample(uint64_t key) {
+  deepmind::reverb::SampleInfo info;
+  info.mutable_item()->set_key(key);
+  return Sample(std::move(info), {});
+}
+
+// Shared state of every ScriptedWorker of one test.
+struct Script {
+  absl::Mutex mu;
+  // Statuses returned by successive calls (then OK forever).
+  std::vector<absl::Status> failures ABSL_GUARDED_BY(mu);
+  int64_t requested ABSL_GUARDED_BY(mu) = 0;
+  int64_t max_request ABSL_GUARDED_BY(mu) = 0;
+  int calls ABSL_GUARDED_BY(mu) = 0;
+  uint64_t next_key ABSL_GUARDED_BY(mu) = 1;
+  std::vector<absl::Duration> timeouts ABSL_GUARDED_BY(mu);
+  // Samples returned per successful call (0: as many as asked).
+  int64_t batch ABSL_GUARDED_BY(mu) = 0;
+};
+
+class ScriptedWorker : public SamplerWorker {
+ public:
+  explicit ScriptedWorker(Script* script) : script_(script) {}
+
+  absl::Status FetchSamples(int64_t num_samples, absl::Duration timeout,
+                            std::vector<Sample>* out) override {
+    absl::MutexLock lock(&script_->mu);
+    ++script_->calls;
+    script_->timeouts.push_back(timeout);
+    if (!script_->failures.empty()) {
+      absl::Status status = script_->failures.front();
+      script_->failures.erase(script_->failures.begin());
+      return status;
+    }
+    script_->requested += num_samples;
+    script_->max_request = std::max(script_->max_request, num_samples);
+    const int64_t n = script_->batch > 0 ? std::min(script_->batch, num_samples) : num_samples;
+    for (int64_t i = 0; i < n; ++i) out->push_back(FakeSample(script_->next_key++));
+    return absl::OkStatus();
+  }
+  void Cancel() override {}
+
+ private:
+  Script* script_;
+};
+
+std::unique_ptr<Sampler> ScriptedSampler(Script* script, SamplerOptions options) {
+  absl::StatusOr<std::unique_ptr<Sampler>> sampler = Sampler::Create(
+      [script] { return std::make_unique<ScriptedWorker>(script); }, options);
+  EXPECT_TRUE(sampler.ok()) << sampler.status();
+  return *std::move(sampler);
+}
+
+TEST(SamplerOptionsTest, ValidatesEveryOption) {
+  auto invalid = [](auto mutate) {
+    SamplerOptions options;
+    mutate(options);
+    return absl::IsInvalidArgument(options.Validate());
+  };
+  EXPECT_TRUE(SamplerOptions().Validate().ok());
+  EXPECT_TRUE(invalid([](SamplerOptions& o) { o.max_samples = 0; }));
+  EXPECT_TRUE(invalid([](SamplerOptions& o) { o.max_samples = -2; }));
+  EXPECT_TRUE(invalid([](SamplerOptions& o) { o.max_in_flight_samples_per_worker = 0; }));
+  EXPECT_TRUE(invalid([](SamplerOptions& o) { o.num_workers = 0; }));
+  EXPECT_TRUE(invalid([](SamplerOptions& o) { o.max_samples_per_stream = 0; }));
+  EXPECT_TRUE(invalid([](SamplerOptions& o) { o.rate_limiter_timeout = -absl::Seconds(1); }));
+
+  Script script;
+  SamplerOptions bad;
+  bad.max_in_flight_samples_per_worker = 0;
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      Sampler::Create([&] { return std::make_unique<ScriptedWorker>(&script); }, bad)
+          .status()));
+}
+
+TEST(SamplerOptionsTest, DefaultsAndEffectiveWorkers) {
+  SamplerOptions options;
+  EXPECT_EQ(options.EffectiveNumWorkers(), 1);
+  EXPECT_EQ(options.EffectiveMaxSamplesPerStream(), kDefaultMaxSamplesPerStream);
+  options.num_workers = 4;
+  EXPECT_EQ(options.EffectiveNumWorkers(), 4);
+  options.max_samples = 250;
+  options.max_in_flight_samples_per_worker = 100;
+  EXPECT_EQ(options.EffectiveNumWorkers(), 2);  // min(4, 250 / 100)
+  options.max_samples = 10;
+  EXPECT_EQ(options.EffectiveNumWorkers(), 1);
+}
+
+TEST(SamplerTest, ReturnsExactlyMaxSamplesThenOutOfRange) {
+  Script script;
+  SamplerOptions options;
+  options.max_samples = 7;
+  options.max_in_flight_samples_per_worker = 3;
+  options.num_workers = 2;
+  auto sampler = ScriptedSampler(&script, options);
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(sampler->Next(kLong).ok());
+  absl::Status done = sampler->Next().status();
+  EXPECT_EQ(done.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(done.message(), "`max_samples` already returned.");
+  sampler->Close();
+  absl::MutexLock lock(&script.mu);
+  EXPECT_EQ(script.requested, 7);  // never more than max_samples from the table
+  EXPECT_LE(script.max_request, 3);
+}
+
+TEST(SamplerTest, PrefetchIsBoundedByInFlightTimesWorkers) {
+  Script script;
+  SamplerOptions options;
+  options.max_in_flight_samples_per_worker = 5;
+  options.num_workers = 3;
+  auto sampler = ScriptedSampler(&script, options);
+  absl::SleepFor(absl::Milliseconds(200));  // workers fill the queue
+  {
+    absl::MutexLock lock(&script.mu);
+    EXPECT_EQ(script.requested, 15);
+  }
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(sampler->Next(kLong).ok());
+  absl::SleepFor(absl::Milliseconds(200));
+  absl::MutexLock lock(&script.mu);
+  EXPECT_EQ(script.requested, 19);  // refilled exactly what was consumed
+}
+
+TEST(SamplerTest, FlexibleBatchesAreTopedUp) {
+  Script script;
+  {
+    absl::MutexLock lock(&script.mu);
+    script.batch = 2;  // the table returns fewer than asked
+  }
+  SamplerOptions options;
+  options.max_samples = 9;
+  options.max_in_flight_samples_per_worker = 5;
+  auto sampler = ScriptedSampler(&script, options);
+  std::vector<uint64_t> keys;
+  for (int i = 0; i < 9; ++i) {
+    absl::StatusOr<Sample> sample = sampler->Next(kLong);
+    ASSERT_TRUE(sample.ok()) << sample.status();
+    keys.push_back(sample->info().item().key());
+  }
+  EXPECT_EQ(keys, (std::vector<uint64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(sampler->Next().status().code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST(SamplerTest, RetriesUnavailableAndCancelled) {
+  Script script;
+  {
+    absl::MutexLock lock(&script.mu);
+    script.failures = {absl::UnavailableError("down"), absl::CancelledError("gone"),
+                       absl::UnavailableError("down"), absl::UnavailableError("down")};
+  }
+  SamplerOptions options;
+  options.max_in_flight_samples_per_worker = 1;
+  auto sampler = ScriptedSampler(&script, options);
+  absl::StatusOr<Sample> sample = sampler->Next(kLong);
+  ASSERT_TRUE(sample.ok()) << sample.status();
+  absl::MutexLock lock(&script.mu);
+  EXPECT_GE(script.calls, 5);
+}
+
+TEST(SamplerTest, FatalErrorsReachTheConsumerAfterQueuedSamples) {
+  Script script;
+  SamplerOptions options;
+  options.max_in_flight_samples_per_worker = 2;
+  auto sampler = ScriptedSampler(&script, options);
+  ASSERT_TRUE(sampler->Next(kLong).ok());
+  {
+    absl::MutexLock lock(&script.mu);
+    script.failures = {absl::InvalidArgumentError("bad")};
+  }
+  // Two more samples were prefetched or are on their way; then the error.
+  absl::Status status;
+  int ok = 0;
+  while ((status = sampler->Next(kLong).status()).ok()) ++ok;
+  EXPECT_GE(ok, 1);
+  EXPECT_EQ(status, absl::InvalidArgumentError("bad"));
+  EXPECT_EQ(sampler->Next(kLong).status(), absl::InvalidArgumentError("bad"));
+}
+
+TEST(SamplerTest, RateLimiterTimeoutOnlyCountsWhileAConsumerWaits) {
+  Script script;
+  {
+    absl::MutexLock lock(&script.mu);
+    script.failures = {absl::DeadlineExceededError(kRateLimiterTimeoutMessage)};
+  }
+  SamplerOptions options;
+  options.rate_limiter_timeout = absl::Milliseconds(5);
+  auto sampler = ScriptedSampler(&script, options);
+  absl::SleepFor(absl::Milliseconds(200));  // the timeout fires, nobody waits
+  absl::StatusOr<Sample> sample = sampler->Next(kLong);
+  ASSERT_TRUE(sample.ok()) << sample.status();
+  absl::MutexLock lock(&script.mu);
+  EXPECT_EQ(script.timeouts.front(), absl::Milliseconds(5));
+}
+
+TEST(SamplerTest, RateLimiterTimeoutWhileWaitingIsFatal) {
+  // An empty in-process table and a 0 ms timeout: immediate, not infinite.
+  auto table = Table::Create(Table::Config{
+                                 "t", CreateSelector(Uniform()).value(),
+                                 CreateSelector(Fifo()).value(), 10, 0,
+                                 RateLimiter::Create(1.0, 1, -DBL_MAX, DBL_MAX).value(), ""})
+                   .value();
+  auto server = Server::Start(Tables(table), 0).value();
+  for (const char* host : {"localhost:", "dns:///127.0.0.1:"}) {
+    Client client(absl::StrCat(host, server->port()));
+    SamplerOptions options;
+    options.rate_limiter_timeout = absl::ZeroDuration();
+    auto sampler = client.NewSampler("t", options);
+    absl::Status status = sampler->Next(kLong).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << host << status;
+    EXPECT_EQ(status.message(), kRateLimiterTimeoutMessage) << host;
+  }
+}
+
+TEST(SamplerTest, NextTimeoutAndCloseUnblockConsumers) {
+  Script script;
+  {
+    absl::MutexLock lock(&script.mu);
+    // Keeps failing: the consumer waits.
+    script.failures.assign(1000000, absl::UnavailableError("down"));
+  }
+  auto sampler = ScriptedSampler(&script, SamplerOptions());
+  absl::Status timed_out = sampler->Next(absl::Milliseconds(50)).status();
+  EXPECT_EQ(timed_out.code(), absl::StatusCode::kDeadlineExceeded);
+  absl::Notification done;
+  absl::Status result;
+  std::thread consumer([&] {
+    result = sampler->Next().status();
+    done.Notify();
+  });
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(100)));
+  sampler->Close();
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(kLong));
+  consumer.join();
+  EXPECT_EQ(result.code(), absl::StatusCode::kCancelled);
+  sampler->Close();  // idempotent
+  EXPECT_EQ(sampler->Next().status().code(), absl::StatusCode::kCancelled);
+}
+
+TEST(SamplerTest, FailedSamplerReturnsItsStatus) {
+  auto sampler = Sampler::Failed(absl::NotFoundError("nope"));
+  EXPECT_EQ(sampler->Next().status(), absl::NotFoundError("nope"));
+}
+
+// ---------------------------------------------------------------------------
+// Real workers against real servers
+
+class StreamCounter : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  class PassThrough : public grpc::experimental::Interceptor {
+   public:
+    void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+      methods->Proceed();
+    }
+  };
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo* info) override {
+    absl::MutexLock lock(&mu_);
+    ++counts_[info->method()];
+    return new PassThrough();
+  }
+  int samples() {
+    absl::MutexLock lock(&mu_);
+    return counts_["/deepmind.reverb.ReverbService/SampleStream"];
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, int> counts_;
+};
+
+StreamCounter* Streams() {
+  static StreamCounter* counter = [] {
+    auto* c = new StreamCounter();
+    grpc::experimental::RegisterGlobalClientInterceptorFactory(c);
+    return c;
+  }();
+  return counter;
+}
+[[maybe_unused]] StreamCounter* const kRegistered = Streams();
+
+std::shared_ptr<Table> UniformTable(const std::string& name) {
+  return Table::Create(Table::Config{
+                           name, CreateSelector(Uniform()).value(),
+                           CreateSelector(Fifo()).value(), 1000, 0,
+                           RateLimiter::Create(1.0, 1, -DBL_MAX, DBL_MAX).value(), ""})
+      .value();
+}
+
+Tensor Int32Scalar(int32_t v) {
+  Tensor t;
+  t.dtype = tfp::DT_INT32;
+  t.data.assign(reinterpret_cast<const char*>(&v), 4);
+  return t;
+}
+
+int32_t ValueOf(const Sample& sample) {
+  absl::StatusOr<Tensor> column = sample.UnpackColumn(0);
+  EXPECT_TRUE(column.ok()) << column.status();
+  return column.ok() ? *reinterpret_cast<const int32_t*>(column->data.data()) : -1;
+}
+
+TEST(ClientSamplerTest, GrpcWorkersReopenStreamsAfterMaxSamplesPerStream) {
+  auto server = Server::Start(Tables(UniformTable("t")), 0).value();
+  Client client(absl::StrCat("dns:///127.0.0.1:", server->port()));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(client.InsertStep({Int32Scalar(i)}, {{"t", 1.0}}).ok());
+  const int before = Streams()->samples();
+  SamplerOptions options;
+  options.max_samples = 40;
+  options.max_in_flight_samples_per_worker = 4;
+  options.num_workers = 2;
+  options.max_samples_per_stream = 10;
+  auto sampler = client.NewSampler("t", options);
+  for (int i = 0; i < 40; ++i) {
+    absl::StatusOr<Sample> sample = sampler->Next(kLong);
+    ASSERT_TRUE(sample.ok()) << sample.status();
+    EXPECT_LT(ValueOf(*sample), 5);
+  }
+  EXPECT_EQ(sampler->Next().status().code(), absl::StatusCode::kOutOfRange);
+  sampler->Close();
+  EXPECT_GE(Streams()->samples() - before, 4);  // 40 samples, <= 10 per stream
+  EXPECT_EQ(server->service()->GetTable("t").value()->Info().rate_limiter_info()
+                .sample_stats().completed(),
+            40);
+}
+
+TEST(ClientSamplerTest, InProcessWorkersUseNoGrpc) {
+  auto server = Server::Start(Tables(UniformTable("t")), 0).value();
+  Client client(absl::StrCat("localhost:", server->port()));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(client.InsertStep({Int32Scalar(i)}, {{"t", 1.0}}).ok());
+  const int before = Streams()->samples();
+  SamplerOptions options;
+  options.max_samples = 100;
+  options.max_in_flight_samples_per_worker = 8;
+  options.num_workers = 3;
+  auto sampler = client.NewSampler("t", options);
+  for (int i = 0; i < 100; ++i) {
+    absl::StatusOr<Sample> sample = sampler->Next(kLong);
+    ASSERT_TRUE(sample.ok()) << sample.status();
+    EXPECT_LT(ValueOf(*sample), 5);
+  }
+  EXPECT_EQ(Streams()->samples(), before);
+}
+
+TEST(ClientSamplerTest, ServerStoppingUnderAnInProcessSamplerIsSafe) {
+  auto table = UniformTable("t");
+  auto server = Server::Start(Tables(table), 0).value();
+  Client client(absl::StrCat("localhost:", server->port()));
+  ASSERT_TRUE(client.InsertStep({Int32Scalar(3)}, {{"t", 1.0}}).ok());
+  SamplerOptions options;
+  options.max_in_flight_samples_per_worker = 2;
+  options.num_workers = 2;
+  auto busy = client.NewSampler("t", options);  // keeps sampling
+  ASSERT_TRUE(busy->Next(kLong).ok());
+  std::thread consumer([&] {
+    while (true) {
+      absl::StatusOr<Sample> sample = busy->Next(kLong);
+      if (!sample.ok()) {
+        EXPECT_EQ(sample.status().code(), absl::StatusCode::kCancelled) << sample.status();
+        break;
+      }
+      EXPECT_EQ(ValueOf(*sample), 3);  // data stays valid after the stop
+    }
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  server->Stop();
+  server.reset();
+  table.reset();  // the samplers hold the last references now
+  consumer.join();
+  absl::Status status = busy->Next().status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(status.message(), kTableClosedMessage);
+}
+
+TEST(ClientSamplerTest, GrpcSamplerSurvivesAServerRestart) {
+  auto server = Server::Start(Tables(UniformTable("t")), 0).value();
+  const int port = server->port();
+  Client client(absl::StrCat("dns:///127.0.0.1:", port));
+  ASSERT_TRUE(client.InsertStep({Int32Scalar(1)}, {{"t", 1.0}}).ok());
+  SamplerOptions options;
+  options.max_in_flight_samples_per_worker = 1;
+  auto sampler = client.NewSampler("t", options);
+  absl::StatusOr<Sample> first = sampler->Next(kLong);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(ValueOf(*first), 1);
+  server->Stop();
+  server.reset();
+  // Whatever was prefetched from the old server may still come out; then the
+  // worker retries (UNAVAILABLE / CANCELLED) until the new server answers.
+  auto restarted = Server::Start(Tables(UniformTable("t")), port);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  ASSERT_TRUE(client.InsertStep({Int32Scalar(2)}, {{"t", 1.0}}).ok());
+  bool saw_new = false;
+  for (int i = 0; i < 5 && !saw_new; ++i) {
+    absl::StatusOr<Sample> sample = sampler->Next(kLong);
+    ASSERT_TRUE(sample.ok()) << sample.status();
+    saw_new = ValueOf(*sample) == 2;
+  }
+  EXPECT_TRUE(saw_new);
+}
+
+TEST(ClientSamplerTest, CloseCancelsBlockedGrpcAndLocalRequests) {
+  auto server = Server::Start(Tables(UniformTable("t")), 0).value();  // empty table
+  for (const char* host : {"localhost:", "dns:///127.0.0.1:"}) {
+    Client client(absl::StrCat(host, server->port()));
+    auto sampler = client.NewSampler("t", SamplerOptions());
+    absl::Notification done;
+    std::thread consumer([&] {
+      EXPECT_EQ(sampler->Next().status().code(), absl::StatusCode::kCancelled);
+      done.Notify();
+    });
+    EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(100)));
+    sampler->Close();
+    EXPECT_TRUE(done.WaitForNotificationWithTimeout(kLong)) << host;
+    consumer.join();
+  }
+}
+
+TEST(ClientSamplerTest, UnknownTableIsFatal) {
+  auto server = Server::Start(Tables(UniformTable("t")), 0).value();
+  for (const char* host : {"localhost:", "dns:///127.0.0.1:"}) {
+    Client client(absl::StrCat(host, server->port()));
+    absl::Status status = client.NewSampler("nope", SamplerOptions())->Next(kLong).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << host;
+    EXPECT_EQ(status.message(), "Priority table nope was not found");
+  }
+}
+
+}  // namespace
+}  // namespace tf_reverb

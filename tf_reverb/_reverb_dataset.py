@@ -1,0 +1,140 @@
+"""Shared implementation of ``TrajectoryDataset`` and ``TimestepDataset``.
+
+Both are tf.data sources over the C++ dataset ops of tf_reverb/kernels
+(``ReverbTrajectoryDataset`` / ``ReverbTimestepDataset``), which sample with
+the core's multi-threaded ``Sampler`` (reverb-spec.md §2.10). Imports
+TensorFlow.
+"""
+
+from typing import Any, Optional, Union
+
+import tensorflow as tf
+import tree
+# pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.data.ops import dataset_ops
+# pylint: enable=g-direct-tensorflow-import
+
+from tf_reverb import _options
+from tf_reverb import client as reverb_client
+from tf_reverb import replay_sample
+
+
+def _to_tuples(nest: Any) -> Any:
+  """Python lists in `nest` become tuples (as Reverb's element specs have)."""
+  return tree.traverse(
+      lambda x: tuple(x) if isinstance(x, list) else None, nest,
+      top_down=False)
+
+
+class ReverbDatasetBase(dataset_ops.DatasetSource):
+  """A tf.data source whose elements are ``ReplaySample``s from a table."""
+
+  def __init__(self,
+               server_address: Union[str, tf.Tensor],
+               table: Union[str, tf.Tensor],
+               dtypes: Any,
+               shapes: Any,
+               max_in_flight_samples_per_worker: int,
+               num_workers_per_iterator: int = -1,
+               max_samples_per_stream: int = -1,
+               rate_limiter_timeout_ms: int = -1,
+               max_samples: int = -1):
+    tree.assert_same_structure(dtypes, shapes, check_types=False)
+    _options.validate_sampler_options(max_in_flight_samples_per_worker,
+                                      num_workers_per_iterator,
+                                      max_samples_per_stream,
+                                      rate_limiter_timeout_ms, max_samples)
+    self._server_address = server_address
+    self._table = table
+    self._dtypes = dtypes
+    self._shapes = shapes
+    self._max_in_flight_samples_per_worker = max_in_flight_samples_per_worker
+    self._num_workers_per_iterator = num_workers_per_iterator
+    self._max_samples_per_stream = max_samples_per_stream
+    self._rate_limiter_timeout_ms = rate_limiter_timeout_ms
+    self._max_samples = max_samples
+
+    data_spec = tree.map_structure(
+        lambda dtype, shape: tf.TensorSpec(tf.TensorShape(shape),
+                                           tf.as_dtype(dtype)),
+        _to_tuples(dtypes), _to_tuples(shapes))
+    info_spec = replay_sample.SampleInfo(*[
+        tf.TensorSpec(shape, dtype) for dtype, shape in zip(
+            replay_sample.SampleInfo.tf_dtypes(),
+            replay_sample.SampleInfo.tf_shapes())
+    ])
+    self._element_spec = replay_sample.ReplaySample(info=info_spec,
+                                                    data=data_spec)
+    flat = tree.flatten(self._element_spec)
+
+    # pylint: disable=g-import-not-at-top
+    from tf_reverb.ops import reverb_ops
+    # pylint: enable=g-import-not-at-top
+    variant = getattr(reverb_ops, self._op_name)(
+        server_address=server_address,
+        table=table,
+        dtypes=[spec.dtype for spec in flat],
+        shapes=[spec.shape for spec in flat],
+        max_in_flight_samples_per_worker=max_in_flight_samples_per_worker,
+        num_workers_per_iterator=num_workers_per_iterator,
+        max_samples_per_stream=max_samples_per_stream,
+        rate_limiter_timeout_ms=rate_limiter_timeout_ms,
+        max_samples=max_samples)
+    super().__init__(variant)
+
+  _op_name = ''
+
+  @property
+  def element_spec(self) -> Any:
+    """ReplaySample(info=SampleInfo of scalar specs, data=nest of specs)."""
+    return self._element_spec
+
+  @classmethod
+  def from_table_signature(cls,
+                           server_address: str,
+                           table: str,
+                           max_in_flight_samples_per_worker: int,
+                           num_workers_per_iterator: int = -1,
+                           max_samples_per_stream: int = -1,
+                           rate_limiter_timeout_ms: int = -1,
+                           get_signature_timeout_secs: Optional[int] = None,
+                           max_samples: int = -1):
+    """A dataset whose dtypes and shapes are the table's signature.
+
+    Args:
+      server_address: "host:port" of the server.
+      table: name of the table.
+      max_in_flight_samples_per_worker: samples requested per request.
+      num_workers_per_iterator: sampler workers per iterator (-1: 1).
+      max_samples_per_stream: samples per gRPC stream (-1: 10 000).
+      rate_limiter_timeout_ms: -1: wait forever; else end the dataset when
+        no sample could be served in that time (0: immediately).
+      get_signature_timeout_secs: timeout of the ServerInfo call fetching
+        the signature (None: wait for the server).
+      max_samples: -1: unlimited; else the dataset ends after that many.
+
+    Raises:
+      ValueError: if the server has no such table, or it has no signature.
+    """
+    client = reverb_client.Client(server_address)
+    info = client.server_info(get_signature_timeout_secs)
+    if table not in info:
+      raise ValueError(
+          f'Server at {server_address} does not contain any table named '
+          f'{table}. Found: {", ".join(sorted(info.keys()))}.')
+    signature = info[table].signature
+    if not signature:
+      raise ValueError(
+          f'Table {table} at {server_address} does not have a signature.')
+    shapes = tree.map_structure(lambda spec: spec.shape, signature)
+    dtypes = tree.map_structure(lambda spec: spec.dtype, signature)
+    return cls(
+        server_address=server_address,
+        table=table,
+        shapes=shapes,
+        dtypes=dtypes,
+        max_in_flight_samples_per_worker=max_in_flight_samples_per_worker,
+        num_workers_per_iterator=num_workers_per_iterator,
+        max_samples_per_stream=max_samples_per_stream,
+        rate_limiter_timeout_ms=rate_limiter_timeout_ms,
+        max_samples=max_samples)

@@ -1,0 +1,410 @@
+// ReverbTrajectoryDataset and ReverbTimestepDataset (reverb-spec.md §2.10):
+// tf.data sources over a core Sampler, reached only through the C ABI
+// (tf_reverb_sampler_*; see core_api.h).
+//
+// Each iterator owns one sampler (worker threads + prefetch queue in the
+// core). GetNext pops a sample and the core decompresses its columns straight
+// into freshly allocated output tensors (the allocate callback below); the
+// timestep dataset then hands out rows of those tensors as aliasing slices.
+//
+// Outputs: the five SampleInfo scalars (key uint64, probability double,
+// table_size int64, priority double, times_sampled int32), then the data
+// columns; `dtypes`/`shapes` list all of them, info first.
+//
+// End of sequence: after max_samples samples, or on a rate-limiter timeout
+// when a finite rate_limiter_timeout_ms was set. Cancelling the iterator
+// closes its sampler. Iterator save/restore is UNIMPLEMENTED and
+// CheckExternalState fails (the data lives on a server).
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensorflow/core/framework/cancellation.h"
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/dataset.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/partial_tensor_shape.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_util.h"
+#include "tensorflow/core/platform/mutex.h"
+#include "tf_reverb/kernels/core_api.h"
+
+namespace tf_reverb {
+namespace {
+
+using ::tensorflow::data::DatasetBase;
+using ::tensorflow::DataType;
+using ::tensorflow::DataTypeVector;
+using ::tensorflow::data::IteratorContext;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::PartialTensorShape;
+using ::tensorflow::Status;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+
+constexpr size_t kErrorSize = 2048;
+constexpr int kNumInfoColumns = 5;
+constexpr int kCodeCancelled = 1;
+constexpr int kCodeDeadlineExceeded = 4;
+constexpr int kCodeOutOfRange = 11;
+
+#define REGISTER_REVERB_DATASET_OP(name, doc)                        \
+  REGISTER_OP(name)                                                  \
+      .Input("server_address: string")                               \
+      .Input("table: string")                                        \
+      .Attr("max_in_flight_samples_per_worker: int = 100")           \
+      .Attr("num_workers_per_iterator: int = -1")                    \
+      .Attr("max_samples_per_stream: int = -1")                      \
+      .Attr("rate_limiter_timeout_ms: int = -1")                     \
+      .Attr("max_samples: int = -1")                                 \
+      .Attr("dtypes: list(type) >= 5")                               \
+      .Attr("shapes: list(shape) >= 5")                              \
+      .Output("dataset: variant")                                    \
+      .SetIsStateful()                                               \
+      .SetShapeFn(tensorflow::shape_inference::ScalarShape)          \
+      .Doc(doc)
+
+REGISTER_REVERB_DATASET_OP("ReverbTrajectoryDataset",
+                           "One element per sampled item: its whole trajectory.");
+REGISTER_REVERB_DATASET_OP("ReverbTimestepDataset",
+                           "One element per timestep of each sampled item.");
+
+std::string SpecString(DataType dtype, const PartialTensorShape& shape) {
+  return "(" + tensorflow::DataTypeString(dtype) + ", " + shape.DebugString() + ")";
+}
+
+struct DatasetParams {
+  std::string server_address;
+  std::string table;
+  TfReverbSamplerOptions options;
+  DataTypeVector dtypes;
+  std::vector<PartialTensorShape> shapes;
+  bool timesteps;
+};
+
+class ReverbDataset : public DatasetBase {
+ public:
+  ReverbDataset(OpKernelContext* ctx, const CoreApi* api, DatasetParams params)
+      : DatasetBase(tensorflow::data::DatasetContext(ctx)),
+        api_(api),
+        params_(std::move(params)),
+        client_(api->client_new(params_.server_address.c_str())) {}
+
+  ~ReverbDataset() override { api_->client_free(client_); }
+
+  std::unique_ptr<tensorflow::data::IteratorBase> MakeIteratorInternal(
+      const std::string& prefix) const override;
+
+  const DataTypeVector& output_dtypes() const override { return params_.dtypes; }
+  const std::vector<PartialTensorShape>& output_shapes() const override {
+    return params_.shapes;
+  }
+  std::string DebugString() const override {
+    return std::string(params_.timesteps ? "ReverbTimestepDataset" : "ReverbTrajectoryDataset") +
+           "(" + params_.server_address + ", " + params_.table + ")";
+  }
+  int64_t CardinalityInternal(tensorflow::data::CardinalityOptions) const override {
+    return tensorflow::data::kUnknownCardinality;
+  }
+  Status InputDatasets(std::vector<const DatasetBase*>*) const override {
+    return Status();
+  }
+  Status CheckExternalState() const override {
+    return tensorflow::errors::FailedPrecondition(
+        DebugString(), " depends on a Reverb server and cannot be serialized.");
+  }
+
+  const CoreApi* api() const { return api_; }
+  const DatasetParams& params() const { return params_; }
+  TfReverbClient* client() const { return client_; }
+
+ protected:
+  Status AsGraphDefInternal(tensorflow::data::SerializationContext* ctx,
+                            DatasetGraphDefBuilder* b,
+                            tensorflow::Node** output) const override {
+    tensorflow::Node* address = nullptr;
+    tensorflow::Node* table = nullptr;
+    TF_RETURN_IF_ERROR(b->AddScalar(tensorflow::tstring(params_.server_address), &address));
+    TF_RETURN_IF_ERROR(b->AddScalar(tensorflow::tstring(params_.table), &table));
+    tensorflow::AttrValue in_flight, workers, per_stream, timeout, max_samples, dtypes, shapes;
+    b->BuildAttrValue(params_.options.max_in_flight_samples_per_worker, &in_flight);
+    b->BuildAttrValue(params_.options.num_workers, &workers);
+    b->BuildAttrValue(params_.options.max_samples_per_stream, &per_stream);
+    b->BuildAttrValue(params_.options.rate_limiter_timeout_ms, &timeout);
+    b->BuildAttrValue(params_.options.max_samples, &max_samples);
+    b->BuildAttrValue(params_.dtypes, &dtypes);
+    b->BuildAttrValue(params_.shapes, &shapes);
+    return b->AddDataset(this, {address, table},
+                         {{"max_in_flight_samples_per_worker", in_flight},
+                          {"num_workers_per_iterator", workers},
+                          {"max_samples_per_stream", per_stream},
+                          {"rate_limiter_timeout_ms", timeout},
+                          {"max_samples", max_samples},
+                          {"dtypes", dtypes},
+                          {"shapes", shapes}},
+                         output);
+  }
+
+ private:
+  const CoreApi* const api_;
+  const DatasetParams params_;
+  TfReverbClient* const client_;
+};
+
+// What the core's allocate callback writes into: the column tensors of one
+// sample, validated against the requested specs.
+struct Allocation {
+  const ReverbDataset* dataset;
+  tensorflow::Allocator* allocator;
+  std::vector<Tensor> columns;
+  Status status;
+};
+
+void* AllocateColumn(void* opaque, int32_t column, int32_t dtype, int32_t rank,
+                     const int64_t* dims) {
+  auto* allocation = static_cast<Allocation*>(opaque);
+  const DatasetParams& params = allocation->dataset->params();
+  const int num_data = static_cast<int>(params.dtypes.size()) - kNumInfoColumns;
+  TensorShape shape;
+  for (int i = 0; i < rank; ++i) shape.AddDim(dims[i]);
+  if (column >= num_data) {
+    allocation->status = tensorflow::errors::InvalidArgument(
+        "Received a sample from table '", params.table, "' with more than the ", num_data,
+        " tensors requested.");
+    return nullptr;
+  }
+  const DataType requested_dtype = params.dtypes[kNumInfoColumns + column];
+  const PartialTensorShape& requested = params.shapes[kNumInfoColumns + column];
+  // The timestep dataset's specs describe one row of each column.
+  PartialTensorShape compared(shape);
+  if (params.timesteps && shape.dims() > 0) {
+    TensorShape row = shape;
+    row.RemoveDim(0);
+    compared = PartialTensorShape(row);
+  }
+  const bool dtype_ok = static_cast<int32_t>(requested_dtype) == dtype;
+  if (!dtype_ok || !requested.IsCompatibleWith(compared) ||
+      (params.timesteps && shape.dims() == 0)) {
+    allocation->status = tensorflow::errors::InvalidArgument(
+        "Received incompatible tensor at flattened index ", column, " from table '",
+        params.table, "'. Specification has (dtype, shape): ",
+        SpecString(requested_dtype, requested), ". Tensor has (dtype, shape): ",
+        SpecString(static_cast<DataType>(dtype), params.timesteps
+                                                      ? compared
+                                                      : PartialTensorShape(shape)),
+        params.timesteps ? " (per timestep)." : ".");
+    return nullptr;
+  }
+  if (allocation->columns.size() <= static_cast<size_t>(column)) {
+    allocation->columns.resize(column + 1);
+  }
+  allocation->columns[column] = Tensor(allocation->allocator, requested_dtype, shape);
+  Tensor& tensor = allocation->columns[column];
+  if (tensor.NumElements() == 0) return nullptr;
+  return const_cast<char*>(tensor.tensor_data().data());
+}
+
+void SetStringElement(void* opaque, int32_t column, int64_t index, const char* data,
+                      size_t size) {
+  auto* allocation = static_cast<Allocation*>(opaque);
+  allocation->columns[column].flat<tensorflow::tstring>()(index).assign(data, size);
+}
+
+class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDataset> {
+ public:
+  explicit ReverbDatasetIterator(const Params& params)
+      : DatasetIterator<ReverbDataset>(params) {}
+
+  ~ReverbDatasetIterator() override {
+    if (deregister_) deregister_();
+    if (sampler_ != nullptr) dataset()->api()->sampler_free(sampler_);
+  }
+
+  Status Initialize(IteratorContext* ctx) override {
+    char error[kErrorSize] = {0};
+    sampler_ = dataset()->api()->sampler_new(dataset()->client(),
+                                             dataset()->params().table.c_str(),
+                                             &dataset()->params().options, error, kErrorSize);
+    if (sampler_ == nullptr) return tensorflow::errors::InvalidArgument(error);
+    const CoreApi* api = dataset()->api();
+    TfReverbSampler* sampler = sampler_;
+    return tensorflow::RegisterCancellationCallback(
+        ctx->cancellation_manager(), [api, sampler] { api->sampler_close(sampler); },
+        &deregister_);
+  }
+
+  Status GetNextInternal(IteratorContext* ctx, std::vector<Tensor>* out,
+                         bool* end_of_sequence) override {
+    if (!dataset()->params().timesteps) {
+      Allocation allocation;
+      TfReverbSampleInfo info;
+      TF_RETURN_IF_ERROR(NextSample(ctx, &allocation, &info, end_of_sequence));
+      if (*end_of_sequence) return Status();
+      AppendInfo(info, out);
+      for (Tensor& column : allocation.columns) out->push_back(std::move(column));
+      return Status();
+    }
+    tensorflow::mutex_lock lock(mu_);
+    if (row_ >= rows_) {
+      Allocation allocation;
+      TF_RETURN_IF_ERROR(NextSample(ctx, &allocation, &info_, end_of_sequence));
+      if (*end_of_sequence) return Status();
+      rows_ = -1;
+      for (const Tensor& column : allocation.columns) {
+        if (rows_ != -1 && column.dim_size(0) != rows_) {
+          return tensorflow::errors::InvalidArgument(
+              "Sampled trajectory cannot be decomposed into timesteps.");
+        }
+        rows_ = column.dim_size(0);
+      }
+      columns_ = std::move(allocation.columns);
+      row_ = 0;
+      if (rows_ <= 0) {
+        return tensorflow::errors::InvalidArgument(
+            "Sampled trajectory from table '", dataset()->params().table,
+            "' has no timesteps.");
+      }
+    }
+    AppendInfo(info_, out);
+    for (const Tensor& column : columns_) {
+      Tensor row = column.SubSlice(row_);
+      out->push_back(row.IsAligned() ? row : tensorflow::tensor::DeepCopy(row));
+    }
+    ++row_;
+    return Status();
+  }
+
+ protected:
+  Status SaveInternal(tensorflow::data::SerializationContext*,
+                      tensorflow::data::IteratorStateWriter*) override {
+    return tensorflow::errors::Unimplemented("Reverb datasets cannot be checkpointed.");
+  }
+  Status RestoreInternal(IteratorContext*, tensorflow::data::IteratorStateReader*) override {
+    return tensorflow::errors::Unimplemented("Reverb datasets cannot be restored.");
+  }
+
+ private:
+  Status NextSample(IteratorContext* ctx, Allocation* allocation, TfReverbSampleInfo* info,
+                    bool* end_of_sequence) {
+    const DatasetParams& params = dataset()->params();
+    allocation->dataset = dataset();
+    allocation->allocator = ctx->allocator({});
+    char error[kErrorSize] = {0};
+    int32_t num_columns = 0;
+    const int code = dataset()->api()->sampler_next(
+        sampler_, -1, info, &num_columns, &AllocateColumn, &SetStringElement, allocation,
+        error, kErrorSize);
+    *end_of_sequence = false;
+    if (!allocation->status.ok()) return allocation->status;
+    if (code == kCodeOutOfRange ||
+        (code == kCodeDeadlineExceeded && params.options.rate_limiter_timeout_ms >= 0)) {
+      *end_of_sequence = true;
+      return Status();
+    }
+    if (code == kCodeCancelled) {
+      return tensorflow::errors::Cancelled("The Reverb dataset iterator was cancelled: ",
+                                           error);
+    }
+    TF_RETURN_IF_ERROR(CoreStatus(code, error));
+    const int requested = static_cast<int>(params.dtypes.size()) - kNumInfoColumns;
+    if (num_columns != requested) {
+      return tensorflow::errors::InvalidArgument(
+          "Inconsistent number of tensors received from table '", params.table,
+          "'. Requested ", requested, " tensors, but the sample has ", num_columns, ".");
+    }
+    return Status();
+  }
+
+  static void AppendInfo(const TfReverbSampleInfo& info, std::vector<Tensor>* out) {
+    Tensor key(tensorflow::DT_UINT64, TensorShape({}));
+    key.scalar<tensorflow::uint64>()() = info.key;
+    Tensor probability(tensorflow::DT_DOUBLE, TensorShape({}));
+    probability.scalar<double>()() = info.probability;
+    Tensor table_size(tensorflow::DT_INT64, TensorShape({}));
+    table_size.scalar<int64_t>()() = info.table_size;
+    Tensor priority(tensorflow::DT_DOUBLE, TensorShape({}));
+    priority.scalar<double>()() = info.priority;
+    Tensor times_sampled(tensorflow::DT_INT32, TensorShape({}));
+    times_sampled.scalar<int32_t>()() = info.times_sampled;
+    out->push_back(std::move(key));
+    out->push_back(std::move(probability));
+    out->push_back(std::move(table_size));
+    out->push_back(std::move(priority));
+    out->push_back(std::move(times_sampled));
+  }
+
+  TfReverbSampler* sampler_ = nullptr;
+  std::function<void()> deregister_;
+
+  // Timestep dataset: the current sample and the next row to hand out.
+  tensorflow::mutex mu_;
+  TfReverbSampleInfo info_ TF_GUARDED_BY(mu_);
+  std::vector<Tensor> columns_ TF_GUARDED_BY(mu_);
+  int64_t rows_ TF_GUARDED_BY(mu_) = 0;
+  int64_t row_ TF_GUARDED_BY(mu_) = 0;
+};
+
+std::unique_ptr<tensorflow::data::IteratorBase> ReverbDataset::MakeIteratorInternal(
+    const std::string& prefix) const {
+  return std::make_unique<ReverbDatasetIterator>(
+      ReverbDatasetIterator::Params{this, prefix + "::Reverb"});
+}
+
+class ReverbDatasetOp : public tensorflow::data::DatasetOpKernel {
+ public:
+  explicit ReverbDatasetOp(OpKernelConstruction* ctx) : DatasetOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("max_in_flight_samples_per_worker",
+                                     &options_.max_in_flight_samples_per_worker));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("num_workers_per_iterator", &options_.num_workers));
+    OP_REQUIRES_OK(ctx,
+                   ctx->GetAttr("max_samples_per_stream", &options_.max_samples_per_stream));
+    OP_REQUIRES_OK(ctx,
+                   ctx->GetAttr("rate_limiter_timeout_ms", &options_.rate_limiter_timeout_ms));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("max_samples", &options_.max_samples));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("dtypes", &dtypes_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("shapes", &shapes_));
+    OP_REQUIRES(ctx, dtypes_.size() == shapes_.size(),
+                tensorflow::errors::InvalidArgument(
+                    "dtypes and shapes must have the same length, got ", dtypes_.size(),
+                    " and ", shapes_.size()));
+    const DataTypeVector info = {tensorflow::DT_UINT64, tensorflow::DT_DOUBLE,
+                                 tensorflow::DT_INT64, tensorflow::DT_DOUBLE,
+                                 tensorflow::DT_INT32};
+    for (int i = 0; i < kNumInfoColumns; ++i) {
+      OP_REQUIRES(ctx, dtypes_[i] == info[i],
+                  tensorflow::errors::InvalidArgument(
+                      "The first five dtypes must be those of SampleInfo."));
+    }
+    timesteps_ = ctx->def().op() == "ReverbTimestepDataset";
+  }
+
+  void MakeDataset(OpKernelContext* ctx, DatasetBase** output) override {
+    auto api = CoreApi::Get();
+    OP_REQUIRES_OK(ctx, api.status());
+    tensorflow::tstring address, table;
+    OP_REQUIRES_OK(ctx, tensorflow::data::ParseScalarArgument(ctx, "server_address", &address));
+    OP_REQUIRES_OK(ctx, tensorflow::data::ParseScalarArgument(ctx, "table", &table));
+    *output = new ReverbDataset(
+        ctx, *api,
+        DatasetParams{std::string(address), std::string(table), options_, dtypes_, shapes_,
+                      timesteps_});
+  }
+
+ private:
+  TfReverbSamplerOptions options_;
+  DataTypeVector dtypes_;
+  std::vector<PartialTensorShape> shapes_;
+  bool timesteps_ = false;
+};
+
+REGISTER_KERNEL_BUILDER(Name("ReverbTrajectoryDataset").Device(tensorflow::DEVICE_CPU),
+                        ReverbDatasetOp);
+REGISTER_KERNEL_BUILDER(Name("ReverbTimestepDataset").Device(tensorflow::DEVICE_CPU),
+                        ReverbDatasetOp);
+
+}  // namespace
+}  // namespace tf_reverb

@@ -1,0 +1,131 @@
+"""``NumpyIterator``: batches of numpy arrays from a table, without TensorFlow.
+
+For PyTorch, JAX and numpy learners. C++ threads sample (with the same
+flow-control options as ``TrajectoryDataset``), decode each batch straight
+into one contiguous array per column and prefetch batches while Python
+works; the GIL is released while waiting. Importing this module does not
+import TensorFlow.
+"""
+
+from typing import Any, Iterator, Optional
+
+import tree
+
+from tf_reverb import _options
+from tf_reverb import client as reverb_client
+from tf_reverb import pybind
+from tf_reverb import replay_sample
+
+
+class NumpyIterator(Iterator[replay_sample.ReplaySample]):
+  """Iterates over batches of samples of `table` as numpy arrays.
+
+  Each batch is ``ReplaySample(info=SampleInfo(...), data=...)``: every
+  ``SampleInfo`` field is an array of shape ``[batch]`` (key uint64,
+  probability float64, table_size int64, priority float64, times_sampled
+  int32) and every data column one contiguous C-ordered array of shape
+  ``[batch, *column_shape]`` (strings: object arrays of bytes). Arrays are
+  handed over without copies and are the caller's to keep.
+
+  All samples of a batch must have the same column dtypes and shapes
+  (ValueError naming the column and both specs otherwise). Iteration ends
+  after ``max_samples`` samples (the last batch may be smaller), or when no
+  sample could be served within ``rate_limiter_timeout_ms`` (the batch
+  collected so far is returned first). Other errors are raised from
+  ``next()``.
+
+  Use as a context manager, or call ``close()``, to stop the threads early.
+  """
+
+  def __init__(self,
+               server_address: str,
+               table: str,
+               batch_size: int,
+               max_in_flight_samples_per_worker: int = 100,
+               num_workers_per_iterator: int = -1,
+               max_samples_per_stream: int = -1,
+               rate_limiter_timeout_ms: int = -1,
+               max_samples: int = -1,
+               structure: Optional[Any] = None,
+               num_batching_threads: int = 2,
+               prefetch_batches: int = 2):
+    """Starts sampling.
+
+    Args:
+      server_address: "host:port" of the server (a server of this process is
+        read directly, without gRPC).
+      table: name of the table.
+      batch_size: samples per batch.
+      max_in_flight_samples_per_worker: samples requested per request.
+      num_workers_per_iterator: sampler workers (-1: 1; use 1 for FIFO).
+      max_samples_per_stream: samples per gRPC stream before it is reopened
+        (-1: 10 000).
+      rate_limiter_timeout_ms: -1: wait forever; else end the iteration when
+        no sample can be served in that time (0: at once).
+      max_samples: -1: unlimited; else stop after exactly that many samples.
+      structure: optional nest (e.g. the table signature) to unflatten each
+        batch's columns into; default: a flat list.
+      num_batching_threads: C++ threads decoding samples into batches.
+      prefetch_batches: finished batches kept ready ahead of the caller.
+
+    Raises:
+      ValueError: for invalid options.
+    """
+    _options.validate_sampler_options(max_in_flight_samples_per_worker,
+                                      num_workers_per_iterator,
+                                      max_samples_per_stream,
+                                      rate_limiter_timeout_ms, max_samples)
+    if batch_size < 1:
+      raise ValueError(f'batch_size ({batch_size}) must be >= 1')
+    if num_batching_threads < 1:
+      raise ValueError(
+          f'num_batching_threads ({num_batching_threads}) must be >= 1')
+    if prefetch_batches < 1:
+      raise ValueError(f'prefetch_batches ({prefetch_batches}) must be >= 1')
+    self._structure = structure
+    self._client = reverb_client.Client(server_address)
+    self._iterator = pybind.BatchIterator(
+        self._client._client,  # pylint: disable=protected-access
+        table,
+        batch_size=batch_size,
+        max_samples=max_samples,
+        max_in_flight_samples_per_worker=max_in_flight_samples_per_worker,
+        num_workers=num_workers_per_iterator,
+        max_samples_per_stream=max_samples_per_stream,
+        rate_limiter_timeout_ms=rate_limiter_timeout_ms,
+        num_threads=num_batching_threads,
+        prefetch=prefetch_batches)
+
+  def __iter__(self) -> 'NumpyIterator':
+    return self
+
+  def __next__(self) -> replay_sample.ReplaySample:
+    """The next batch.
+
+    Raises:
+      StopIteration: at the end (max_samples, rate-limiter timeout, close).
+    """
+    if self._iterator is None:
+      raise StopIteration
+    batch = self._iterator.next()
+    if batch is None:
+      raise StopIteration
+    info, columns = batch
+    data = (tree.unflatten_as(self._structure, columns)
+            if self._structure is not None else columns)
+    return replay_sample.ReplaySample(replay_sample.SampleInfo(*info), data)
+
+  def close(self) -> None:
+    """Stops the sampler and its threads; later ``next()`` calls stop."""
+    if self._iterator is not None:
+      self._iterator.close()
+      self._iterator = None
+
+  def __enter__(self) -> 'NumpyIterator':
+    return self
+
+  def __exit__(self, *unused_exc_info) -> None:
+    self.close()
+
+  def __del__(self):
+    self.close()

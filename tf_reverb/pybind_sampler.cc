@@ -1,0 +1,359 @@
+// Sampling bindings of tf_reverb.pybind: the core Sampler (Client.sample) and
+// BatchIterator, the engine of tf_reverb.NumpyIterator.
+//
+// BatchIterator: `num_threads` C++ threads pop samples from one Sampler and
+// decode them straight into per-batch buffers, one contiguous buffer per
+// column ([batch, *column_shape]); up to `prefetch` finished batches wait in a
+// queue. Python's next() releases the GIL while it waits, then wraps the
+// buffers as numpy arrays without copying (a capsule owns each buffer).
+// Each thread claims its batch's samples up front, so with max_samples the
+// batches are full except the last. A rate-limiter timeout or max_samples
+// ends iteration (after a last, partial batch); other errors are raised by
+// next() once the batches finished before them are consumed.
+//
+// Thread-safety: BatchIterator's methods are thread-safe; close() cancels the
+// sampler, wakes next() and joins the threads.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "pybind11/numpy.h"
+#include "pybind11/pybind11.h"
+#include "pybind11/stl.h"
+#include "server/client.h"
+#include "server/sampler.h"
+#include "tf_reverb/pybind_common.h"
+
+namespace py = pybind11;
+
+namespace tf_reverb {
+namespace {
+
+SamplerOptions MakeOptions(int64_t max_samples, int64_t max_in_flight_samples_per_worker,
+                           int64_t num_workers, int64_t max_samples_per_stream,
+                           int64_t rate_limiter_timeout_ms) {
+  if (rate_limiter_timeout_ms < -1) {
+    throw py::value_error(absl::StrCat("rate_limiter_timeout_ms (", rate_limiter_timeout_ms,
+                                       ") must be >= -1"));
+  }
+  SamplerOptions options;
+  options.max_samples = max_samples;
+  options.max_in_flight_samples_per_worker = max_in_flight_samples_per_worker;
+  options.num_workers = num_workers;
+  options.max_samples_per_stream = max_samples_per_stream;
+  options.rate_limiter_timeout = TimeoutFromMs(rate_limiter_timeout_ms);
+  MaybeRaise(options.Validate());
+  return options;
+}
+
+const char* NumpyDtype(DataType dtype) {
+  switch (dtype) {
+    case tf::DT_FLOAT: return "float32";
+    case tf::DT_DOUBLE: return "float64";
+    case tf::DT_INT32: return "int32";
+    case tf::DT_UINT8: return "uint8";
+    case tf::DT_INT16: return "int16";
+    case tf::DT_INT8: return "int8";
+    case tf::DT_COMPLEX64: return "complex64";
+    case tf::DT_INT64: return "int64";
+    case tf::DT_BOOL: return "bool";
+    case tf::DT_UINT16: return "uint16";
+    case tf::DT_COMPLEX128: return "complex128";
+    case tf::DT_HALF: return "float16";
+    case tf::DT_UINT32: return "uint32";
+    case tf::DT_UINT64: return "uint64";
+    default: return nullptr;
+  }
+}
+
+std::string SpecString(const ColumnSpec& spec) {
+  return absl::StrCat("(", DataTypeName(spec.dtype), ", ", ShapeString(spec.shape), ")");
+}
+
+// A 64-byte aligned heap buffer.
+struct AlignedBuffer {
+  explicit AlignedBuffer(size_t bytes)
+      : data(static_cast<char*>(std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64)))) {}
+  ~AlignedBuffer() { std::free(data); }
+  char* data;
+};
+
+struct Batch {
+  int64_t size = 0;
+  std::vector<ColumnSpec> specs;
+  std::vector<std::unique_ptr<AlignedBuffer>> buffers;  // numeric columns
+  std::vector<std::vector<std::string>> strings;        // DT_STRING columns
+  std::vector<uint64_t> keys;
+  std::vector<double> probabilities;
+  std::vector<int64_t> table_sizes;
+  std::vector<double> priorities;
+  std::vector<int32_t> times_sampled;
+};
+
+class BatchIterator {
+ public:
+  BatchIterator(std::unique_ptr<Sampler> sampler, int64_t batch_size, int64_t num_threads,
+                int64_t prefetch)
+      : sampler_(std::move(sampler)),
+        batch_size_(batch_size),
+        prefetch_(prefetch),
+        budget_(sampler_->options().max_samples),
+        running_(num_threads) {
+    for (int64_t i = 0; i < num_threads; ++i) threads_.emplace_back([this] { Run(); });
+  }
+
+  ~BatchIterator() { Close(); }
+
+  // The next batch, or nullopt at the end. Call without the GIL.
+  absl::StatusOr<std::optional<Batch>> Next() {
+    absl::MutexLock lock(&mu_);
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return closed_ || !ready_.empty() || running_ == 0;
+    };
+    mu_.Await(absl::Condition(&ready));
+    if (!ready_.empty()) {
+      Batch batch = std::move(ready_.front());
+      ready_.pop_front();
+      return std::optional<Batch>(std::move(batch));
+    }
+    if (closed_) return absl::CancelledError("The iterator was closed.");
+    if (!status_.ok()) return status_;
+    return std::optional<Batch>();
+  }
+
+  void Close() {
+    {
+      absl::MutexLock lock(&mu_);
+      if (closed_) return;
+      closed_ = true;
+    }
+    sampler_->Close();
+    for (auto& thread : threads_) thread.join();
+  }
+
+ private:
+  void Run() {
+    while (true) {
+      int64_t n = 0;
+      {
+        absl::MutexLock lock(&mu_);
+        auto can_start = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return closed_ || ended_ ||
+                 static_cast<int64_t>(ready_.size()) + assembling_ < prefetch_;
+        };
+        mu_.Await(absl::Condition(&can_start));
+        n = budget_ < 0 ? batch_size_ : std::min(batch_size_, budget_);
+        if (closed_ || ended_ || n == 0) break;
+        if (budget_ >= 0) budget_ -= n;
+        ++assembling_;
+      }
+      Batch batch;
+      absl::Status status = Fill(n, &batch);
+      absl::MutexLock lock(&mu_);
+      --assembling_;
+      if (batch.size > 0) ready_.push_back(std::move(batch));
+      if (!status.ok()) {
+        ended_ = true;
+        // max_samples reached or a rate-limiter timeout: a normal end.
+        if (!absl::IsOutOfRange(status) && !absl::IsDeadlineExceeded(status) &&
+            status_.ok()) {
+          status_ = status;
+        }
+        break;
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    --running_;
+  }
+
+  absl::Status Fill(int64_t n, Batch* batch) {
+    for (int64_t i = 0; i < n; ++i) {
+      absl::StatusOr<Sample> sample = sampler_->Next();
+      if (!sample.ok()) return sample.status();
+      absl::StatusOr<std::vector<ColumnSpec>> specs = sample->ColumnSpecs();
+      if (!specs.ok()) return specs.status();
+      if (i == 0) {
+        batch->specs = *specs;
+        batch->buffers.resize(specs->size());
+        batch->strings.resize(specs->size());
+        for (size_t c = 0; c < specs->size(); ++c) {
+          const ColumnSpec& spec = (*specs)[c];
+          if (spec.dtype == tf::DT_STRING) continue;
+          if (NumpyDtype(spec.dtype) == nullptr) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "Column ", c, " has unsupported dtype ", DataTypeName(spec.dtype)));
+          }
+          batch->buffers[c] = std::make_unique<AlignedBuffer>(n * ColumnBytes(spec));
+        }
+      } else if (specs->size() != batch->specs.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Cannot batch samples with different numbers of columns: ", specs->size(),
+            " vs ", batch->specs.size(), "."));
+      }
+      for (size_t c = 0; c < specs->size(); ++c) {
+        const ColumnSpec& spec = (*specs)[c];
+        if (spec.dtype != batch->specs[c].dtype || spec.shape != batch->specs[c].shape) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "Cannot batch column ", c, ": the batch's first sample has (dtype, shape) ",
+              SpecString(batch->specs[c]), " but sample ", i, " has ", SpecString(spec),
+              "."));
+        }
+        if (spec.dtype == tf::DT_STRING) {
+          absl::StatusOr<Tensor> tensor = sample->UnpackColumn(static_cast<int>(c));
+          if (!tensor.ok()) return tensor.status();
+          for (std::string& s : tensor->strings) batch->strings[c].push_back(std::move(s));
+          continue;
+        }
+        const int64_t bytes = ColumnBytes(spec);
+        if (bytes == 0) continue;
+        if (absl::Status s = sample->UnpackColumnInto(static_cast<int>(c),
+                                                      batch->buffers[c]->data + i * bytes);
+            !s.ok()) {
+          return s;
+        }
+      }
+      const auto& info = sample->info();
+      batch->keys.push_back(info.item().key());
+      batch->probabilities.push_back(info.probability());
+      batch->table_sizes.push_back(info.table_size());
+      batch->priorities.push_back(info.item().priority());
+      batch->times_sampled.push_back(info.item().times_sampled());
+      ++batch->size;
+    }
+    return absl::OkStatus();
+  }
+
+  static int64_t ColumnBytes(const ColumnSpec& spec) {
+    int64_t elements = 1;
+    for (int64_t dim : spec.shape) elements *= dim;
+    return elements * DataTypeSize(spec.dtype).value_or(0);
+  }
+
+  std::unique_ptr<Sampler> sampler_;
+  const int64_t batch_size_;
+  const int64_t prefetch_;
+  std::vector<std::thread> threads_;
+
+  absl::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  std::deque<Batch> ready_ ABSL_GUARDED_BY(mu_);
+  int64_t assembling_ ABSL_GUARDED_BY(mu_) = 0;
+  // Samples not yet claimed by a batch; -1: unlimited.
+  int64_t budget_ ABSL_GUARDED_BY(mu_);
+  // Threads not yet finished.
+  int64_t running_ ABSL_GUARDED_BY(mu_);
+};
+
+template <typename T>
+py::array VectorArray(const std::vector<T>& values) {
+  py::array_t<T> out(static_cast<py::ssize_t>(values.size()));
+  if (!values.empty()) std::memcpy(out.mutable_data(), values.data(), values.size() * sizeof(T));
+  return out;
+}
+
+py::tuple BatchToPython(Batch batch) {
+  py::tuple info = py::make_tuple(VectorArray(batch.keys), VectorArray(batch.probabilities),
+                                  VectorArray(batch.table_sizes), VectorArray(batch.priorities),
+                                  VectorArray(batch.times_sampled));
+  py::list columns;
+  for (size_t c = 0; c < batch.specs.size(); ++c) {
+    const ColumnSpec& spec = batch.specs[c];
+    std::vector<int64_t> shape = spec.shape;
+    shape.insert(shape.begin(), batch.size);
+    if (spec.dtype == tf::DT_STRING) {
+      py::array out(py::dtype("O"), shape);
+      auto** cells = static_cast<PyObject**>(out.mutable_data());
+      for (size_t i = 0; i < batch.strings[c].size(); ++i) {
+        cells[i] = py::bytes(batch.strings[c][i]).release().ptr();
+      }
+      columns.append(out);
+      continue;
+    }
+    AlignedBuffer* buffer = batch.buffers[c].release();
+    py::capsule owner(buffer, [](void* p) { delete static_cast<AlignedBuffer*>(p); });
+    columns.append(py::array(py::dtype(NumpyDtype(spec.dtype)), shape, buffer->data, owner));
+  }
+  return py::make_tuple(info, columns);
+}
+
+}  // namespace
+
+void RegisterSamplerBindings(py::module_& m) {
+  py::class_<Sampler>(m, "Sampler")
+      .def(
+          "next",
+          [](Sampler& sampler, int64_t timeout_ms) {
+            absl::StatusOr<Sample> sample;
+            {
+              py::gil_scoped_release release;
+              sample = sampler.Next(TimeoutFromMs(timeout_ms));
+            }
+            MaybeRaise(sample.status());
+            return py::make_tuple(InfoTuple(*sample), SampleColumns(*sample));
+          },
+          py::arg("timeout_ms") = -1)
+      .def("close", &Sampler::Close, py::call_guard<py::gil_scoped_release>());
+
+  m.def(
+      "new_sampler",
+      [](Client& client, const std::string& table, int64_t max_samples,
+         int64_t max_in_flight_samples_per_worker, int64_t num_workers,
+         int64_t max_samples_per_stream, int64_t rate_limiter_timeout_ms) {
+        SamplerOptions options =
+            MakeOptions(max_samples, max_in_flight_samples_per_worker, num_workers,
+                        max_samples_per_stream, rate_limiter_timeout_ms);
+        py::gil_scoped_release release;
+        return client.NewSampler(table, options);
+      },
+      py::arg("client"), py::arg("table"), py::arg("max_samples") = -1,
+      py::arg("max_in_flight_samples_per_worker") = kDefaultMaxInFlightSamplesPerWorker,
+      py::arg("num_workers") = -1, py::arg("max_samples_per_stream") = -1,
+      py::arg("rate_limiter_timeout_ms") = -1);
+
+  py::class_<BatchIterator>(m, "BatchIterator")
+      .def(py::init([](Client& client, const std::string& table, int64_t batch_size,
+                       int64_t max_samples, int64_t max_in_flight_samples_per_worker,
+                       int64_t num_workers, int64_t max_samples_per_stream,
+                       int64_t rate_limiter_timeout_ms, int64_t num_threads,
+                       int64_t prefetch) {
+             if (batch_size < 1) throw py::value_error("batch_size must be >= 1");
+             if (num_threads < 1) throw py::value_error("num_threads must be >= 1");
+             if (prefetch < 1) throw py::value_error("prefetch must be >= 1");
+             SamplerOptions options =
+                 MakeOptions(max_samples, max_in_flight_samples_per_worker, num_workers,
+                             max_samples_per_stream, rate_limiter_timeout_ms);
+             py::gil_scoped_release release;
+             return std::make_unique<BatchIterator>(client.NewSampler(table, options),
+                                                    batch_size, num_threads, prefetch);
+           }),
+           py::arg("client"), py::arg("table"), py::arg("batch_size"), py::arg("max_samples"),
+           py::arg("max_in_flight_samples_per_worker"), py::arg("num_workers"),
+           py::arg("max_samples_per_stream"), py::arg("rate_limiter_timeout_ms"),
+           py::arg("num_threads"), py::arg("prefetch"))
+      .def("next",
+           [](BatchIterator& iterator) -> py::object {
+             absl::StatusOr<std::optional<Batch>> batch;
+             {
+               py::gil_scoped_release release;
+               batch = iterator.Next();
+             }
+             MaybeRaise(batch.status());
+             if (!batch->has_value()) return py::none();
+             return BatchToPython(std::move(**batch));
+           })
+      .def("close", &BatchIterator::Close, py::call_guard<py::gil_scoped_release>());
+}
+
+}  // namespace tf_reverb

@@ -1,0 +1,22 @@
+"""``TimestepDataset``: one element per timestep (reverb-spec.md §2.10).
+
+Imports TensorFlow; reach it as ``tf_reverb.TimestepDataset`` (resolved on
+first access).
+"""
+
+from tf_reverb import _reverb_dataset
+
+
+class TimestepDataset(_reverb_dataset.ReverbDatasetBase):
+  """A tf.data source of the timesteps of sampled items.
+
+  `dtypes`/`shapes` describe ONE timestep. Every sampled item yields one
+  element per row of its columns, all sharing the item's ``SampleInfo``;
+  there is no end-of-item marker. Items whose columns differ in length (or
+  are squeezed) raise InvalidArgumentError ("Sampled trajectory cannot be
+  decomposed into timesteps."). Rows are handed out as slices of tensors the
+  item was decompressed into, without copies. Options as for
+  ``TrajectoryDataset``.
+  """
+
+  _op_name = 'reverb_timestep_dataset'
