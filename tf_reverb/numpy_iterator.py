@@ -71,6 +71,7 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
     Raises:
       ValueError: for invalid options.
     """
+    self._iterator = None
     _options.validate_sampler_options(max_in_flight_samples_per_worker,
                                       num_workers_per_iterator,
                                       max_samples_per_stream,
