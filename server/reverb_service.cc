@@ -176,6 +176,12 @@ grpc::Status ReverbServiceImpl::InsertStream(
       }
       const uint64_t key = item.key();
       table_item.item = std::make_shared<const PrioritizedItem>(std::move(item));
+      // About to block in the rate limiter: confirm the items already
+      // inserted first, so a writer's flush is not held up by later items.
+      if (response.keys_size() > 0 && !(*table)->CanInsert(1)) {
+        if (!stream->Write(response)) return grpc::Status::OK;
+        response.Clear();
+      }
       absl::Status status;
       {
         InTableCall in_table(&calls_in_tables_);

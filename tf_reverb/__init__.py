@@ -34,10 +34,16 @@ from tf_reverb.replay_sample import ReplaySample
 from tf_reverb.replay_sample import SampleInfo
 from tf_reverb.server import Server
 from tf_reverb.server import Table
+from tf_reverb.trajectory_writer import TrajectoryColumn
+from tf_reverb.trajectory_writer import TrajectoryWriter
+from tf_reverb.writer import Writer
 
 # Names whose modules import TensorFlow: resolved on first access.
 _LAZY_NAMES = {
     'TFClient': 'tf_reverb.tf_client',
+    'WeightsPublisher': 'tf_reverb.keras_callbacks',
+    'load_latest_weights': 'tf_reverb.keras_callbacks',
+    'weights_table': 'tf_reverb.keras_callbacks',
     'TrajectoryDataset': 'tf_reverb.trajectory_dataset',
     'TimestepDataset': 'tf_reverb.timestep_dataset',
 }

@@ -206,3 +206,101 @@ class Client:
   def checkpoint(self) -> str:
     """Checkpoints the server; returns the checkpoint's path."""
     return self._client.checkpoint()
+
+  # Writers (tf_reverb/trajectory_writer.py, writer.py, structured_writer.py).
+
+  def _flat_signatures(self) -> Dict[str, Any]:
+    """Table name -> flattened signature [(dtype enum, shape)] or None."""
+    if self._signature_cache is None:
+      self.server_info()
+    assert self._signature_cache is not None
+    flat = {}
+    for name, signature in self._signature_cache.items():
+      if signature is None:
+        flat[name] = None
+        continue
+      columns = []
+      for spec in tree.flatten(signature):
+        shape = None
+        if spec.shape.rank is not None:
+          shape = [-1 if d is None else int(d) for d in spec.shape.as_list()]
+        columns.append((int(spec.dtype.as_datatype_enum), shape))
+      flat[name] = columns
+    return flat
+
+  def trajectory_writer(self,
+                        num_keep_alive_refs: int,
+                        *,
+                        validate_items: bool = True) -> Any:
+    """A new ``TrajectoryWriter`` (auto-tuned chunking).
+
+    Args:
+      num_keep_alive_refs: how many recent steps of each column items may
+        reference.
+      validate_items: check items against the tables' signatures at
+        ``create_item`` (fetches them with a ServerInfo call unless cached).
+
+    Raises:
+      ValueError: if num_keep_alive_refs < 1.
+    """
+    # pylint: disable=g-import-not-at-top
+    from tf_reverb import trajectory_writer as trajectory_writer_lib
+    from tf_reverb import writer as writer_lib
+    # pylint: enable=g-import-not-at-top
+    if num_keep_alive_refs < 1:
+      raise ValueError(
+          f'num_keep_alive_refs ({num_keep_alive_refs}) must be a positive '
+          'integer')
+    cpp_writer = writer_lib.new_cpp_writer(
+        self._client,
+        num_keep_alive_refs=num_keep_alive_refs,
+        max_chunk_length=0,
+        delta_encoded=False,
+        max_queued_items=trajectory_writer_lib.DEFAULT_MAX_QUEUED_ITEMS,
+        signatures=self._flat_signatures() if validate_items else None,
+        accept_step_shape_signatures=False)
+    return trajectory_writer_lib.TrajectoryWriter(cpp_writer)
+
+  def writer(self,
+             max_sequence_length: int,
+             delta_encoded: bool = False,
+             chunk_length: Optional[int] = None,
+             max_in_flight_items: Optional[int] = 25) -> Any:
+    """A new legacy ``Writer`` (step-oriented; reverb-spec.md §2.7).
+
+    Args:
+      max_sequence_length: longest item (in timesteps) it can create.
+      delta_encoded: delta-encode integer columns in chunks.
+      chunk_length: timesteps per chunk; default min(10, max_sequence_length).
+      max_in_flight_items: pending (unconfirmed) items before create_item
+        blocks; None means 1_000_000.
+
+    Raises:
+      ValueError: for out-of-range arguments.
+    """
+    from tf_reverb import writer as writer_lib  # pylint: disable=g-import-not-at-top
+    if max_sequence_length < 1:
+      raise ValueError(
+          f'max_sequence_length ({max_sequence_length}) must be a positive '
+          'integer')
+    if chunk_length is None:
+      chunk_length = min(10, max_sequence_length)
+    if chunk_length < 1 or chunk_length > max_sequence_length:
+      raise ValueError(
+          f'chunk_length ({chunk_length}) must be a positive integer le to '
+          f'max_sequence_length ({max_sequence_length})')
+    if max_in_flight_items is None:
+      max_in_flight_items = 1_000_000
+    if max_in_flight_items < 1:
+      raise ValueError(
+          f'max_in_flight_items ({max_in_flight_items}) must be a positive '
+          'integer')
+    cpp_writer = writer_lib.new_cpp_writer(
+        self._client,
+        num_keep_alive_refs=max_sequence_length,
+        max_chunk_length=chunk_length,
+        delta_encoded=delta_encoded,
+        max_queued_items=max_in_flight_items,
+        signatures=self._flat_signatures(),
+        accept_step_shape_signatures=True)
+    return writer_lib.Writer(cpp_writer, max_sequence_length)

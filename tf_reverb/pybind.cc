@@ -162,6 +162,7 @@ PYBIND11_MODULE(pybind, m) {
            });
 
   RegisterSamplerBindings(m);
+  RegisterWriterBindings(m);
 }
 
 }  // namespace tf_reverb

@@ -55,6 +55,9 @@ pybind11::list SampleColumns(const Sample& sample);
 // Adds the sampling bindings (pybind_sampler.cc) to the module.
 void RegisterSamplerBindings(pybind11::module_& m);
 
+// Adds the writer bindings (pybind_writer.cc) to the module.
+void RegisterWriterBindings(pybind11::module_& m);
+
 }  // namespace tf_reverb
 
 #endif  // TF_REVERB_PYBIND_COMMON_H_

@@ -1,0 +1,91 @@
+// CellRef: a reference to one cell (one column at one step) of a writer's
+// history, and its CellSpec (reverb-spec.md §2.8, "Chunking").
+//
+// A cell is first a row of its Chunker's open buffer; once the chunker
+// finalizes that buffer the CellRef is handed the compressed chunk. The
+// chunk key and the row offset are known from the start, so items referencing
+// a cell can be described (FlatTrajectory) before its chunk exists.
+//
+// Contract:
+//  * Thread-safety: thread-safe. The chunk is set once by the Chunker (under
+//    the Chunker's lock; lock order is Chunker then CellRef) and read from any
+//    thread.
+//  * Ownership: owned by std::shared_ptr. The Chunker's keep-alive ring and
+//    queued/unconfirmed items hold strong references; users hold
+//    std::weak_ptr, which expires once the cell is neither kept alive nor
+//    needed by an item. A CellRef holds only a weak reference to its Chunker.
+//  * Errors: GetData() returns FAILED_PRECONDITION when the cell's chunk was
+//    never finalized and its chunker dropped the buffer (end_episode with
+//    clear_buffers, writer closed), DATA_LOSS for a corrupt chunk.
+#ifndef TF_REVERB_SERVER_WRITER_CELL_REF_H_
+#define TF_REVERB_SERVER_WRITER_CELL_REF_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "schema.pb.h"
+#include "server/tensor.h"
+
+namespace tf_reverb {
+
+class Chunker;
+
+// A uniformly random key in [0, 2^64 - 1) (chunk keys, item keys, episode
+// ids; reverb-spec.md §1.2).
+uint64_t NewRandomKey();
+
+// dtype and per-step shape of a column.
+struct CellSpec {
+  DataType dtype = ::tf_reverb::tf::DT_INVALID;
+  std::vector<int64_t> shape;
+
+  bool operator==(const CellSpec& other) const {
+    return dtype == other.dtype && shape == other.shape;
+  }
+  // "float32[2, 3]".
+  std::string DebugString() const;
+};
+
+class CellRef {
+ public:
+  CellRef(std::weak_ptr<Chunker> chunker, uint64_t chunk_key, int32_t offset,
+          uint64_t episode_id, int32_t episode_step, CellSpec spec);
+
+  uint64_t chunk_key() const { return chunk_key_; }
+  // Row of the cell in its chunk.
+  int32_t offset() const { return offset_; }
+  uint64_t episode_id() const { return episode_id_; }
+  int32_t episode_step() const { return episode_step_; }
+  const CellSpec& spec() const { return spec_; }
+  std::weak_ptr<Chunker> chunker() const { return chunker_; }
+
+  // Whether the cell's chunk has been finalized.
+  bool IsReady() const;
+  // The finalized chunk, or nullptr.
+  std::shared_ptr<const deepmind::reverb::ChunkData> GetChunk() const;
+  // The cell's value (per-step shape), from the chunk or the open buffer.
+  absl::StatusOr<Tensor> GetData() const;
+
+  // Called by the Chunker when it finalizes the cell's chunk.
+  void SetChunk(std::shared_ptr<const deepmind::reverb::ChunkData> chunk);
+
+ private:
+  const std::weak_ptr<Chunker> chunker_;
+  const uint64_t chunk_key_;
+  const int32_t offset_;
+  const uint64_t episode_id_;
+  const int32_t episode_step_;
+  const CellSpec spec_;
+
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const deepmind::reverb::ChunkData> chunk_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tf_reverb
+
+#endif  // TF_REVERB_SERVER_WRITER_CELL_REF_H_

@@ -1,0 +1,68 @@
+#include "server/writer/cell_ref.h"
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/writer/chunker.h"
+
+namespace tf_reverb {
+namespace {
+
+Tensor Int32Row(std::vector<int32_t> values) {
+  Tensor t;
+  t.dtype = ::tf_reverb::tf::DT_INT32;
+  t.shape = {static_cast<int64_t>(values.size())};
+  t.data.assign(reinterpret_cast<const char*>(values.data()), values.size() * 4);
+  return t;
+}
+
+std::vector<int32_t> Values(const Tensor& t) {
+  std::vector<int32_t> out(t.data.size() / 4);
+  std::memcpy(out.data(), t.data.data(), t.data.size());
+  return out;
+}
+
+TEST(CellRefTest, DataComesFromBufferThenFromChunk) {
+  auto chunker = Chunker::Create(0, {/*num_keep_alive_refs=*/2, /*max_chunk_length=*/2}).value();
+  std::shared_ptr<CellRef> first = chunker->Append(Int32Row({1, 2}), 7, 0).value().lock();
+  ASSERT_NE(first, nullptr);
+  EXPECT_FALSE(first->IsReady());
+  EXPECT_EQ(first->GetChunk(), nullptr);
+  EXPECT_EQ(Values(first->GetData().value()), (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(first->episode_id(), 7u);
+  EXPECT_EQ(first->offset(), 0);
+
+  std::shared_ptr<CellRef> second = chunker->Append(Int32Row({3, 4}), 7, 1).value().lock();
+  ASSERT_TRUE(first->IsReady());
+  EXPECT_EQ(first->GetChunk(), second->GetChunk());
+  EXPECT_EQ(first->chunk_key(), first->GetChunk()->chunk_key());
+  EXPECT_EQ(second->offset(), 1);
+  EXPECT_EQ(Values(second->GetData().value()), (std::vector<int32_t>{3, 4}));
+  EXPECT_EQ(second->spec().DebugString(), "int32[2]");
+}
+
+TEST(CellRefTest, StringCells) {
+  auto chunker = Chunker::Create(0, {1, 1}).value();
+  Tensor s;
+  s.dtype = ::tf_reverb::tf::DT_STRING;
+  s.shape = {2};
+  s.strings = {"ab", "c"};
+  std::weak_ptr<CellRef> weak = chunker->Append(s, 1, 0).value();
+  std::shared_ptr<CellRef> ref = weak.lock();
+  ASSERT_TRUE(ref->IsReady());
+  EXPECT_EQ(ref->GetData().value().strings, (std::vector<std::string>{"ab", "c"}));
+}
+
+TEST(CellRefTest, DroppedBufferIsFailedPrecondition) {
+  auto chunker = Chunker::Create(0, {2, 2}).value();
+  std::shared_ptr<CellRef> ref = chunker->Append(Int32Row({1}), 1, 0).value().lock();
+  chunker->Reset();
+  EXPECT_EQ(ref->GetData().status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(CellRefTest, RandomKeysDiffer) { EXPECT_NE(NewRandomKey(), NewRandomKey()); }
+
+}  // namespace
+}  // namespace tf_reverb

@@ -1,0 +1,499 @@
+#include "server/writer/trajectory_writer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "grpcpp/client_context.h"
+#include "server/grpc_status.h"
+
+namespace tf_reverb {
+namespace {
+
+using ::deepmind::reverb::InsertStreamRequest;
+using ::deepmind::reverb::InsertStreamResponse;
+
+constexpr absl::Duration kMinBackoff = absl::Milliseconds(1);
+constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
+// Streams that die sooner than this count as failing fast (backoff grows).
+constexpr absl::Duration kFastFailure = absl::Seconds(2);
+
+bool IsCompatible(const std::optional<std::vector<int64_t>>& signature,
+                  const std::vector<int64_t>& shape) {
+  if (!signature.has_value()) return true;
+  if (signature->size() != shape.size()) return false;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if ((*signature)[i] >= 0 && (*signature)[i] != shape[i]) return false;
+  }
+  return true;
+}
+
+std::string SignatureString(const SignatureColumn& column) {
+  if (!column.shape.has_value()) return absl::StrCat(DataTypeName(column.dtype), "[<unknown rank>]");
+  std::vector<std::string> dims;
+  for (int64_t d : *column.shape) dims.push_back(d < 0 ? "None" : absl::StrCat(d));
+  return absl::StrCat(DataTypeName(column.dtype), "[", absl::StrJoin(dims, ", "), "]");
+}
+
+int64_t ChunkBytes(const deepmind::reverb::ChunkData& chunk) {
+  int64_t bytes = 0;
+  for (const auto& tensor : chunk.data().tensors()) bytes += tensor.tensor_content().size();
+  return bytes;
+}
+
+bool IsRetryable(const absl::Status& status) {
+  return status.ok() || absl::IsUnavailable(status) || absl::IsCancelled(status);
+}
+
+}  // namespace
+
+bool TrajectoryWriter::Item::IsReady() const {
+  for (const auto& cell : cells) {
+    if (!cell->IsReady()) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<std::unique_ptr<TrajectoryWriter>> TrajectoryWriter::Create(
+    std::shared_ptr<grpc::Channel> channel, TrajectoryWriterOptions options) {
+  if (absl::Status s = options.chunker_options.Validate(); !s.ok()) return s;
+  if (options.max_queued_items < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_queued_items must be >= 1, got ", options.max_queued_items, "."));
+  }
+  std::unique_ptr<TrajectoryWriter> writer(
+      new TrajectoryWriter(std::move(channel), std::move(options)));
+  writer->worker_ = std::thread([w = writer.get()] { w->RunWorker(); });
+  return writer;
+}
+
+TrajectoryWriter::TrajectoryWriter(std::shared_ptr<grpc::Channel> channel,
+                                   TrajectoryWriterOptions options)
+    : channel_(std::move(channel)),
+      stub_(deepmind::reverb::ReverbService::NewStub(channel_)),
+      options_(std::move(options)),
+      episode_id_(NewRandomKey()) {}
+
+TrajectoryWriter::~TrajectoryWriter() { Close(); }
+
+absl::Status TrajectoryWriter::CheckUsable() const {
+  if (closed_) return absl::FailedPreconditionError("TrajectoryWriter::Close has been called.");
+  return error_;
+}
+
+absl::StatusOr<std::shared_ptr<Chunker>> TrajectoryWriter::GetOrCreateChunker(int column) {
+  while (static_cast<int>(chunkers_.size()) <= column) {
+    const int index = static_cast<int>(chunkers_.size());
+    auto it = overrides_.find(index);
+    absl::StatusOr<std::shared_ptr<Chunker>> chunker = Chunker::Create(
+        index, it == overrides_.end() ? options_.chunker_options : it->second);
+    if (!chunker.ok()) return chunker.status();
+    chunkers_.push_back(*std::move(chunker));
+  }
+  return chunkers_[column];
+}
+
+absl::Status TrajectoryWriter::Append(std::vector<std::optional<Tensor>> data, StepRefs* refs) {
+  return AppendInternal(std::move(data), /*partial=*/false, refs);
+}
+
+absl::Status TrajectoryWriter::AppendPartial(std::vector<std::optional<Tensor>> data,
+                                             StepRefs* refs) {
+  return AppendInternal(std::move(data), /*partial=*/true, refs);
+}
+
+absl::Status TrajectoryWriter::AppendInternal(std::vector<std::optional<Tensor>> data,
+                                              bool partial, StepRefs* refs) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = CheckUsable(); !s.ok()) return s;
+  refs->clear();
+  // Check every value before buffering any, so a failed append changes nothing.
+  std::vector<std::shared_ptr<Chunker>> chunkers(data.size());
+  for (size_t i = 0; i < data.size(); ++i) {
+    if (!data[i].has_value()) continue;
+    const int column = static_cast<int>(i);
+    if (open_step_columns_.contains(column)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Column ", column, " has already been set in the active step by a previous "
+          "(partial) append call and thus must be omitted or set to None."));
+    }
+    absl::StatusOr<std::shared_ptr<Chunker>> chunker = GetOrCreateChunker(column);
+    if (!chunker.ok()) return chunker.status();
+    if (absl::Status s = (*chunker)->CheckSpec(*data[i]); !s.ok()) return s;
+    chunkers[i] = *std::move(chunker);
+  }
+  refs->reserve(data.size());
+  for (size_t i = 0; i < data.size(); ++i) {
+    if (!data[i].has_value()) {
+      refs->push_back(std::nullopt);
+      continue;
+    }
+    absl::StatusOr<std::weak_ptr<CellRef>> ref =
+        chunkers[i]->Append(*std::move(data[i]), episode_id_, episode_step_);
+    if (!ref.ok()) return ref.status();
+    refs->push_back(*std::move(ref));
+    open_step_columns_.insert(static_cast<int>(i));
+  }
+  if (!partial) {
+    ++episode_step_;
+    open_step_columns_.clear();
+  }
+  // Appends may finalize chunks that queued items wait for.
+  cv_.SignalAll();
+  return absl::OkStatus();
+}
+
+absl::Status TrajectoryWriter::ValidateItem(const std::string& table,
+                                            const std::vector<TrajectoryColumn>& trajectory,
+                                            Item* item) const {
+  if (trajectory.empty()) {
+    return absl::InvalidArgumentError("Items must reference at least one column.");
+  }
+  auto* flat = item->proto.mutable_flat_trajectory();
+  std::vector<CellSpec> specs;
+  std::vector<int64_t> rows;
+  absl::flat_hash_set<const CellRef*> seen;
+  for (size_t c = 0; c < trajectory.size(); ++c) {
+    const TrajectoryColumn& column = trajectory[c];
+    const std::string where = absl::StrCat("Error in column ", c, ": ");
+    if (column.refs.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "Column must reference at least one cell."));
+    }
+    if (column.squeeze && column.refs.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "Column must contain exactly one row when squeeze is set but got ",
+          column.refs.size(), "."));
+    }
+    auto* out = flat->add_columns();
+    out->set_squeeze(column.squeeze);
+    std::optional<CellSpec> spec;
+    for (const std::weak_ptr<CellRef>& weak : column.refs) {
+      std::shared_ptr<CellRef> ref = weak.lock();
+      if (ref == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, "Column contains expired CellRef (its data is no longer kept alive; "
+                   "raise num_keep_alive_refs)."));
+      }
+      if (!spec.has_value()) {
+        spec = ref->spec();
+      } else if (!(ref->spec() == *spec)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, "Column references cells of different specs: ", spec->DebugString(),
+            " and ", ref->spec().DebugString(), "."));
+      }
+      const int n = out->chunk_slices_size();
+      auto* last = n > 0 ? out->mutable_chunk_slices(n - 1) : nullptr;
+      if (last != nullptr && last->chunk_key() == ref->chunk_key() &&
+          last->offset() + last->length() == ref->offset()) {
+        last->set_length(last->length() + 1);
+      } else {
+        auto* slice = out->add_chunk_slices();
+        slice->set_chunk_key(ref->chunk_key());
+        slice->set_offset(ref->offset());
+        slice->set_length(1);
+        slice->set_index(0);
+      }
+      if (seen.insert(ref.get()).second) item->cells.push_back(std::move(ref));
+    }
+    specs.push_back(*spec);
+    rows.push_back(static_cast<int64_t>(column.refs.size()));
+  }
+  if (!options_.signatures.has_value()) return absl::OkStatus();
+  auto it = options_.signatures->find(table);
+  if (it == options_.signatures->end()) {
+    std::vector<std::string> names;
+    for (const auto& entry : *options_.signatures) names.push_back(entry.first);
+    std::sort(names.begin(), names.end());
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Unable to create item in table '", table,
+        "' since the table could not be found. A total of ", names.size(),
+        " tables were found: ", absl::StrJoin(names, ", "), "."));
+  }
+  if (!it->second.has_value()) return absl::OkStatus();
+  const std::vector<SignatureColumn>& signature = *it->second;
+  const std::string prefix = absl::StrCat(
+      "Unable to create item in table '", table,
+      "' since the provided trajectory is inconsistent with the table signature. ");
+  if (signature.size() != trajectory.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "The item has ", trajectory.size(), " columns but the signature has ",
+        signature.size(), "."));
+  }
+  for (size_t c = 0; c < trajectory.size(); ++c) {
+    std::vector<int64_t> shape = specs[c].shape;
+    if (!trajectory[c].squeeze) shape.insert(shape.begin(), rows[c]);
+    bool ok = signature[c].dtype == specs[c].dtype && IsCompatible(signature[c].shape, shape);
+    if (!ok && options_.accept_step_shape_signatures && !trajectory[c].squeeze) {
+      ok = signature[c].dtype == specs[c].dtype &&
+           IsCompatible(signature[c].shape, specs[c].shape);
+    }
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix, "The table signature specifies column ", c, " as ",
+          SignatureString(signature[c]), " but the item provides ",
+          DataTypeName(specs[c].dtype), ShapeString(shape), "."));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrajectoryWriter::CreateItem(const std::string& table, double priority,
+                                          const std::vector<TrajectoryColumn>& trajectory) {
+  if (std::isnan(priority)) return absl::InvalidArgumentError("Priority must not be NaN.");
+  Item item;
+  if (absl::Status s = ValidateItem(table, trajectory, &item); !s.ok()) return s;
+  item.proto.set_key(NewRandomKey());
+  item.proto.set_table(table);
+  item.proto.set_priority(priority);
+  item.proto.set_times_sampled(0);
+
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = CheckUsable(); !s.ok()) return s;
+  // Bounded memory: wait for room, finalizing chunks so the queue can drain.
+  auto has_room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return static_cast<int>(queue_.size() + unconfirmed_.size()) < options_.max_queued_items ||
+           closed_ || !error_.ok();
+  };
+  if (!has_room()) {
+    if (absl::Status s = FinalizeChunksOfQueued(queue_.size()); !s.ok()) return s;
+    cv_.SignalAll();
+    while (!has_room()) cv_.Wait(&mu_);
+    if (absl::Status s = CheckUsable(); !s.ok()) return s;
+  }
+  item.seq = next_seq_++;
+  queue_.push_back(std::move(item));
+  cv_.SignalAll();
+  return absl::OkStatus();
+}
+
+absl::Status TrajectoryWriter::FinalizeChunksOfQueued(size_t end) {
+  end = std::min(end, queue_.size());
+  for (size_t i = 0; i < end; ++i) {
+    for (const auto& cell : queue_[i].cells) {
+      if (cell->IsReady()) continue;
+      if (std::shared_ptr<Chunker> chunker = cell->chunker().lock()) {
+        if (absl::Status s = chunker->FlushIfOpen(cell->chunk_key()); !s.ok()) return s;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrajectoryWriter::WaitForPending(int max_pending, absl::Duration timeout,
+                                              const char* what) {
+  const absl::Time deadline =
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  while (static_cast<int>(queue_.size() + unconfirmed_.size()) > max_pending &&
+         error_.ok() && !closed_) {
+    if (cv_.WaitWithDeadline(&mu_, deadline) &&
+        static_cast<int>(queue_.size() + unconfirmed_.size()) > max_pending) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          what, " call did not complete within provided timeout of ",
+          absl::FormatDuration(timeout)));
+    }
+  }
+  return CheckUsable();
+}
+
+absl::Status TrajectoryWriter::Flush(int block_until_num_items, absl::Duration timeout) {
+  if (block_until_num_items < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "block_until_num_items must be >= 0, got ", block_until_num_items, "."));
+  }
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = CheckUsable(); !s.ok()) return s;
+  if (static_cast<int>(queue_.size()) > block_until_num_items) {
+    if (absl::Status s = FinalizeChunksOfQueued(queue_.size() - block_until_num_items);
+        !s.ok()) {
+      return s;
+    }
+  }
+  cv_.SignalAll();
+  return WaitForPending(block_until_num_items, timeout, "Flush");
+}
+
+absl::Status TrajectoryWriter::EndEpisode(bool clear_buffers, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = CheckUsable(); !s.ok()) return s;
+  if (absl::Status s = FinalizeChunksOfQueued(queue_.size()); !s.ok()) return s;
+  cv_.SignalAll();
+  if (absl::Status s = WaitForPending(0, timeout, "End episode"); !s.ok()) return s;
+  for (const auto& chunker : chunkers_) {
+    if (clear_buffers) {
+      chunker->Reset();
+    } else if (absl::Status s = chunker->Flush(); !s.ok()) {
+      return s;
+    }
+  }
+  episode_id_ = NewRandomKey();
+  episode_step_ = 0;
+  open_step_columns_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status TrajectoryWriter::ConfigureChunker(int column, ChunkerOptions options) {
+  if (column < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Invalid column index ", column, "."));
+  }
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = CheckUsable(); !s.ok()) return s;
+  if (column < static_cast<int>(chunkers_.size())) {
+    if (absl::Status s = chunkers_[column]->ApplyConfig(options); !s.ok()) return s;
+  }
+  overrides_[column] = options;
+  return absl::OkStatus();
+}
+
+void TrajectoryWriter::Close() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!closed_) {
+      closed_ = true;
+      if (context_ != nullptr) context_->TryCancel();
+      cv_.SignalAll();
+    }
+  }
+  if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
+}
+
+int TrajectoryWriter::episode_steps() const {
+  absl::MutexLock lock(&mu_);
+  return episode_step_;
+}
+
+int TrajectoryWriter::max_num_keep_alive_refs() const {
+  absl::MutexLock lock(&mu_);
+  int n = options_.chunker_options.num_keep_alive_refs;
+  for (const auto& [column, options] : overrides_) n = std::max(n, options.num_keep_alive_refs);
+  return n;
+}
+
+int TrajectoryWriter::num_pending_items() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(queue_.size() + unconfirmed_.size());
+}
+
+int TrajectoryWriter::num_streams_opened() const {
+  absl::MutexLock lock(&mu_);
+  return streams_opened_;
+}
+
+void TrajectoryWriter::RunWorker() {
+  absl::Duration backoff = kMinBackoff;
+  while (true) {
+    const absl::Time started = absl::Now();
+    absl::Status status = RunStream();
+    absl::MutexLock lock(&mu_);
+    if (closed_) return;
+    // Unconfirmed items go back to the front of the queue, in creation order.
+    std::vector<Item> requeue;
+    requeue.reserve(unconfirmed_.size());
+    for (auto& entry : unconfirmed_) requeue.push_back(std::move(entry.second));
+    unconfirmed_.clear();
+    std::sort(requeue.begin(), requeue.end(),
+              [](const Item& a, const Item& b) { return a.seq < b.seq; });
+    for (auto it = requeue.rbegin(); it != requeue.rend(); ++it) {
+      queue_.push_front(std::move(*it));
+    }
+    if (!IsRetryable(status)) {
+      error_ = status;
+      cv_.SignalAll();
+      return;
+    }
+    backoff = absl::Now() - started < kFastFailure ? std::min(2 * backoff, kMaxBackoff)
+                                                   : kMinBackoff;
+    const absl::Time wake = absl::Now() + backoff;
+    while (!closed_ && absl::Now() < wake) cv_.WaitWithDeadline(&mu_, wake);
+    if (closed_) return;
+  }
+}
+
+absl::Status TrajectoryWriter::RunStream() {
+  grpc::ClientContext context;
+  context.set_wait_for_ready(true);
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return absl::CancelledError("closed");
+    context_ = &context;
+    stream_broken_ = false;
+    ++streams_opened_;
+  }
+  std::unique_ptr<Stream> stream = stub_->InsertStream(&context);
+  std::thread reader([this, s = stream.get()] { RunReader(s); });
+  absl::flat_hash_set<uint64_t> sent_chunks;
+  while (true) {
+    InsertStreamRequest request;
+    {
+      absl::MutexLock lock(&mu_);
+      auto can_proceed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return closed_ || stream_broken_ || (!queue_.empty() && queue_.front().IsReady());
+      };
+      while (!can_proceed()) cv_.Wait(&mu_);
+      if (closed_ || stream_broken_) break;
+      BuildRequest(&request, &sent_chunks);
+    }
+    if (!stream->Write(request, grpc::WriteOptions().set_no_compression())) break;
+  }
+  reader.join();
+  absl::Status status = FromGrpcStatus(stream->Finish());
+  absl::MutexLock lock(&mu_);
+  context_ = nullptr;
+  return status;
+}
+
+void TrajectoryWriter::RunReader(Stream* stream) {
+  InsertStreamResponse response;
+  while (stream->Read(&response)) {
+    absl::MutexLock lock(&mu_);
+    for (uint64_t key : response.keys()) unconfirmed_.erase(key);
+    cv_.SignalAll();
+  }
+  absl::MutexLock lock(&mu_);
+  stream_broken_ = true;
+  cv_.SignalAll();
+}
+
+bool TrajectoryWriter::BuildRequest(InsertStreamRequest* request,
+                                    absl::flat_hash_set<uint64_t>* sent_chunks) {
+  int64_t bytes = 0;
+  while (!queue_.empty() && queue_.front().IsReady() &&
+         (request->items_size() == 0 || bytes < kMaxInsertRequestBytes)) {
+    Item item = std::move(queue_.front());
+    queue_.pop_front();
+    for (const auto& cell : item.cells) {
+      if (sent_chunks->insert(cell->chunk_key()).second) {
+        std::shared_ptr<const deepmind::reverb::ChunkData> chunk = cell->GetChunk();
+        *request->add_chunks() = *chunk;
+        bytes += ChunkBytes(*chunk);
+      }
+    }
+    *request->add_items() = item.proto;
+    const uint64_t key = item.proto.key();
+    unconfirmed_.insert_or_assign(key, std::move(item));
+  }
+  if (request->items_size() == 0) return false;
+  // The server keeps exactly the chunks named here: those later items may
+  // still reference (live keep-alive cells, queued items) that it has.
+  absl::flat_hash_set<uint64_t> wanted;
+  for (const auto& chunker : chunkers_) {
+    for (uint64_t key : chunker->KeepAliveChunkKeys()) wanted.insert(key);
+  }
+  for (const Item& item : queue_) {
+    for (const auto& cell : item.cells) wanted.insert(cell->chunk_key());
+  }
+  absl::flat_hash_set<uint64_t> kept;
+  for (uint64_t key : *sent_chunks) {
+    if (wanted.contains(key)) {
+      kept.insert(key);
+      request->add_keep_chunk_keys(key);
+    }
+  }
+  *sent_chunks = std::move(kept);
+  return true;
+}
+
+}  // namespace tf_reverb

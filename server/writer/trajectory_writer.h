@@ -1,0 +1,203 @@
+// TrajectoryWriter: the column-oriented, asynchronous writer of
+// reverb-spec.md §2.8 over one InsertStream (§4.3).
+//
+// Append() buffers one value per column in per-column Chunkers and returns a
+// weak CellRef per value; CreateItem() turns slices of those references into
+// an item (FlatTrajectory of ChunkSlices) and queues it. A background thread
+// owns one InsertStream: it sends queued items strictly in creation order as
+// soon as every chunk they reference is finalized, batching all ready items
+// with the chunks not yet sent on this stream into one request, and tells the
+// server (keep_chunk_keys) which chunks later items may still need. A second
+// thread reads the confirmations.
+//
+// Contract:
+//  * Thread-safety: every public method is thread-safe, but a writer models
+//    one actor: calls are expected from one thread at a time (Append then
+//    CreateItem), with Flush/Close possibly from another.
+//  * Ownership: owns its chunkers, the queued/unconfirmed items and the
+//    background threads; shares the gRPC channel. Items hold strong
+//    references to their cells (hence chunks) until confirmed.
+//  * Blocking: Append and CreateItem do not wait for the network, except that
+//    CreateItem blocks while max_queued_items items are queued or unconfirmed
+//    (bounded memory; it finalizes their chunks first so they can drain).
+//    Flush and EndEpisode take a timeout.
+//  * Transport failures: UNAVAILABLE/CANCELLED (server restart, network)
+//    reopen the stream after a backoff (1 ms doubling to 1 s while streams
+//    die within 2 s) and resend every unconfirmed item with its chunks; item
+//    keys are reused, so the server never stores an item twice.
+//  * Errors: INVALID_ARGUMENT for bad input (dtype/shape mismatch naming the
+//    column, expired references, signature mismatch, unknown table when
+//    validating); DEADLINE_EXCEEDED "Flush call did not complete within
+//    provided timeout of ..." / "End episode call ..."; any other stream error
+//    (NOT_FOUND for an unknown table, ...) is sticky: every later call returns
+//    it; FAILED_PRECONDITION "TrajectoryWriter::Close has been called." after
+//    Close().
+#ifndef TF_REVERB_SERVER_WRITER_TRAJECTORY_WRITER_H_
+#define TF_REVERB_SERVER_WRITER_TRAJECTORY_WRITER_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "reverb_service.grpc.pb.h"
+#include "server/writer/cell_ref.h"
+#include "server/writer/chunker.h"
+
+namespace tf_reverb {
+
+// A request is sent early once its chunks reach this size.
+inline constexpr int64_t kMaxInsertRequestBytes = 40 << 20;
+
+// One column of a table signature: dtype and shape, where -1 is an unknown
+// dimension and an absent shape an unknown rank.
+struct SignatureColumn {
+  DataType dtype = ::tf_reverb::tf::DT_INVALID;
+  std::optional<std::vector<int64_t>> shape;
+};
+
+// Table name -> flattened signature (nullopt: the table has none).
+using TableSignatures =
+    absl::flat_hash_map<std::string, std::optional<std::vector<SignatureColumn>>>;
+
+struct TrajectoryWriterOptions {
+  // Default chunking of every column (ConfigureChunker overrides per column).
+  ChunkerOptions chunker_options;
+  // Validate items client-side against these tables; nullopt: no validation
+  // (errors then come from the server and are sticky).
+  std::optional<TableSignatures> signatures;
+  // Also accept an unsqueezed column whose signature is the per-step shape
+  // (the legacy Writer's rule).
+  bool accept_step_shape_signatures = false;
+  // Bound on queued + unconfirmed items.
+  int max_queued_items = 10000;
+};
+
+// An output column of an item: rows `refs`, concatenated; `squeeze` drops the
+// leading dimension of a single-row column.
+struct TrajectoryColumn {
+  std::vector<std::weak_ptr<CellRef>> refs;
+  bool squeeze = false;
+};
+
+class TrajectoryWriter {
+ public:
+  // INVALID_ARGUMENT for bad options. The stream opens in the background.
+  static absl::StatusOr<std::unique_ptr<TrajectoryWriter>> Create(
+      std::shared_ptr<grpc::Channel> channel, TrajectoryWriterOptions options);
+  // Stops the threads without flushing (call Flush first to deliver items).
+  ~TrajectoryWriter();
+
+  using StepRefs = std::vector<std::optional<std::weak_ptr<CellRef>>>;
+
+  // Appends one step: value i (or nullopt: no data) goes to column i. `refs`
+  // receives one entry per value. All values are checked before any is
+  // buffered. The episode step advances.
+  absl::Status Append(std::vector<std::optional<Tensor>> data, StepRefs* refs);
+  // As Append, but the step stays open: later calls fill other columns of the
+  // same step (setting a column twice is INVALID_ARGUMENT).
+  absl::Status AppendPartial(std::vector<std::optional<Tensor>> data, StepRefs* refs);
+
+  // Queues an item of `table` over `trajectory`.
+  absl::Status CreateItem(const std::string& table, double priority,
+                          const std::vector<TrajectoryColumn>& trajectory);
+
+  // Finalizes the chunks of all but the last `block_until_num_items` queued
+  // items and waits until at most that many items are queued or unconfirmed.
+  absl::Status Flush(int block_until_num_items = 0,
+                     absl::Duration timeout = absl::InfiniteDuration());
+
+  // Flush(0, timeout); then drops (clear_buffers) or finalizes every column's
+  // buffer and starts a new episode. Nothing changes when the flush fails.
+  absl::Status EndEpisode(bool clear_buffers = true,
+                          absl::Duration timeout = absl::InfiniteDuration());
+
+  // Overrides the chunking of `column`: applied at once if the column exists
+  // (FAILED_PRECONDITION while it has buffered rows), else when it appears.
+  absl::Status ConfigureChunker(int column, ChunkerOptions options);
+
+  // Stops the background threads; queued items are dropped. Idempotent.
+  void Close();
+
+  int episode_steps() const;
+  // max(num_keep_alive_refs) over the default and the overrides.
+  int max_num_keep_alive_refs() const;
+  // Items queued or sent but not yet confirmed.
+  int num_pending_items() const;
+  // Streams opened so far (1 + reconnects).
+  int num_streams_opened() const;
+
+ private:
+  struct Item {
+    deepmind::reverb::PrioritizedItem proto;
+    // Every distinct cell of the item, which keeps its chunk alive.
+    std::vector<std::shared_ptr<CellRef>> cells;
+    // Creation order, restored when unconfirmed items are requeued.
+    uint64_t seq = 0;
+    bool IsReady() const;
+  };
+  using Stream = grpc::ClientReaderWriter<deepmind::reverb::InsertStreamRequest,
+                                          deepmind::reverb::InsertStreamResponse>;
+
+  TrajectoryWriter(std::shared_ptr<grpc::Channel> channel, TrajectoryWriterOptions options);
+
+  absl::Status AppendInternal(std::vector<std::optional<Tensor>> data, bool partial,
+                              StepRefs* refs);
+  absl::StatusOr<std::shared_ptr<Chunker>> GetOrCreateChunker(int column)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ValidateItem(const std::string& table,
+                            const std::vector<TrajectoryColumn>& trajectory,
+                            Item* item) const;
+  // Finalizes the open chunks referenced by queue_[0, end).
+  absl::Status FinalizeChunksOfQueued(size_t end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckUsable() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status WaitForPending(int max_pending, absl::Duration timeout,
+                              const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  void RunWorker();
+  // Sends items over one stream until it breaks or the writer closes;
+  // returns the stream's final status.
+  absl::Status RunStream();
+  void RunReader(Stream* stream);
+  // Builds the next request from the ready head of the queue; false when
+  // nothing is ready.
+  bool BuildRequest(deepmind::reverb::InsertStreamRequest* request,
+                    absl::flat_hash_set<uint64_t>* sent_chunks)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::shared_ptr<grpc::Channel> channel_;
+  const std::unique_ptr<deepmind::reverb::ReverbService::Stub> stub_;
+  const TrajectoryWriterOptions options_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::vector<std::shared_ptr<Chunker>> chunkers_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int, ChunkerOptions> overrides_ ABSL_GUARDED_BY(mu_);
+  uint64_t episode_id_ ABSL_GUARDED_BY(mu_);
+  int32_t episode_step_ ABSL_GUARDED_BY(mu_) = 0;
+  // Columns set in the open (partial) step.
+  absl::flat_hash_set<int> open_step_columns_ ABSL_GUARDED_BY(mu_);
+  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, Item> unconfirmed_ ABSL_GUARDED_BY(mu_);
+  absl::Status error_ ABSL_GUARDED_BY(mu_);  // sticky
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool stream_broken_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int streams_opened_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread worker_;
+};
+
+}  // namespace tf_reverb
+
+#endif  // TF_REVERB_SERVER_WRITER_TRAJECTORY_WRITER_H_

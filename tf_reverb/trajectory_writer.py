@@ -1,0 +1,447 @@
+"""``TrajectoryWriter``: the column-oriented, asynchronous writer.
+
+Created with ``Client.trajectory_writer``. Each leaf of the appended steps is a
+column (dm-tree order; new paths become new columns, appended at the end).
+``history`` exposes the recent references of every column; slices of it become
+the columns of items (``create_item``). Chunking, compression and sending run
+in C++ (server/writer/); a background thread owns one InsertStream, so
+``append`` and ``create_item`` do not wait for the network.
+
+Differences from Reverb, all additive: ``close`` may be followed by nothing
+(as in Reverb), and when too many items are pending (queued or unconfirmed)
+``create_item`` blocks until the server confirms some instead of letting
+memory grow without bound.
+"""
+
+import collections
+import datetime
+import re
+from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import tree
+
+from tf_reverb import _dtypes
+from tf_reverb import errors
+from tf_reverb import pybind
+
+# A dm-tree path, e.g. ('obs',) or (0, 'a').
+Path = Tuple[Union[int, str], ...]
+
+# Queued + unconfirmed items after which create_item blocks.
+DEFAULT_MAX_QUEUED_ITEMS = 10000
+
+
+class TrajectoryColumn:
+  """A column of an item: a sequence of data references of one history column.
+
+  Squeezed columns hold exactly one reference and drop the leading (time)
+  dimension of the data when sampled.
+  """
+
+  __slots__ = ('_data_references', '_squeeze', '_path')
+
+  def __init__(self,
+               data_references: Sequence[Any],
+               *,
+               squeeze: bool = False,
+               path: Optional[Path] = None):
+    """Creates a column over `data_references` (``pybind.WeakCellRef``s).
+
+    Raises:
+      ValueError: if `squeeze` is set and there is not exactly one reference,
+        or if any reference is None (no data at that step, or no longer
+        kept alive).
+    """
+    if squeeze and len(data_references) != 1:
+      raise ValueError(
+          f'Columns must contain exactly one data reference when squeeze set, '
+          f'got {len(data_references)}')
+    if any(ref is None for ref in data_references):
+      raise ValueError(
+          'TrajectoryColumns cannot contain any None data references, got '
+          f'{list(data_references)!r} for TrajectoryColumn at path {path}')
+    self._data_references = tuple(data_references)
+    self._squeeze = squeeze
+    self._path = path
+
+  def __len__(self) -> int:
+    return len(self._data_references)
+
+  def __iter__(self) -> Iterator[Any]:
+    return iter(self._data_references)
+
+  def __getitem__(self, index) -> 'TrajectoryColumn':
+    if isinstance(index, (int, np.integer)):
+      return TrajectoryColumn([self._data_references[index]], squeeze=True,
+                              path=self._path)
+    if isinstance(index, slice):
+      return TrajectoryColumn(self._data_references[index], path=self._path)
+    if isinstance(index, list):
+      return TrajectoryColumn([self._data_references[i] for i in index],
+                              path=self._path)
+    raise TypeError(
+        f'{type(self).__name__} indices must be integers, slices or lists of '
+        f'integers, not {type(index).__name__}')
+
+  def __repr__(self) -> str:
+    return (f'TrajectoryColumn(path={self._path}, len={len(self)}, '
+            f'squeeze={self._squeeze})')
+
+  @property
+  def is_squeezed(self) -> bool:
+    """Whether the leading dimension is dropped (exactly one reference)."""
+    return self._squeeze
+
+  @property
+  def path(self) -> Optional[Path]:
+    """The path of the history column the references come from, if known."""
+    return self._path
+
+  @property
+  def shape(self) -> Tuple[Optional[int], ...]:
+    """Step shape if squeezed, else (len, *step shape)."""
+    step_shape = tuple(self._data_references[0].shape)
+    return step_shape if self._squeeze else (len(self),) + step_shape
+
+  @property
+  def dtype(self) -> np.dtype:
+    """numpy dtype of the column (object for strings)."""
+    return self._data_references[0].dtype
+
+  def numpy(self) -> np.ndarray:
+    """Copies the referenced data into a numpy array (stacked unless squeezed).
+
+    Raises:
+      RuntimeError: if any reference has expired.
+    """
+    values = [ref.numpy() for ref in self._data_references]
+    if self._squeeze:
+      return values[0]
+    return np.stack(values)
+
+  def _to_core(self) -> Tuple[List[Any], bool]:
+    return list(self._data_references), self._squeeze
+
+
+class _ColumnHistory:
+  """The references of one column over the steps of the current episode.
+
+  Indices are relative to the whole episode (``len`` = steps so far); only the
+  last `buffer_size` references are retained, older positions read as None.
+  """
+
+  def __init__(self, path: Path, num_steps: int, buffer_size: int):
+    self._path = path
+    self._refs: Deque[Any] = collections.deque(
+        [None] * min(num_steps, buffer_size), maxlen=buffer_size)
+    self._num_steps = num_steps
+
+  def _append(self, ref: Any) -> None:
+    self._refs.append(ref)
+    self._num_steps += 1
+
+  def _set_last(self, ref: Any) -> None:
+    self._refs[-1] = ref
+
+  def _reset(self) -> None:
+    self._refs.clear()
+    self._num_steps = 0
+
+  def __len__(self) -> int:
+    return self._num_steps
+
+  def _ref_at(self, index: int) -> Any:
+    if index < 0:
+      index += self._num_steps
+    if not 0 <= index < self._num_steps:
+      raise IndexError(f'History index out of range for column {self._path}')
+    position = index - (self._num_steps - len(self._refs))
+    return self._refs[position] if position >= 0 else None
+
+  def __getitem__(self, index) -> TrajectoryColumn:
+    if isinstance(index, (int, np.integer)):
+      return TrajectoryColumn([self._ref_at(int(index))], squeeze=True,
+                              path=self._path)
+    if isinstance(index, slice):
+      refs = [self._ref_at(i) for i in range(*index.indices(self._num_steps))]
+      return TrajectoryColumn(refs, path=self._path)
+    if isinstance(index, list):
+      return TrajectoryColumn([self._ref_at(int(i)) for i in index],
+                              path=self._path)
+    raise TypeError(
+        f'_ColumnHistory indices must be integers, slices or lists of '
+        f'integers, not {type(index).__name__}')
+
+  def __repr__(self) -> str:
+    return f'_ColumnHistory(path={self._path}, len={len(self)})'
+
+
+def _merge_structure(old: Any, new: Any) -> Any:
+  """The union of two nests (None leaves): new keys/positions are added."""
+  if old is None:
+    return tree.map_structure(lambda _: None, new)
+  if isinstance(old, collections.abc.Mapping) and isinstance(
+      new, collections.abc.Mapping):
+    merged = dict(old)
+    for key, value in new.items():
+      merged[key] = _merge_structure(old.get(key), value)
+    return type(old)(merged) if not isinstance(old, dict) else merged
+  if (isinstance(old, (list, tuple)) and isinstance(new, (list, tuple)) and
+      not isinstance(old, str)):
+    items = [
+        _merge_structure(old[i] if i < len(old) else None,
+                         new[i] if i < len(new) else None)
+        for i in range(max(len(old), len(new)))
+    ]
+    if hasattr(old, '_fields'):  # namedtuple
+      return type(old)(*items)
+    return type(old)(items)
+  return old
+
+
+_COLUMN_RE = re.compile(r'column (\d+)')
+
+
+class TrajectoryWriter:
+  """Writes steps into chunks and trajectories of them into tables.
+
+  Use ``Client.trajectory_writer`` to create one.
+  """
+
+  def __init__(self, cpp_writer: Any):
+    """Wraps a ``pybind.TrajectoryWriter`` (use Client.trajectory_writer)."""
+    self._writer = cpp_writer
+    self._structure: Any = None
+    self._column_history: List[_ColumnHistory] = []
+    self._path_to_column: Dict[Path, int] = {}
+    self._column_paths: List[Path] = []
+    self._pending_configs: Dict[Path, Tuple[int, int]] = {}
+    self._num_steps = 0  # history steps, including an open partial step
+    self._last_step_is_open = False
+    self._open_step_paths: set = set()
+    self._closed = False
+
+  def __enter__(self) -> 'TrajectoryWriter':
+    return self
+
+  def __exit__(self, exc_type, exc_value, traceback) -> None:
+    if exc_type is None or not issubclass(exc_type, errors.ReverbError):
+      self.flush()
+
+  def __del__(self):
+    writer = getattr(self, '_writer', None)
+    if writer is not None:
+      writer.close()
+
+  @property
+  def history(self) -> Any:
+    """The writer's structure with a column history per leaf.
+
+    Raises:
+      RuntimeError: before the first ``append``.
+    """
+    if self._structure is None:
+      raise RuntimeError(
+          'history cannot be accessed before `append` is called at least once.')
+    return tree.map_structure_with_path(
+        lambda path, _: self._column_history[self._path_to_column[path]],
+        self._structure)
+
+  @property
+  def episode_steps(self) -> int:
+    """Number of (non-partial) steps appended since the episode started."""
+    return self._writer.episode_steps
+
+  @property
+  def max_num_keep_alive_refs(self) -> int:
+    """Largest num_keep_alive_refs of any column (the history buffer size)."""
+    pending = [config[0] for config in self._pending_configs.values()]
+    return max([self._writer.max_num_keep_alive_refs] + pending)
+
+  def configure(self, path: Path, *, num_keep_alive_refs: int,
+                max_chunk_length: Optional[int]) -> None:
+    """Overrides the chunking of the column at `path`.
+
+    Args:
+      path: the dm-tree path of the column, e.g. ``('obs',)`` or ``(0,)``.
+      num_keep_alive_refs: how many recent references of the column stay
+        usable for items.
+      max_chunk_length: constant chunk length (<= num_keep_alive_refs), or
+        None for auto-tuned chunks.
+
+    Raises:
+      ValueError: for invalid values.
+      RuntimeError: if the column has unchunked data (flush first).
+    """
+    if num_keep_alive_refs < 1:
+      raise ValueError(
+          f'num_keep_alive_refs ({num_keep_alive_refs}) must be a positive '
+          'integer')
+    if max_chunk_length is not None and not (
+        0 < max_chunk_length <= num_keep_alive_refs):
+      raise ValueError(
+          f'max_chunk_length ({max_chunk_length}) must be None or a positive '
+          f'integer <= num_keep_alive_refs ({num_keep_alive_refs})')
+    path = tuple(path)
+    config = (num_keep_alive_refs, max_chunk_length or 0)
+    if path in self._path_to_column:
+      self._writer.configure(self._path_to_column[path], *config)
+    else:
+      self._pending_configs[path] = config
+
+  def _add_column(self, path: Path) -> int:
+    index = len(self._column_paths)
+    if path in self._pending_configs:
+      self._writer.configure(index, *self._pending_configs.pop(path))
+    self._path_to_column[path] = index
+    self._column_paths.append(path)
+    self._column_history.append(
+        _ColumnHistory(path, self._num_steps, self.max_num_keep_alive_refs))
+    return index
+
+  def _rewrite_error(self, error: Exception) -> Exception:
+    message = _COLUMN_RE.sub(
+        lambda m: ('column ' + str(self._column_paths[int(m.group(1))])
+                   if int(m.group(1)) < len(self._column_paths) else m.group(0)),
+        str(error))
+    return type(error)(message)
+
+  def append(self, data: Any, *, partial_step: bool = False) -> Any:
+    """Appends one step (a nest of arrays, scalars, eager tensors or None).
+
+    Args:
+      data: the step. New paths become new columns; None leaves mean no data
+        for that column at this step.
+      partial_step: keep the step open; later appends fill other columns of
+        the same step. The step counter advances on the next full append.
+
+    Returns:
+      The data references of the step, in the structure of `data` (None
+      where a leaf was None).
+
+    Raises:
+      ValueError: for a dtype/shape different from the column's first value
+        (naming the column), unsupported data, or a column set twice in one
+        step.
+    """
+    if self._closed:
+      raise RuntimeError('TrajectoryWriter::Close has been called.')
+    flat = tree.flatten_with_path(data)
+    if self._structure is None or any(
+        path not in self._path_to_column for path, _ in flat):
+      self._structure = _merge_structure(self._structure, data)
+    columns: List[Any] = [None] * len(self._column_paths)
+    set_indices = []
+    for path, value in flat:
+      index = self._path_to_column.get(path)
+      if index is None:
+        index = self._add_column(path)
+        columns.append(None)
+      if value is None:
+        continue
+      if path in self._open_step_paths:
+        raise ValueError(
+            f'Field {path} has already been set in the active step by previous '
+            '(partial) append call and thus must be omitted or set to None '
+            f'but got: {value}')
+      columns[index] = _dtypes.to_core_tensor(value, str(path))
+      set_indices.append(index)
+    try:
+      refs = self._writer.append(columns, partial_step)
+    except ValueError as e:
+      raise self._rewrite_error(e) from e
+    if not self._last_step_is_open:
+      self._num_steps += 1
+      for history in self._column_history:
+        history._append(None)  # pylint: disable=protected-access
+    for index in set_indices:
+      self._column_history[index]._set_last(refs[index])  # pylint: disable=protected-access
+    self._last_step_is_open = partial_step
+    if partial_step:
+      self._open_step_paths.update(self._column_paths[i] for i in set_indices)
+    else:
+      self._open_step_paths.clear()
+    return tree.map_structure_with_path(
+        lambda path, _: refs[self._path_to_column[path]], data)
+
+  def create_item(self, table: str, priority: float, trajectory: Any) -> None:
+    """Queues an item of `table` whose columns are the leaves of `trajectory`.
+
+    Args:
+      table: the table to insert into.
+      priority: the item's priority.
+      trajectory: a nest of ``TrajectoryColumn`` (e.g. slices of ``history``).
+
+    Raises:
+      TypeError: if a leaf is not a TrajectoryColumn.
+      ValueError: for an empty trajectory, NaN priority, expired references,
+        inconsistent columns or (with validate_items) an unknown table or a
+        signature mismatch.
+    """
+    flat = tree.flatten(trajectory)
+    for column in flat:
+      if not isinstance(column, TrajectoryColumn):
+        raise TypeError(
+            f'All leaves of `trajectory` must be TrajectoryColumn but got '
+            f'{type(column).__name__}: {column!r}')
+    self._writer.create_item(table, float(priority),
+                             [column._to_core() for column in flat])  # pylint: disable=protected-access
+
+  def flush(self,
+            block_until_num_items: int = 0,
+            timeout_ms: Optional[int] = None) -> None:
+    """Sends pending items; blocks until at most `block_until_num_items` remain.
+
+    Args:
+      block_until_num_items: how many items may still be queued or
+        unconfirmed when this returns.
+      timeout_ms: give up after this long; None or <= 0 waits forever.
+
+    Raises:
+      ValueError: if block_until_num_items < 0.
+      DeadlineExceededError: on timeout (sending continues in the
+        background).
+    """
+    if block_until_num_items < 0:
+      raise ValueError(
+          f'block_until_num_items must be >= 0, got {block_until_num_items}')
+    timeout = -1 if timeout_ms is None or timeout_ms <= 0 else int(timeout_ms)
+    try:
+      self._writer.flush(block_until_num_items, timeout)
+    except errors.DeadlineExceededError as e:
+      raise errors.DeadlineExceededError(
+          'Flush call did not complete within provided timeout of '
+          f'{datetime.timedelta(milliseconds=timeout)}') from e
+
+  def end_episode(self,
+                  clear_buffers: bool = True,
+                  timeout_ms: Optional[int] = None) -> None:
+    """Flushes all items, then starts a new episode.
+
+    Args:
+      clear_buffers: drop the buffered data and history (True) or only
+        finalize the open chunks (False). A chunk never spans episodes.
+      timeout_ms: None waits forever, 0 checks once.
+
+    Raises:
+      DeadlineExceededError: on timeout; nothing is reset then.
+    """
+    timeout = -1 if timeout_ms is None else max(0, int(timeout_ms))
+    try:
+      self._writer.end_episode(clear_buffers, timeout)
+    except errors.DeadlineExceededError as e:
+      raise errors.DeadlineExceededError(
+          'End episode call did not complete within provided timeout of '
+          f'{datetime.timedelta(milliseconds=max(timeout, 0))}') from e
+    if clear_buffers:
+      self._num_steps = 0
+      for history in self._column_history:
+        history._reset()  # pylint: disable=protected-access
+    self._last_step_is_open = False
+    self._open_step_paths.clear()
+
+  def close(self) -> None:
+    """Stops the background worker without flushing; later calls raise."""
+    self._closed = True
+    self._writer.close()
