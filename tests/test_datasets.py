@@ -237,3 +237,51 @@ def test_not_serializable(server):
                      match='cannot be serialized'):
     dataset._as_serialized_graph(  # pylint: disable=protected-access
         external_state_policy=tf.data.experimental.ExternalStatePolicy.FAIL)
+
+
+def test_fused_batch_matches_dataset_batch(address):
+  fill(address)
+  dataset = reverb.TrajectoryDataset(
+      address, 'my_table', DTYPES,
+      {'obs': tf.TensorShape([T, 2]), 'step': tf.TensorShape([None])}, 4,
+      max_samples=10)
+  fused = dataset.batch(4)
+  generic = tf.data.Dataset.batch(dataset, 4)  # the unfused implementation
+  assert fused.element_spec == generic.element_spec
+  assert type(fused).__name__ == 'TrajectoryDataset'
+  batches = list(fused)
+  assert [len(b.info.key) for b in batches] == [4, 4, 2]
+  for batch in batches:
+    assert batch.data['obs'].shape[1:] == (T, 2)
+    for i in range(len(batch.info.key)):
+      value = batch.info.priority[i].numpy() - 1
+      np.testing.assert_array_equal(batch.data['obs'][i], np.full([T, 2], value))
+      np.testing.assert_array_equal(batch.data['step'][i], np.arange(T))
+  dropped = dataset.batch(4, drop_remainder=True)
+  assert dropped.element_spec.data['obs'] == tf.TensorSpec([4, T, 2], tf.float32)
+  assert dropped.element_spec.info.key == tf.TensorSpec([4], tf.uint64)
+  assert [len(b.info.key) for b in dropped] == [4, 4]
+  # Options the fused path does not cover fall back to Dataset.batch.
+  parallel = dataset.batch(4, num_parallel_calls=2)
+  assert type(parallel).__name__ != 'TrajectoryDataset'
+  assert sum(len(b.info.key) for b in parallel) == 10
+
+
+def test_fused_batch_of_strings_and_ragged_items(server):
+  address = f'localhost:{server.port}'
+  client = reverb.Client(address)
+  client.insert({'s': 'ab', 'x': np.int32(1)}, {'my_table': 1.0})
+  dataset = reverb.TrajectoryDataset(
+      address, 'my_table', (tf.string, tf.int32),
+      (tf.TensorShape([1]), tf.TensorShape([1])), 2).batch(3)
+  batch = next(iter(dataset))
+  assert batch.data[0].numpy().tolist() == [[b'ab']] * 3
+  assert batch.data[1].numpy().tolist() == [[1]] * 3
+  client.reset('my_table')
+  insert_trajectory(address, 'my_table', [np.zeros([2], np.float32)])
+  insert_trajectory(address, 'my_table', [np.zeros([3], np.float32)])
+  ragged = reverb.TrajectoryDataset(address, 'my_table', (tf.float32,),
+                                    (tf.TensorShape([None]),), 2).batch(32)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match='Cannot batch tensors with different shapes'):
+    next(iter(ragged))

@@ -38,7 +38,9 @@ class ReverbDatasetBase(dataset_ops.DatasetSource):
                num_workers_per_iterator: int = -1,
                max_samples_per_stream: int = -1,
                rate_limiter_timeout_ms: int = -1,
-               max_samples: int = -1):
+               max_samples: int = -1,
+               _batch_size: int = 0,
+               _drop_remainder: bool = False):
     tree.assert_same_structure(dtypes, shapes, check_types=False)
     _options.validate_sampler_options(max_in_flight_samples_per_worker,
                                       num_workers_per_iterator,
@@ -53,24 +55,36 @@ class ReverbDatasetBase(dataset_ops.DatasetSource):
     self._max_samples_per_stream = max_samples_per_stream
     self._rate_limiter_timeout_ms = rate_limiter_timeout_ms
     self._max_samples = max_samples
+    self._batch_size = _batch_size
+    self._drop_remainder = _drop_remainder
 
-    data_spec = tree.map_structure(
+    item_data_spec = tree.map_structure(
         lambda dtype, shape: tf.TensorSpec(tf.TensorShape(shape),
                                            tf.as_dtype(dtype)),
         _to_tuples(dtypes), _to_tuples(shapes))
-    info_spec = replay_sample.SampleInfo(*[
+    item_info_spec = replay_sample.SampleInfo(*[
         tf.TensorSpec(shape, dtype) for dtype, shape in zip(
             replay_sample.SampleInfo.tf_dtypes(),
             replay_sample.SampleInfo.tf_shapes())
     ])
-    self._element_spec = replay_sample.ReplaySample(info=info_spec,
-                                                    data=data_spec)
-    flat = tree.flatten(self._element_spec)
+    item_spec = replay_sample.ReplaySample(info=item_info_spec,
+                                           data=item_data_spec)
+    flat = tree.flatten(item_spec)
+    if _batch_size:
+      batch_dim = tf.TensorShape([_batch_size if _drop_remainder else None])
+      self._element_spec = tree.map_structure(
+          lambda spec: tf.TensorSpec(batch_dim.concatenate(spec.shape),
+                                     spec.dtype), item_spec)
+    else:
+      self._element_spec = item_spec
 
     # pylint: disable=g-import-not-at-top
     from tf_reverb.ops import reverb_ops
     # pylint: enable=g-import-not-at-top
+    batch_attrs = ({} if self._op_name == 'reverb_timestep_dataset' else
+                   dict(batch_size=_batch_size, drop_remainder=_drop_remainder))
     variant = getattr(reverb_ops, self._op_name)(
+        **batch_attrs,
         server_address=server_address,
         table=table,
         dtypes=[spec.dtype for spec in flat],

@@ -4,6 +4,10 @@ Imports TensorFlow; reach it as ``tf_reverb.TrajectoryDataset`` (resolved on
 first access).
 """
 
+from typing import Any, Optional
+
+import numpy as np
+
 from tf_reverb import _reverb_dataset
 
 
@@ -24,6 +28,45 @@ class TrajectoryDataset(_reverb_dataset.ReverbDatasetBase):
   Usable with ``batch``, ``prefetch``, ``interleave``, ``tf.function`` and
   ``tf.distribute`` input pipelines. Not checkpointable (the data lives on a
   server).
+
+  ``batch(n, drop_remainder)`` called directly on a TrajectoryDataset is
+  fused into the source: items are decoded straight into the batch tensors,
+  without per-item tf.data overhead or the copy ``Dataset.batch`` makes. The
+  elements (and element spec) are those ``Dataset.batch`` would give; items
+  of different shapes in one batch raise InvalidArgumentError as there.
   """
 
   _op_name = 'reverb_trajectory_dataset'
+
+  def batch(self,
+            batch_size: Any,
+            drop_remainder: Any = False,
+            num_parallel_calls: Optional[int] = None,
+            deterministic: Optional[bool] = None,
+            name: Optional[str] = None):
+    """Batches consecutive items; fused into the source when possible.
+
+    The fused path is taken for a Python/numpy int `batch_size` >= 1, a
+    Python bool `drop_remainder` and no other options on an unbatched
+    dataset; anything else falls back to ``tf.data.Dataset.batch``.
+    """
+    fusable = (
+        isinstance(batch_size, (int, np.integer)) and
+        not isinstance(batch_size, bool) and batch_size >= 1 and
+        isinstance(drop_remainder, bool) and num_parallel_calls is None and
+        deterministic is None and name is None and not self._batch_size)
+    if not fusable:
+      return super().batch(batch_size, drop_remainder, num_parallel_calls,
+                           deterministic, name)
+    return TrajectoryDataset(
+        server_address=self._server_address,
+        table=self._table,
+        dtypes=self._dtypes,
+        shapes=self._shapes,
+        max_in_flight_samples_per_worker=self._max_in_flight_samples_per_worker,
+        num_workers_per_iterator=self._num_workers_per_iterator,
+        max_samples_per_stream=self._max_samples_per_stream,
+        rate_limiter_timeout_ms=self._rate_limiter_timeout_ms,
+        max_samples=self._max_samples,
+        _batch_size=int(batch_size),
+        _drop_remainder=drop_remainder)

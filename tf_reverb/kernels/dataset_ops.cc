@@ -69,7 +69,11 @@ constexpr int kCodeOutOfRange = 11;
       .Doc(doc)
 
 REGISTER_REVERB_DATASET_OP("ReverbTrajectoryDataset",
-                           "One element per sampled item: its whole trajectory.");
+                           "One element per sampled item: its whole trajectory; with "
+                           "batch_size > 0, batches of that many items decoded straight "
+                           "into the batch tensors (TrajectoryDataset.batch).")
+    .Attr("batch_size: int = 0")
+    .Attr("drop_remainder: bool = false");
 REGISTER_REVERB_DATASET_OP("ReverbTimestepDataset",
                            "One element per timestep of each sampled item.");
 
@@ -82,8 +86,12 @@ struct DatasetParams {
   std::string table;
   TfReverbSamplerOptions options;
   DataTypeVector dtypes;
+  // Of one item (or timestep); output shapes add the batch dimension.
   std::vector<PartialTensorShape> shapes;
   bool timesteps;
+  int64_t batch_size;  // 0: not batched
+  bool drop_remainder;
+  std::vector<PartialTensorShape> output_shapes;
 };
 
 class ReverbDataset : public DatasetBase {
@@ -101,7 +109,7 @@ class ReverbDataset : public DatasetBase {
 
   const DataTypeVector& output_dtypes() const override { return params_.dtypes; }
   const std::vector<PartialTensorShape>& output_shapes() const override {
-    return params_.shapes;
+    return params_.output_shapes;
   }
   std::string DebugString() const override {
     return std::string(params_.timesteps ? "ReverbTimestepDataset" : "ReverbTrajectoryDataset") +
@@ -138,15 +146,22 @@ class ReverbDataset : public DatasetBase {
     b->BuildAttrValue(params_.options.max_samples, &max_samples);
     b->BuildAttrValue(params_.dtypes, &dtypes);
     b->BuildAttrValue(params_.shapes, &shapes);
-    return b->AddDataset(this, {address, table},
-                         {{"max_in_flight_samples_per_worker", in_flight},
-                          {"num_workers_per_iterator", workers},
-                          {"max_samples_per_stream", per_stream},
-                          {"rate_limiter_timeout_ms", timeout},
-                          {"max_samples", max_samples},
-                          {"dtypes", dtypes},
-                          {"shapes", shapes}},
-                         output);
+    std::vector<std::pair<absl::string_view, tensorflow::AttrValue>> attrs = {
+        {"max_in_flight_samples_per_worker", in_flight},
+        {"num_workers_per_iterator", workers},
+        {"max_samples_per_stream", per_stream},
+        {"rate_limiter_timeout_ms", timeout},
+        {"max_samples", max_samples},
+        {"dtypes", dtypes},
+        {"shapes", shapes}};
+    if (!params_.timesteps) {
+      tensorflow::AttrValue batch_size, drop_remainder;
+      b->BuildAttrValue(params_.batch_size, &batch_size);
+      b->BuildAttrValue(params_.drop_remainder, &drop_remainder);
+      attrs.emplace_back("batch_size", batch_size);
+      attrs.emplace_back("drop_remainder", drop_remainder);
+    }
+    return b->AddDataset(this, {address, table}, attrs, output);
   }
 
  private:
@@ -162,6 +177,10 @@ struct Allocation {
   tensorflow::Allocator* allocator;
   std::vector<Tensor> columns;
   Status status;
+  // Batched trajectories: the row of the batch being decoded, and the item
+  // shapes of row 0 (every row must match them).
+  int64_t row = 0;
+  std::vector<TensorShape> item_shapes;
 };
 
 void* AllocateColumn(void* opaque, int32_t column, int32_t dtype, int32_t rank,
@@ -202,6 +221,35 @@ void* AllocateColumn(void* opaque, int32_t column, int32_t dtype, int32_t rank,
   if (allocation->columns.size() <= static_cast<size_t>(column)) {
     allocation->columns.resize(column + 1);
   }
+  if (params.batch_size > 0) {
+    // Row `row` of the batch tensor, allocated with row 0.
+    if (allocation->row == 0) {
+      if (allocation->item_shapes.size() <= static_cast<size_t>(column)) {
+        allocation->item_shapes.resize(column + 1);
+      }
+      allocation->item_shapes[column] = shape;
+      TensorShape batch_shape = shape;
+      batch_shape.InsertDim(0, params.batch_size);
+      allocation->columns[column] = Tensor(allocation->allocator, requested_dtype, batch_shape);
+    } else if (static_cast<size_t>(column) >= allocation->item_shapes.size() ||
+               allocation->item_shapes[column] != shape) {
+      allocation->status = tensorflow::errors::InvalidArgument(
+          "Cannot batch tensors with different shapes in component ", column,
+          ". First element had shape ",
+          column < static_cast<int32_t>(allocation->item_shapes.size())
+              ? allocation->item_shapes[column].DebugString()
+              : "(none)",
+          " and element ", allocation->row, " had shape ", shape.DebugString(), ".");
+      return nullptr;
+    }
+    Tensor& tensor = allocation->columns[column];
+    if (shape.num_elements() == 0) return nullptr;
+    if (requested_dtype == tensorflow::DT_STRING) {
+      return tensor.flat<tensorflow::tstring>().data() + allocation->row * shape.num_elements();
+    }
+    const int64_t row_bytes = tensor.TotalBytes() / params.batch_size;
+    return const_cast<char*>(tensor.tensor_data().data()) + allocation->row * row_bytes;
+  }
   allocation->columns[column] = Tensor(allocation->allocator, requested_dtype, shape);
   Tensor& tensor = allocation->columns[column];
   if (tensor.NumElements() == 0) return nullptr;
@@ -211,7 +259,10 @@ void* AllocateColumn(void* opaque, int32_t column, int32_t dtype, int32_t rank,
 void SetStringElement(void* opaque, int32_t column, int64_t index, const char* data,
                       size_t size) {
   auto* allocation = static_cast<Allocation*>(opaque);
-  allocation->columns[column].flat<tensorflow::tstring>()(index).assign(data, size);
+  const int64_t offset = allocation->dataset->params().batch_size > 0
+                             ? allocation->row * allocation->item_shapes[column].num_elements()
+                             : 0;
+  allocation->columns[column].flat<tensorflow::tstring>()(offset + index).assign(data, size);
 }
 
 class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDataset> {
@@ -239,6 +290,7 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
 
   Status GetNextInternal(IteratorContext* ctx, std::vector<Tensor>* out,
                          bool* end_of_sequence) override {
+    if (dataset()->params().batch_size > 0) return GetNextBatch(ctx, out, end_of_sequence);
     if (!dataset()->params().timesteps) {
       Allocation allocation;
       TfReverbSampleInfo info;
@@ -288,6 +340,47 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
   }
 
  private:
+  // batch_size items decoded straight into [batch_size, ...] tensors; at the
+  // end a partial batch is emitted (sliced) unless drop_remainder.
+  Status GetNextBatch(IteratorContext* ctx, std::vector<Tensor>* out,
+                      bool* end_of_sequence) {
+    const DatasetParams& params = dataset()->params();
+    const int64_t batch = params.batch_size;
+    Allocation allocation;
+    Tensor key(tensorflow::DT_UINT64, TensorShape({batch}));
+    Tensor probability(tensorflow::DT_DOUBLE, TensorShape({batch}));
+    Tensor table_size(tensorflow::DT_INT64, TensorShape({batch}));
+    Tensor priority(tensorflow::DT_DOUBLE, TensorShape({batch}));
+    Tensor times_sampled(tensorflow::DT_INT32, TensorShape({batch}));
+    int64_t rows = 0;
+    for (; rows < batch; ++rows) {
+      allocation.row = rows;
+      TfReverbSampleInfo info;
+      TF_RETURN_IF_ERROR(NextSample(ctx, &allocation, &info, end_of_sequence));
+      if (*end_of_sequence) break;
+      key.flat<tensorflow::uint64>()(rows) = info.key;
+      probability.flat<double>()(rows) = info.probability;
+      table_size.flat<int64_t>()(rows) = info.table_size;
+      priority.flat<double>()(rows) = info.priority;
+      times_sampled.flat<int32_t>()(rows) = info.times_sampled;
+    }
+    if (rows == 0 || (rows < batch && params.drop_remainder)) {
+      *end_of_sequence = true;
+      return Status();
+    }
+    *end_of_sequence = false;
+    auto emit = [&](Tensor tensor) {
+      out->push_back(rows == batch ? std::move(tensor) : tensor.Slice(0, rows));
+    };
+    emit(std::move(key));
+    emit(std::move(probability));
+    emit(std::move(table_size));
+    emit(std::move(priority));
+    emit(std::move(times_sampled));
+    for (Tensor& column : allocation.columns) emit(std::move(column));
+    return Status();
+  }
+
   Status NextSample(IteratorContext* ctx, Allocation* allocation, TfReverbSampleInfo* info,
                     bool* end_of_sequence) {
     const DatasetParams& params = dataset()->params();
@@ -380,6 +473,21 @@ class ReverbDatasetOp : public tensorflow::data::DatasetOpKernel {
                       "The first five dtypes must be those of SampleInfo."));
     }
     timesteps_ = ctx->def().op() == "ReverbTimestepDataset";
+    if (!timesteps_) {
+      OP_REQUIRES_OK(ctx, ctx->GetAttr("batch_size", &batch_size_));
+      OP_REQUIRES_OK(ctx, ctx->GetAttr("drop_remainder", &drop_remainder_));
+      OP_REQUIRES(ctx, batch_size_ >= 0,
+                  tensorflow::errors::InvalidArgument("batch_size must be >= 0, got ",
+                                                      batch_size_));
+    }
+    for (const PartialTensorShape& shape : shapes_) {
+      if (batch_size_ == 0) {
+        output_shapes_.push_back(shape);
+        continue;
+      }
+      PartialTensorShape batched({drop_remainder_ ? batch_size_ : -1});
+      output_shapes_.push_back(batched.Concatenate(shape));
+    }
   }
 
   void MakeDataset(OpKernelContext* ctx, DatasetBase** output) override {
@@ -391,7 +499,7 @@ class ReverbDatasetOp : public tensorflow::data::DatasetOpKernel {
     *output = new ReverbDataset(
         ctx, *api,
         DatasetParams{std::string(address), std::string(table), options_, dtypes_, shapes_,
-                      timesteps_});
+                      timesteps_, batch_size_, drop_remainder_, output_shapes_});
   }
 
  private:
@@ -399,6 +507,9 @@ class ReverbDatasetOp : public tensorflow::data::DatasetOpKernel {
   DataTypeVector dtypes_;
   std::vector<PartialTensorShape> shapes_;
   bool timesteps_ = false;
+  int64_t batch_size_ = 0;
+  bool drop_remainder_ = false;
+  std::vector<PartialTensorShape> output_shapes_;
 };
 
 REGISTER_KERNEL_BUILDER(Name("ReverbTrajectoryDataset").Device(tensorflow::DEVICE_CPU),
