@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The main job: set up, then run the server binary and a client round trip.
+# The main job: set up, then a distributed DQN actor-learner run on CartPole
+# over the reverb_server binary (examples/dqn_cartpole.py; arguments pass
+# through, e.g. --quick or --resume).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python examples/server_roundtrip.py "$@"
+exec .venv/bin/python examples/dqn_cartpole.py "$@"

@@ -1,0 +1,51 @@
+"""The main job (examples/dqn_cartpole.py) end to end, in --quick mode."""
+
+import json
+import os
+import subprocess
+import sys
+
+import tf_reverb as reverb
+from conftest import ROOT
+
+EXAMPLE = os.path.join(ROOT, 'examples', 'dqn_cartpole.py')
+
+
+def _run(run_dir, *flags, timeout=600):
+  result = subprocess.run(
+      [sys.executable, EXAMPLE, '--quick', f'--run_dir={run_dir}', *flags],
+      capture_output=True, text=True, timeout=timeout)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  with open(os.path.join(run_dir, 'summary.json')) as f:
+    return json.load(f), result.stdout
+
+
+def test_quick_run_moves_data_through_every_stage_and_learns(tmp_path,
+                                                             binary_server):
+  summary, stdout = _run(tmp_path)
+  assert 'return(last 20)' in stdout and 'Learning curve' in stdout
+  assert summary['items_inserted'] > 1000
+  assert summary['samples_consumed'] > 1000
+  assert summary['learner_steps'] > 0 and summary['priority_updates'] > 0
+  assert summary['weights_published'] > 0 and summary['weights_loaded'] > 0
+  assert not summary['failed_processes']
+  # Learning: well above a random policy (~22) at its best 20-episode mean.
+  assert summary['best_mean_return_20'] > 2 * summary['random_policy_return']
+  assert os.path.getsize(summary['plot']) > 10_000
+
+  # The server's checkpoint exists and restores into a fresh server.
+  assert summary['checkpoints'], 'no checkpoint was written'
+  server = binary_server(f'--config_file={tmp_path}/server.json', '--port=0',
+                         f'--checkpoint_dir={tmp_path}/checkpoints',
+                         '--checkpoint_on_exit=false')
+  info = reverb.Client(server.address).server_info(timeout=30)
+  assert info['replay'].current_size > 0
+  assert info['replay'].signature is not None
+  server.kill()
+
+  # --resume continues: the replay table and the episode history carry over.
+  resumed, stdout = _run(tmp_path, '--resume', '--minutes=0.4',
+                         '--target_return=1000')
+  assert resumed['episodes'] > summary['episodes']
+  assert resumed['env_steps'] > summary['env_steps']
+  assert resumed['items_inserted'] > summary['items_inserted']
