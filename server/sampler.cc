@@ -88,17 +88,17 @@ Sampler::Sampler(std::vector<std::unique_ptr<SamplerWorker>> workers,
 Sampler::~Sampler() { Close(); }
 
 void Sampler::Close() {
+  // Concurrent closers (e.g. a TF cancellation callback and an iterator's
+  // destructor) take turns; the later ones find nothing left to join.
+  absl::MutexLock close_lock(&close_mu_);
   {
     absl::MutexLock lock(&mu_);
-    if (closed_ && threads_.empty()) return;
     closed_ = true;
   }
   for (auto& worker : workers_) worker->Cancel();
   for (auto& thread : threads_) {
     if (thread.joinable()) thread.join();
   }
-  absl::MutexLock lock(&mu_);
-  threads_.clear();
 }
 
 absl::StatusOr<Sample> Sampler::Next(absl::Duration timeout) {

@@ -134,7 +134,9 @@ class Sampler {
   const SamplerOptions options_;
   const int64_t capacity_;
   std::vector<std::unique_ptr<SamplerWorker>> workers_;
+  // Joined by Close() under close_mu_.
   std::vector<std::thread> threads_;
+  absl::Mutex close_mu_;
 
   absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;

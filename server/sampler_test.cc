@@ -287,6 +287,18 @@ TEST(SamplerTest, NextTimeoutAndCloseUnblockConsumers) {
   EXPECT_EQ(sampler->Next().status().code(), absl::StatusCode::kCancelled);
 }
 
+TEST(SamplerTest, ConcurrentClosesAreSafe) {
+  Script script;
+  SamplerOptions options;
+  options.num_workers = 3;
+  auto sampler = ScriptedSampler(&script, options);
+  ASSERT_TRUE(sampler->Next(kLong).ok());
+  std::vector<std::thread> closers;
+  for (int i = 0; i < 4; ++i) closers.emplace_back([&] { sampler->Close(); });
+  for (auto& closer : closers) closer.join();
+  EXPECT_EQ(sampler->Next().status().code(), absl::StatusCode::kCancelled);
+}
+
 TEST(SamplerTest, FailedSamplerReturnsItsStatus) {
   auto sampler = Sampler::Failed(absl::NotFoundError("nope"));
   EXPECT_EQ(sampler->Next().status(), absl::NotFoundError("nope"));

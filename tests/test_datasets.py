@@ -250,7 +250,8 @@ def test_fused_batch_matches_dataset_batch(address):
   assert fused.element_spec == generic.element_spec
   assert type(fused).__name__ == 'TrajectoryDataset'
   batches = list(fused)
-  assert [len(b.info.key) for b in batches] == [4, 4, 2]
+  # Batches are assembled by two threads: the partial one may come earlier.
+  assert sorted(len(b.info.key) for b in batches) == [2, 4, 4]
   for batch in batches:
     assert batch.data['obs'].shape[1:] == (T, 2)
     for i in range(len(batch.info.key)):

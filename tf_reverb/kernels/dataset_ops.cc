@@ -15,7 +15,10 @@
 // when a finite rate_limiter_timeout_ms was set. Cancelling the iterator
 // closes its sampler. Iterator save/restore is UNIMPLEMENTED and
 // CheckExternalState fails (the data lives on a server).
+#include <algorithm>
+#include <deque>
 #include <memory>
+#include <thread>
 #include <string>
 #include <utility>
 #include <vector>
@@ -272,6 +275,7 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
 
   ~ReverbDatasetIterator() override {
     if (deregister_) deregister_();
+    StopAssembly();
     if (sampler_ != nullptr) dataset()->api()->sampler_free(sampler_);
   }
 
@@ -283,18 +287,20 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
     if (sampler_ == nullptr) return tensorflow::errors::InvalidArgument(error);
     const CoreApi* api = dataset()->api();
     TfReverbSampler* sampler = sampler_;
-    return tensorflow::RegisterCancellationCallback(
+    TF_RETURN_IF_ERROR(tensorflow::RegisterCancellationCallback(
         ctx->cancellation_manager(), [api, sampler] { api->sampler_close(sampler); },
-        &deregister_);
+        &deregister_));
+    if (dataset()->params().batch_size > 0) StartAssembly(ctx);
+    return Status();
   }
 
   Status GetNextInternal(IteratorContext* ctx, std::vector<Tensor>* out,
                          bool* end_of_sequence) override {
-    if (dataset()->params().batch_size > 0) return GetNextBatch(ctx, out, end_of_sequence);
+    if (dataset()->params().batch_size > 0) return GetNextBatch(out, end_of_sequence);
     if (!dataset()->params().timesteps) {
       Allocation allocation;
       TfReverbSampleInfo info;
-      TF_RETURN_IF_ERROR(NextSample(ctx, &allocation, &info, end_of_sequence));
+      TF_RETURN_IF_ERROR(NextSample(ctx->allocator({}), &allocation, &info, end_of_sequence));
       if (*end_of_sequence) return Status();
       AppendInfo(info, out);
       for (Tensor& column : allocation.columns) out->push_back(std::move(column));
@@ -303,7 +309,7 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
     tensorflow::mutex_lock lock(mu_);
     if (row_ >= rows_) {
       Allocation allocation;
-      TF_RETURN_IF_ERROR(NextSample(ctx, &allocation, &info_, end_of_sequence));
+      TF_RETURN_IF_ERROR(NextSample(ctx->allocator({}), &allocation, &info_, end_of_sequence));
       if (*end_of_sequence) return Status();
       rows_ = -1;
       for (const Tensor& column : allocation.columns) {
@@ -340,10 +346,70 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
   }
 
  private:
-  // batch_size items decoded straight into [batch_size, ...] tensors; at the
-  // end a partial batch is emitted (sliced) unless drop_remainder.
-  Status GetNextBatch(IteratorContext* ctx, std::vector<Tensor>* out,
-                      bool* end_of_sequence) {
+  // Fused batches are assembled by kAssemblyThreads background threads, each
+  // decoding `batch_size` items straight into [batch_size, ...] tensors, and
+  // up to kPrefetchBatches finished batches wait for GetNext. Each thread
+  // claims its batch's samples up front (so with max_samples only the last
+  // batch is partial); at the end a partial batch is emitted (sliced) unless
+  // drop_remainder.
+  static constexpr int kAssemblyThreads = 2;
+  static constexpr int kPrefetchBatches = 2;
+
+  void StartAssembly(IteratorContext* ctx) {
+    allocator_ = ctx->allocator({});
+    tensorflow::mutex_lock lock(batch_mu_);
+    budget_ = dataset()->params().options.max_samples;
+    running_ = kAssemblyThreads;
+    for (int i = 0; i < kAssemblyThreads; ++i) {
+      threads_.emplace_back([this] { RunAssembly(); });
+    }
+  }
+
+  void StopAssembly() {
+    {
+      tensorflow::mutex_lock lock(batch_mu_);
+      stopping_ = true;
+      batch_cv_.notify_all();
+    }
+    if (sampler_ != nullptr) dataset()->api()->sampler_close(sampler_);
+    for (std::thread& thread : threads_) thread.join();
+    threads_.clear();
+  }
+
+  void RunAssembly() {
+    const int64_t batch = dataset()->params().batch_size;
+    while (true) {
+      int64_t claimed = 0;
+      {
+        tensorflow::mutex_lock lock(batch_mu_);
+        while (!stopping_ && !ended_ &&
+               static_cast<int64_t>(ready_.size()) + assembling_ >= kPrefetchBatches) {
+          batch_cv_.wait(lock);
+        }
+        claimed = budget_ < 0 ? batch : std::min(batch, budget_);
+        if (stopping_ || ended_ || claimed == 0) break;
+        if (budget_ >= 0) budget_ -= claimed;
+        ++assembling_;
+      }
+      std::vector<Tensor> tensors;
+      bool ended = false;
+      Status status = AssembleBatch(claimed, &tensors, &ended);
+      tensorflow::mutex_lock lock(batch_mu_);
+      --assembling_;
+      if (!tensors.empty()) ready_.push_back(std::move(tensors));
+      if (!status.ok() && batch_status_.ok()) batch_status_ = status;
+      if (!status.ok() || ended) ended_ = true;
+      batch_cv_.notify_all();
+      if (ended_) break;
+    }
+    tensorflow::mutex_lock lock(batch_mu_);
+    --running_;
+    batch_cv_.notify_all();
+  }
+
+  // Decodes up to `rows_wanted` items into one batch (empty when none came
+  // or a partial batch is dropped); `*ended` when the sampler ended.
+  Status AssembleBatch(int64_t rows_wanted, std::vector<Tensor>* out, bool* ended) {
     const DatasetParams& params = dataset()->params();
     const int64_t batch = params.batch_size;
     Allocation allocation;
@@ -353,22 +419,19 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
     Tensor priority(tensorflow::DT_DOUBLE, TensorShape({batch}));
     Tensor times_sampled(tensorflow::DT_INT32, TensorShape({batch}));
     int64_t rows = 0;
-    for (; rows < batch; ++rows) {
+    for (; rows < rows_wanted; ++rows) {
       allocation.row = rows;
       TfReverbSampleInfo info;
-      TF_RETURN_IF_ERROR(NextSample(ctx, &allocation, &info, end_of_sequence));
-      if (*end_of_sequence) break;
+      TF_RETURN_IF_ERROR(NextSample(allocator_, &allocation, &info, ended));
+      if (*ended) break;
       key.flat<tensorflow::uint64>()(rows) = info.key;
       probability.flat<double>()(rows) = info.probability;
       table_size.flat<int64_t>()(rows) = info.table_size;
       priority.flat<double>()(rows) = info.priority;
       times_sampled.flat<int32_t>()(rows) = info.times_sampled;
     }
-    if (rows == 0 || (rows < batch && params.drop_remainder)) {
-      *end_of_sequence = true;
-      return Status();
-    }
-    *end_of_sequence = false;
+    if (rows < rows_wanted) *ended = true;
+    if (rows == 0 || (rows < batch && params.drop_remainder)) return Status();
     auto emit = [&](Tensor tensor) {
       out->push_back(rows == batch ? std::move(tensor) : tensor.Slice(0, rows));
     };
@@ -381,11 +444,26 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
     return Status();
   }
 
-  Status NextSample(IteratorContext* ctx, Allocation* allocation, TfReverbSampleInfo* info,
-                    bool* end_of_sequence) {
+  Status GetNextBatch(std::vector<Tensor>* out, bool* end_of_sequence) {
+    tensorflow::mutex_lock lock(batch_mu_);
+    while (ready_.empty() && running_ > 0) batch_cv_.wait(lock);
+    *end_of_sequence = false;
+    if (!ready_.empty()) {
+      *out = std::move(ready_.front());
+      ready_.pop_front();
+      batch_cv_.notify_all();
+      return Status();
+    }
+    TF_RETURN_IF_ERROR(batch_status_);
+    *end_of_sequence = true;
+    return Status();
+  }
+
+  Status NextSample(tensorflow::Allocator* allocator, Allocation* allocation,
+                    TfReverbSampleInfo* info, bool* end_of_sequence) {
     const DatasetParams& params = dataset()->params();
     allocation->dataset = dataset();
-    allocation->allocator = ctx->allocator({});
+    allocation->allocator = allocator;
     char error[kErrorSize] = {0};
     int32_t num_columns = 0;
     const int code = dataset()->api()->sampler_next(
@@ -432,6 +510,20 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
 
   TfReverbSampler* sampler_ = nullptr;
   std::function<void()> deregister_;
+
+  // Fused batches (batch_size > 0).
+  tensorflow::Allocator* allocator_ = nullptr;
+  std::vector<std::thread> threads_;
+  tensorflow::mutex batch_mu_;
+  tensorflow::condition_variable batch_cv_;
+  std::deque<std::vector<Tensor>> ready_ TF_GUARDED_BY(batch_mu_);
+  Status batch_status_ TF_GUARDED_BY(batch_mu_);
+  bool stopping_ TF_GUARDED_BY(batch_mu_) = false;
+  bool ended_ TF_GUARDED_BY(batch_mu_) = false;
+  int64_t assembling_ TF_GUARDED_BY(batch_mu_) = 0;
+  int64_t running_ TF_GUARDED_BY(batch_mu_) = 0;
+  // Samples not yet claimed by a batch; -1: unlimited.
+  int64_t budget_ TF_GUARDED_BY(batch_mu_) = -1;
 
   // Timestep dataset: the current sample and the next row to hand out.
   tensorflow::mutex mu_;
