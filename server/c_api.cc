@@ -133,6 +133,22 @@ int tf_reverb_client_update_priorities(TfReverbClient* client, const char* table
   return Report(client->client->MutatePriorities(table, updates, {}), error, error_size);
 }
 
+int tf_reverb_client_table_signature(TfReverbClient* client, const char* table,
+                                     int64_t timeout_ms, TfReverbReceiveBytesFn receive,
+                                     void* context, char* error, size_t error_size) {
+  absl::StatusOr<deepmind::reverb::ServerInfoResponse> info = client->client->ServerInfo(
+      timeout_ms < 0 ? absl::InfiniteDuration() : absl::Milliseconds(timeout_ms));
+  if (!info.ok()) return Report(info.status(), error, error_size);
+  for (const auto& table_info : info->table_info()) {
+    if (table_info.name() == table) {
+      receive(context, table_info.signature().data(), table_info.signature().size());
+      return 0;
+    }
+  }
+  return Report(absl::NotFoundError(absl::StrCat("Priority table ", table, " was not found")),
+                error, error_size);
+}
+
 TfReverbSampler* tf_reverb_sampler_new(TfReverbClient* client, const char* table,
                                        const TfReverbSamplerOptions* options,
                                        char* error, size_t error_size) {

@@ -74,6 +74,15 @@ int tf_reverb_client_update_priorities(TfReverbClient* client, const char* table
                                        const uint64_t* keys, const double* priorities,
                                        int64_t num_keys, char* error, size_t error_size);
 
+/* Passes the serialized tensorflow.StructuredValue signature of `table` (an
+ * empty buffer when it has none) to `receive`. Waits for the server up to
+ * timeout_ms (< 0: forever). NOT_FOUND for an unknown table,
+ * DEADLINE_EXCEEDED when the server did not answer in time. */
+typedef void (*TfReverbReceiveBytesFn)(void* context, const char* data, size_t size);
+int tf_reverb_client_table_signature(TfReverbClient* client, const char* table,
+                                     int64_t timeout_ms, TfReverbReceiveBytesFn receive,
+                                     void* context, char* error, size_t error_size);
+
 /* ---- Samplers (TrajectoryDataset / TimestepDataset) ----------------------
  * A sampler is sampler.h's Sampler over `client`'s server: worker threads
  * prefetch samples; tf_reverb_sampler_next hands out one at a time and

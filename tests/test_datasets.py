@@ -286,3 +286,42 @@ def test_fused_batch_of_strings_and_ragged_items(server):
   with pytest.raises(tf.errors.InvalidArgumentError,
                      match='Cannot batch tensors with different shapes'):
     next(iter(ragged))
+
+
+def test_requested_specs_are_checked_against_the_table_signature():
+  signature = {'obs': tf.TensorSpec([T, 2], tf.float32),
+               'step': tf.TensorSpec([T], tf.int64)}
+  with reverb.Server([uniform_table(name='sig', signature=signature)]) as server:
+    address = f'localhost:{server.port}'
+    # The table is empty: only the signature check can fail these.
+    wrong_count = reverb.TrajectoryDataset(address, 'sig', (tf.float32,),
+                                           (tf.TensorShape([T, 2]),), 1)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match='Requested 1 tensors, but table signature shows 2'):
+      next(iter(wrong_count))
+    wrong_dtype = reverb.TrajectoryDataset(
+        address, 'sig', {'obs': tf.float64, 'step': tf.int64},
+        {'obs': tf.TensorShape([T, 2]), 'step': tf.TensorShape([T])}, 1)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r'flattened index 0 .*double.*float'):
+      next(iter(wrong_dtype))
+    # Timestep datasets describe one timestep, so the signature must too.
+    timestep = reverb.TimestepDataset(
+        address, 'sig', {'obs': tf.float32, 'step': tf.int64},
+        {'obs': tf.TensorShape([2]), 'step': tf.TensorShape([])}, 1)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match='Requested incompatible tensor at flattened index'):
+      next(iter(timestep))
+    compatible = reverb.TrajectoryDataset(
+        address, 'sig', {'obs': tf.float32, 'step': tf.int64},
+        {'obs': tf.TensorShape([None, 2]), 'step': tf.TensorShape(None)}, 1,
+        rate_limiter_timeout_ms=0)
+    assert list(compatible) == []
+
+
+def test_unknown_table_fails_at_iterator_creation(server):
+  dataset = reverb.TrajectoryDataset(f'localhost:{server.port}', 'nope',
+                                     (tf.float32,), (tf.TensorShape([]),), 1)
+  with pytest.raises(tf.errors.NotFoundError,
+                     match='Priority table nope was not found'):
+    next(iter(dataset))

@@ -11,6 +11,11 @@
 // table_size int64, priority double, times_sampled int32), then the data
 // columns; `dtypes`/`shapes` list all of them, info first.
 //
+// On iterator initialisation the table's signature is fetched (30 s timeout;
+// unreachable server: a warning, no check): with a signature, the requested
+// dtypes/shapes must match it (a TimestepDataset's describe one timestep, as
+// the signature then must); without one, every sample is checked instead.
+//
 // End of sequence: after max_samples samples, or on a rate-limiter timeout
 // when a finite rate_limiter_timeout_ms was set. Cancelling the iterator
 // closes its sampler. Iterator save/restore is UNIMPLEMENTED and
@@ -32,7 +37,9 @@
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_util.h"
+#include "tensorflow/core/platform/logging.h"
 #include "tensorflow/core/platform/mutex.h"
+#include "tensorflow/core/protobuf/struct.pb.h"
 #include "tf_reverb/kernels/core_api.h"
 
 namespace tf_reverb {
@@ -82,6 +89,62 @@ REGISTER_REVERB_DATASET_OP("ReverbTimestepDataset",
 
 std::string SpecString(DataType dtype, const PartialTensorShape& shape) {
   return "(" + tensorflow::DataTypeString(dtype) + ", " + shape.DebugString() + ")";
+}
+
+constexpr int64_t kSignatureTimeoutMs = 30000;
+
+using FlatSpecs = std::vector<std::pair<DataType, PartialTensorShape>>;
+
+// Flattens a signature as dm-tree does (dict keys sorted, sequences and
+// named tuples in order); false for kinds a signature cannot hold.
+bool FlattenSignature(const tensorflow::StructuredValue& value, FlatSpecs* out) {
+  using Kind = tensorflow::StructuredValue;
+  switch (value.kind_case()) {
+    case Kind::kTensorSpecValue:
+      out->emplace_back(value.tensor_spec_value().dtype(),
+                        PartialTensorShape(value.tensor_spec_value().shape()));
+      return true;
+    case Kind::kBoundedTensorSpecValue:
+      out->emplace_back(value.bounded_tensor_spec_value().dtype(),
+                        PartialTensorShape(value.bounded_tensor_spec_value().shape()));
+      return true;
+    case Kind::kListValue:
+      for (const auto& v : value.list_value().values()) {
+        if (!FlattenSignature(v, out)) return false;
+      }
+      return true;
+    case Kind::kTupleValue:
+      for (const auto& v : value.tuple_value().values()) {
+        if (!FlattenSignature(v, out)) return false;
+      }
+      return true;
+    case Kind::kNamedTupleValue:
+      for (const auto& pair : value.named_tuple_value().values()) {
+        if (!FlattenSignature(pair.value(), out)) return false;
+      }
+      return true;
+    case Kind::kDictValue: {
+      std::vector<std::string> keys;
+      for (const auto& [key, unused] : value.dict_value().fields()) keys.push_back(key);
+      std::sort(keys.begin(), keys.end());
+      for (const std::string& key : keys) {
+        if (!FlattenSignature(value.dict_value().fields().at(key), out)) return false;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+std::string FlatSpecsString(const FlatSpecs& specs) {
+  std::string out = "[";
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += "(" + tensorflow::DataTypeString(specs[i].first) + ", " +
+           specs[i].second.DebugString() + ")";
+  }
+  return out + "]";
 }
 
 struct DatasetParams {
@@ -280,6 +343,7 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
   }
 
   Status Initialize(IteratorContext* ctx) override {
+    TF_RETURN_IF_ERROR(ValidateAgainstSignature());
     char error[kErrorSize] = {0};
     sampler_ = dataset()->api()->sampler_new(dataset()->client(),
                                              dataset()->params().table.c_str(),
@@ -346,6 +410,55 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
   }
 
  private:
+  Status ValidateAgainstSignature() {
+    const DatasetParams& params = dataset()->params();
+    std::string serialized;
+    char error[kErrorSize] = {0};
+    const int code = dataset()->api()->client_table_signature(
+        dataset()->client(), params.table.c_str(), kSignatureTimeoutMs,
+        [](void* context, const char* data, size_t size) {
+          static_cast<std::string*>(context)->assign(data, size);
+        },
+        &serialized, error, kErrorSize);
+    if (code == kCodeDeadlineExceeded) {
+      LOG(WARNING) << "Could not fetch the signature of table '" << params.table
+                   << "' from " << params.server_address
+                   << " in time; samples are validated as they arrive.";
+      return Status();
+    }
+    TF_RETURN_IF_ERROR(CoreStatus(code, error));
+    if (serialized.empty()) return Status();
+    tensorflow::StructuredValue signature;
+    FlatSpecs flat;
+    if (!signature.ParseFromString(serialized) || !FlattenSignature(signature, &flat)) {
+      LOG(WARNING) << "Table '" << params.table << "' has a signature this op cannot read; "
+                   << "samples are validated as they arrive.";
+      return Status();
+    }
+    FlatSpecs requested;
+    for (size_t i = kNumInfoColumns; i < params.dtypes.size(); ++i) {
+      requested.emplace_back(params.dtypes[i], params.shapes[i]);
+    }
+    if (requested.size() != flat.size()) {
+      return tensorflow::errors::InvalidArgument(
+          "Inconsistent number of tensors requested from table '", params.table,
+          "'. Requested ", requested.size(), " tensors, but table signature shows ",
+          flat.size(), " tensors. Table signature: ", FlatSpecsString(flat));
+    }
+    for (size_t i = 0; i < flat.size(); ++i) {
+      if (requested[i].first != flat[i].first ||
+          !requested[i].second.IsCompatibleWith(flat[i].second)) {
+        return tensorflow::errors::InvalidArgument(
+            "Requested incompatible tensor at flattened index ", i, " from table '",
+            params.table, "'. Requested (dtype, shape): ",
+            SpecString(requested[i].first, requested[i].second),
+            ". Signature (dtype, shape): ", SpecString(flat[i].first, flat[i].second),
+            ". Table signature: ", FlatSpecsString(flat));
+      }
+    }
+    return Status();
+  }
+
   // Fused batches are assembled by kAssemblyThreads background threads, each
   // decoding `batch_size` items straight into [batch_size, ...] tensors, and
   // up to kPrefetchBatches finished batches wait for GetNext. Each thread
