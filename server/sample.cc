@@ -10,9 +10,7 @@ namespace tf_reverb {
 
 Sample::Sample(deepmind::reverb::SampleInfo info,
                std::vector<std::shared_ptr<const ChunkData>> chunks)
-    : info_(std::move(info)), chunks_(std::move(chunks)) {
-  for (const auto& chunk : chunks_) by_key_[chunk->chunk_key()] = chunk.get();
-}
+    : info_(std::move(info)), chunks_(std::move(chunks)) {}
 
 Sample Sample::FromSampledItem(const SampledItem& sampled) {
   deepmind::reverb::SampleInfo info;
@@ -26,12 +24,12 @@ Sample Sample::FromSampledItem(const SampledItem& sampled) {
 }
 
 absl::StatusOr<const ChunkData*> Sample::Chunk(uint64_t key) const {
-  auto it = by_key_.find(key);
-  if (it == by_key_.end()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Sample references chunk ", key, " which was not received."));
+  // Items reference few chunks: a scan beats building a map per sample.
+  for (const auto& chunk : chunks_) {
+    if (chunk->chunk_key() == key) return chunk.get();
   }
-  return it->second;
+  return absl::InvalidArgumentError(
+      absl::StrCat("Sample references chunk ", key, " which was not received."));
 }
 
 absl::StatusOr<std::vector<ColumnSpec>> Sample::ColumnSpecs() const {
@@ -49,17 +47,24 @@ absl::StatusOr<std::vector<ColumnSpec>> Sample::ColumnSpecs() const {
             "Column ", c, " references a missing tensor of chunk ", slice.chunk_key()));
       }
       const auto& tensor = (*chunk)->data().tensors(slice.index());
-      std::vector<int64_t> shape = ProtoShape(tensor);
-      if (shape.empty()) {
+      const auto& dims = tensor.tensor_shape().dim();
+      if (dims.empty()) {
         return absl::InvalidArgumentError("Chunk tensors must have a time axis.");
       }
-      std::vector<int64_t> step_shape(shape.begin() + 1, shape.end());
       if (spec.dtype == ::tf_reverb::tf::DT_INVALID) {
         spec.dtype = tensor.dtype();
-        spec.shape = step_shape;
-      } else if (spec.dtype != tensor.dtype() || spec.shape != step_shape) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Column ", c, " mixes chunks of different specs."));
+        spec.shape.reserve(dims.size());
+        for (int d = 1; d < dims.size(); ++d) spec.shape.push_back(dims[d].size());
+      } else {
+        bool same = spec.dtype == tensor.dtype() &&
+                    spec.shape.size() + 1 == static_cast<size_t>(dims.size());
+        for (int d = 1; same && d < dims.size(); ++d) {
+          same = spec.shape[d - 1] == dims[d].size();
+        }
+        if (!same) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "Column ", c, " mixes chunks of different specs."));
+        }
       }
       rows += slice.length();
     }
@@ -75,13 +80,13 @@ absl::Status Sample::UnpackColumnInto(int column, char* dst) const {
     absl::StatusOr<const ChunkData*> chunk = Chunk(slice.chunk_key());
     if (!chunk.ok()) return chunk.status();
     const auto& tensor = (*chunk)->data().tensors(slice.index());
-    Tensor meta;
-    meta.dtype = tensor.dtype();
-    meta.shape = ProtoShape(tensor);
-    absl::StatusOr<int64_t> elem = DataTypeSize(meta.dtype);
+    absl::StatusOr<int64_t> elem = DataTypeSize(tensor.dtype());
     if (!elem.ok()) return elem.status();
-    const int64_t row_bytes =
-        meta.num_rows() == 0 ? 0 : meta.num_elements() * *elem / meta.num_rows();
+    // Bytes of one row: the product of the non-leading dims.
+    int64_t row_bytes = *elem;
+    const auto& dims = tensor.tensor_shape().dim();
+    for (int d = 1; d < dims.size(); ++d) row_bytes *= dims[d].size();
+    if (!dims.empty() && dims[0].size() == 0) row_bytes = 0;
     if (absl::Status s = DecompressRowsInto(tensor, (*chunk)->delta_encoded(),
                                             slice.offset(), slice.length(), dst);
         !s.ok()) {

@@ -49,7 +49,6 @@ class Sample {
 
   deepmind::reverb::SampleInfo info_;
   std::vector<std::shared_ptr<const ChunkData>> chunks_;
-  absl::flat_hash_map<uint64_t, const ChunkData*> by_key_;
 };
 
 }  // namespace tf_reverb
