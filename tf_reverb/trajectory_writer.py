@@ -200,6 +200,33 @@ def _merge_structure(old: Any, new: Any) -> Any:
   return old
 
 
+def _is_leaf(value: Any) -> bool:
+  return not isinstance(value, (dict, list, tuple, collections.abc.Mapping))
+
+
+def _flatten_with_path(structure: Any) -> List[Tuple[Path, Any]]:
+  """tree.flatten_with_path, with fast paths for flat dicts, lists, tuples."""
+  if type(structure) is dict and all(  # pylint: disable=unidiomatic-typecheck
+      _is_leaf(v) for v in structure.values()):
+    return [((key,), structure[key]) for key in sorted(structure)]
+  if type(structure) in (list, tuple) and all(_is_leaf(v) for v in structure):
+    return [((i,), value) for i, value in enumerate(structure)]
+  return tree.flatten_with_path(structure)
+
+
+def _unflatten_as(structure: Any, flat: List[Any]) -> Any:
+  """tree.unflatten_as, with fast paths for flat dicts, lists and tuples."""
+  nests = (dict, list, tuple)
+  if type(structure) is dict and not any(  # pylint: disable=unidiomatic-typecheck
+      isinstance(v, nests) or v is None for v in structure.values()):
+    by_key = dict(zip(sorted(structure), flat))
+    return {key: by_key[key] for key in structure}
+  if type(structure) in (list, tuple) and not any(
+      isinstance(v, nests) or v is None for v in structure):
+    return type(structure)(flat)
+  return tree.unflatten_as(structure, flat)
+
+
 _COLUMN_RE = re.compile(r'column (\d+)')
 
 
@@ -221,6 +248,7 @@ class TrajectoryWriter:
     self._last_step_is_open = False
     self._open_step_paths: set = set()
     self._closed = False
+    self._history_cache: Any = None  # rebuilt when columns are added
 
   def __enter__(self) -> 'TrajectoryWriter':
     return self
@@ -244,9 +272,11 @@ class TrajectoryWriter:
     if self._structure is None:
       raise RuntimeError(
           'history cannot be accessed before `append` is called at least once.')
-    return tree.map_structure_with_path(
-        lambda path, _: self._column_history[self._path_to_column[path]],
-        self._structure)
+    if self._history_cache is None:
+      self._history_cache = tree.map_structure_with_path(
+          lambda path, _: self._column_history[self._path_to_column[path]],
+          self._structure)
+    return self._history_cache
 
   @property
   def episode_steps(self) -> int:
@@ -327,17 +357,20 @@ class TrajectoryWriter:
     """
     if self._closed:
       raise RuntimeError('TrajectoryWriter::Close has been called.')
-    flat = tree.flatten_with_path(data)
+    flat = _flatten_with_path(data)
     if self._structure is None or any(
         path not in self._path_to_column for path, _ in flat):
       self._structure = _merge_structure(self._structure, data)
+      self._history_cache = None
     columns: List[Any] = [None] * len(self._column_paths)
     set_indices = []
+    indices = []
     for path, value in flat:
       index = self._path_to_column.get(path)
       if index is None:
         index = self._add_column(path)
         columns.append(None)
+      indices.append(index)
       if value is None:
         continue
       if path in self._open_step_paths:
@@ -362,8 +395,7 @@ class TrajectoryWriter:
       self._open_step_paths.update(self._column_paths[i] for i in set_indices)
     else:
       self._open_step_paths.clear()
-    return tree.map_structure_with_path(
-        lambda path, _: refs[self._path_to_column[path]], data)
+    return _unflatten_as(data, [refs[index] for index in indices])
 
   def create_item(self, table: str, priority: float, trajectory: Any) -> None:
     """Queues an item of `table` whose columns are the leaves of `trajectory`.

@@ -140,8 +140,8 @@ absl::Status TrajectoryWriter::AppendInternal(std::vector<std::optional<Tensor>>
     ++episode_step_;
     open_step_columns_.clear();
   }
-  // Appends may finalize chunks that queued items wait for.
-  cv_.SignalAll();
+  // Appends may finalize chunks the head item waits for.
+  if (!queue_.empty() && queue_.front().IsReady()) cv_.SignalAll();
   return absl::OkStatus();
 }
 
@@ -265,7 +265,9 @@ absl::Status TrajectoryWriter::CreateItem(const std::string& table, double prior
   }
   item.seq = next_seq_++;
   queue_.push_back(std::move(item));
-  cv_.SignalAll();
+  // Only a new head can unblock the worker; otherwise it is busy sending or
+  // waits for the head's chunks, and picks this item up with the head.
+  if (queue_.size() == 1) cv_.SignalAll();
   return absl::OkStatus();
 }
 
