@@ -9,7 +9,29 @@ namespace py = pybind11;
 namespace tf_reverb {
 namespace {
 
-const char* NumpyName(DataType dtype) {
+py::array StringArray(const std::vector<std::string>& strings,
+                      const std::vector<int64_t>& shape) {
+  py::array out(py::dtype("O"), shape);
+  auto** cells = static_cast<PyObject**>(out.mutable_data());
+  for (size_t i = 0; i < strings.size(); ++i) {
+    cells[i] = py::bytes(strings[i]).release().ptr();
+  }
+  return out;
+}
+
+py::array EmptyNumericArray(DataType dtype, const std::vector<int64_t>& shape,
+                            int column) {
+  const char* name = NumpyDtypeName(dtype);
+  if (name == nullptr) {
+    throw py::value_error(absl::StrCat("Column ", column, " has unsupported dtype ",
+                                       DataTypeName(dtype)));
+  }
+  return py::array(py::dtype(name), shape);
+}
+
+}  // namespace
+
+const char* NumpyDtypeName(DataType dtype) {
   switch (dtype) {
     case tf::DT_FLOAT: return "float32";
     case tf::DT_DOUBLE: return "float64";
@@ -28,28 +50,6 @@ const char* NumpyName(DataType dtype) {
     default: return nullptr;
   }
 }
-
-py::array StringArray(const std::vector<std::string>& strings,
-                      const std::vector<int64_t>& shape) {
-  py::array out(py::dtype("O"), shape);
-  auto** cells = static_cast<PyObject**>(out.mutable_data());
-  for (size_t i = 0; i < strings.size(); ++i) {
-    cells[i] = py::bytes(strings[i]).release().ptr();
-  }
-  return out;
-}
-
-py::array EmptyNumericArray(DataType dtype, const std::vector<int64_t>& shape,
-                            int column) {
-  const char* name = NumpyName(dtype);
-  if (name == nullptr) {
-    throw py::value_error(absl::StrCat("Column ", column, " has unsupported dtype ",
-                                       DataTypeName(dtype)));
-  }
-  return py::array(py::dtype(name), shape);
-}
-
-}  // namespace
 
 void MaybeRaise(const absl::Status& status) {
   if (status.ok()) return;

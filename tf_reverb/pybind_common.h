@@ -42,6 +42,10 @@ inline absl::Duration TimeoutFromMs(int64_t timeout_ms) {
 Tensor TensorFromPython(int dtype, const std::vector<int64_t>& shape,
                         const pybind11::object& data);
 
+// The numpy dtype name of a numeric dtype ("float32", ...); nullptr for
+// strings and dtypes numpy cannot hold.
+const char* NumpyDtypeName(DataType dtype);
+
 // A new numpy array holding `tensor` (an object array of bytes for strings).
 pybind11::array TensorToNumpy(const Tensor& tensor);
 

@@ -56,26 +56,6 @@ SamplerOptions MakeOptions(int64_t max_samples, int64_t max_in_flight_samples_pe
   return options;
 }
 
-const char* NumpyDtype(DataType dtype) {
-  switch (dtype) {
-    case tf::DT_FLOAT: return "float32";
-    case tf::DT_DOUBLE: return "float64";
-    case tf::DT_INT32: return "int32";
-    case tf::DT_UINT8: return "uint8";
-    case tf::DT_INT16: return "int16";
-    case tf::DT_INT8: return "int8";
-    case tf::DT_COMPLEX64: return "complex64";
-    case tf::DT_INT64: return "int64";
-    case tf::DT_BOOL: return "bool";
-    case tf::DT_UINT16: return "uint16";
-    case tf::DT_COMPLEX128: return "complex128";
-    case tf::DT_HALF: return "float16";
-    case tf::DT_UINT32: return "uint32";
-    case tf::DT_UINT64: return "uint64";
-    default: return nullptr;
-  }
-}
-
 std::string SpecString(const ColumnSpec& spec) {
   return absl::StrCat("(", DataTypeName(spec.dtype), ", ", ShapeString(spec.shape), ")");
 }
@@ -189,7 +169,7 @@ class BatchIterator {
         for (size_t c = 0; c < specs->size(); ++c) {
           const ColumnSpec& spec = (*specs)[c];
           if (spec.dtype == tf::DT_STRING) continue;
-          if (NumpyDtype(spec.dtype) == nullptr) {
+          if (NumpyDtypeName(spec.dtype) == nullptr) {
             return absl::InvalidArgumentError(absl::StrCat(
                 "Column ", c, " has unsupported dtype ", DataTypeName(spec.dtype)));
           }
@@ -283,7 +263,7 @@ py::tuple BatchToPython(Batch batch) {
     }
     AlignedBuffer* buffer = batch.buffers[c].release();
     py::capsule owner(buffer, [](void* p) { delete static_cast<AlignedBuffer*>(p); });
-    columns.append(py::array(py::dtype(NumpyDtype(spec.dtype)), shape, buffer->data, owner));
+    columns.append(py::array(py::dtype(NumpyDtypeName(spec.dtype)), shape, buffer->data, owner));
   }
   return py::make_tuple(info, columns);
 }
