@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +24,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "pybind11/numpy.h"
@@ -97,14 +97,19 @@ class BatchIterator {
   // The next batch, or nullopt at the end. Call without the GIL.
   absl::StatusOr<std::optional<Batch>> Next() {
     absl::MutexLock lock(&mu_);
-    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return closed_ || !ready_.empty() || running_ == 0;
-    };
-    mu_.Await(absl::Condition(&ready));
-    if (!ready_.empty()) {
-      Batch batch = std::move(ready_.front());
-      ready_.pop_front();
-      return std::optional<Batch>(std::move(batch));
+    // Batches are handed out in the order they were claimed, so a partial
+    // last batch (max_samples) always comes last.
+    while (true) {
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return closed_ || done_.contains(next_deliver_) || running_ == 0;
+      };
+      mu_.Await(absl::Condition(&ready));
+      auto it = done_.find(next_deliver_);
+      if (it == done_.end()) break;
+      Batch batch = std::move(it->second);
+      done_.erase(it);
+      ++next_deliver_;
+      if (batch.size > 0) return std::optional<Batch>(std::move(batch));
     }
     if (closed_) return absl::CancelledError("The iterator was closed.");
     if (!status_.ok()) return status_;
@@ -125,23 +130,25 @@ class BatchIterator {
   void Run() {
     while (true) {
       int64_t n = 0;
+      uint64_t sequence = 0;
       {
         absl::MutexLock lock(&mu_);
         auto can_start = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
           return closed_ || ended_ ||
-                 static_cast<int64_t>(ready_.size()) + assembling_ < prefetch_;
+                 static_cast<int64_t>(done_.size()) + assembling_ < prefetch_;
         };
         mu_.Await(absl::Condition(&can_start));
         n = budget_ < 0 ? batch_size_ : std::min(batch_size_, budget_);
         if (closed_ || ended_ || n == 0) break;
         if (budget_ >= 0) budget_ -= n;
         ++assembling_;
+        sequence = next_claim_++;
       }
       Batch batch;
       absl::Status status = Fill(n, &batch);
       absl::MutexLock lock(&mu_);
       --assembling_;
-      if (batch.size > 0) ready_.push_back(std::move(batch));
+      done_[sequence] = std::move(batch);  // empty ones are skipped by Next()
       if (!status.ok()) {
         ended_ = true;
         // max_samples reached or a rate-limiter timeout: a normal end.
@@ -228,7 +235,10 @@ class BatchIterator {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
-  std::deque<Batch> ready_ ABSL_GUARDED_BY(mu_);
+  // Assembled batches by claim order; Next() hands out next_deliver_.
+  absl::flat_hash_map<uint64_t, Batch> done_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_claim_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_deliver_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t assembling_ ABSL_GUARDED_BY(mu_) = 0;
   // Samples not yet claimed by a batch; -1: unlimited.
   int64_t budget_ ABSL_GUARDED_BY(mu_);
