@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "chunk_codec.h"
 #include "grpc_status.h"
 #include "grpcpp/create_channel.h"
@@ -20,6 +21,9 @@ namespace {
 
 using ::deepmind::reverb::SampleStreamRequest;
 using ::deepmind::reverb::SampleStreamResponse;
+
+// Attempts of a single-step insert that fails with UNAVAILABLE.
+constexpr int kMaxInsertAttempts = 5;
 
 uint64_t NewKey() {
   thread_local absl::BitGen gen;
@@ -255,18 +259,27 @@ absl::Status Client::InsertStep(
     }
     keys.push_back(item->key());
   }
-  grpc::ClientContext context;
-  context.set_wait_for_ready(true);
-  auto stream = stub_->InsertStream(&context);
-  if (stream->Write(request)) {
-    stream->WritesDone();
-    deepmind::reverb::InsertStreamResponse response;
-    size_t confirmed = 0;
-    while (confirmed < keys.size() && stream->Read(&response)) {
-      confirmed += response.keys_size();
+  // A connection broken by a server restart surfaces as UNAVAILABLE: resend
+  // the same request. The item keys are fixed above, so an item the server
+  // already inserted is only re-prioritised, never duplicated.
+  absl::Duration backoff = absl::Milliseconds(10);
+  for (int attempt = 1;; ++attempt) {
+    grpc::ClientContext context;
+    context.set_wait_for_ready(true);
+    auto stream = stub_->InsertStream(&context);
+    if (stream->Write(request)) {
+      stream->WritesDone();
+      deepmind::reverb::InsertStreamResponse response;
+      size_t confirmed = 0;
+      while (confirmed < keys.size() && stream->Read(&response)) {
+        confirmed += response.keys_size();
+      }
     }
+    absl::Status status = FromGrpcStatus(stream->Finish());
+    if (!absl::IsUnavailable(status) || attempt == kMaxInsertAttempts) return status;
+    absl::SleepFor(backoff);
+    backoff = std::min(2 * backoff, absl::Seconds(1));
   }
-  return FromGrpcStatus(stream->Finish());
 }
 
 int Client::LoopbackPort() const {

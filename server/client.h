@@ -48,6 +48,8 @@ class Client {
 
   // Writes one step (one tensor per column) as one chunk and creates one item
   // per (table, priority) over it; returns once every item is confirmed.
+  // UNAVAILABLE (e.g. a server restart) is retried a few times with the same
+  // item keys, so a retry never duplicates an item.
   absl::Status InsertStep(const std::vector<Tensor>& step,
                           const std::vector<std::pair<std::string, double>>& priorities);
 

@@ -123,3 +123,17 @@ def test_console_script_runs_the_binary(tmp_path):
                            '--port=0'], capture_output=True, text=True, timeout=30)
   # The table has no selectors: the binary itself must reject it.
   assert result.returncode != 0 and "Table 't'" in result.stderr
+
+
+def test_client_insert_survives_a_server_restart_on_the_same_port(binary_server):
+  import portpicker  # pylint: disable=g-import-not-at-top
+  port = portpicker.pick_unused_port()
+  first = binary_server(f'--port={port}')
+  client = reverb.Client(first.address)
+  client.insert(1, {'my_table': 1.0})
+  first.process.kill()
+  first.process.wait()
+  binary_server(f'--port={port}')
+  for value in range(2, 6):  # the first insert meets the broken connection
+    client.insert(value, {'my_table': 1.0})
+  assert client.server_info(timeout=10)['my_table'].current_size == 4
