@@ -21,6 +21,16 @@ def uniform_table(name='my_table', max_size=1000, **kwargs):
                       max_size, reverb.rate_limiters.MinSize(1), **kwargs)
 
 
+@pytest.fixture(params=['in_process', 'binary'])
+def address(request, binary_server):
+  """'my_table' of an in-process server, or of the server binary."""
+  if request.param == 'binary':
+    yield binary_server('--port=0').address
+    return
+  with reverb.Server([uniform_table()]) as s:
+    yield f'localhost:{s.port}'
+
+
 @pytest.fixture
 def server():
   """An in-process server with one uniform table 'my_table'."""

@@ -5,28 +5,9 @@ import pytest
 
 import tf_reverb as reverb
 from conftest import run_python
-from conftest import uniform_table
+from trajectories import fill
 from trajectories import insert_trajectory
-
-T = 3
-
-
-@pytest.fixture(params=['in_process', 'binary'])
-def address(request, binary_server):
-  """'my_table' of an in-process server, or of the server binary."""
-  if request.param == 'binary':
-    yield binary_server('--port=0').address
-    return
-  with reverb.Server([uniform_table()]) as server:
-    yield f'localhost:{server.port}'
-
-
-def fill(address, n=4):
-  for i in range(n):
-    insert_trajectory(address, 'my_table', [
-        np.full([T, 2], i, np.float32),
-        np.arange(T, dtype=np.int64),
-    ], priority=float(i + 1))
+from trajectories import T
 
 
 def test_batches_are_contiguous_arrays_per_column(address):

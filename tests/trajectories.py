@@ -90,3 +90,17 @@ def insert_trajectory(address: str, table: str, columns: Sequence[np.ndarray],
 def columns_of(step_values: Dict[str, np.ndarray]) -> list:
   """The values of `step_values` in dm-tree (sorted key) order."""
   return [step_values[k] for k in sorted(step_values)]
+
+
+# Rows per item written by fill().
+T = 3
+
+
+def fill(address: str, n: int = 4) -> None:
+  """n items of T rows into 'my_table': obs [T, 2] float32 = i, step [T]
+  int64 = 0..T-1, priority i + 1."""
+  for i in range(n):
+    insert_trajectory(address, 'my_table', [
+        np.full([T, 2], i, np.float32),
+        np.arange(T, dtype=np.int64),
+    ], priority=float(i + 1))
