@@ -15,13 +15,13 @@ memory grow without bound.
 
 import collections
 import datetime
+import itertools
 import re
 from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tree
 
-from tf_reverb import _dtypes
 from tf_reverb import errors
 from tf_reverb import pybind
 
@@ -64,6 +64,16 @@ class TrajectoryColumn:
     self._data_references = tuple(data_references)
     self._squeeze = squeeze
     self._path = path
+
+  @classmethod
+  def _trusted(cls, refs: Tuple[Any, ...], squeeze: bool,
+               path: Optional[Path]) -> 'TrajectoryColumn':
+    """A column over `refs` known to hold no None (no argument checks)."""
+    column = object.__new__(cls)
+    column._data_references = refs
+    column._squeeze = squeeze
+    column._path = path
+    return column
 
   def __len__(self) -> int:
     return len(self._data_references)
@@ -144,6 +154,19 @@ class _ColumnHistory:
   def _set_last(self, ref: Any) -> None:
     self._refs[-1] = ref
 
+  def _slice(self, index: slice) -> TrajectoryColumn:
+    start, stop, step = index.indices(self._num_steps)
+    if step == 1 and start < stop:
+      # Contiguous: slice the retained references in one go.
+      first = self._num_steps - len(self._refs)  # episode index of _refs[0]
+      if start >= first:
+        refs = tuple(itertools.islice(self._refs, start - first, stop - first))
+        if None not in refs:
+          return TrajectoryColumn._trusted(refs, False, self._path)  # pylint: disable=protected-access
+        return TrajectoryColumn(refs, path=self._path)
+    return TrajectoryColumn([self._ref_at(i) for i in range(start, stop, step)],
+                            path=self._path)
+
   def _reset(self) -> None:
     self._refs.clear()
     self._num_steps = 0
@@ -160,12 +183,11 @@ class _ColumnHistory:
     return self._refs[position] if position >= 0 else None
 
   def __getitem__(self, index) -> TrajectoryColumn:
+    if type(index) is slice:  # pylint: disable=unidiomatic-typecheck
+      return self._slice(index)
     if isinstance(index, (int, np.integer)):
       return TrajectoryColumn([self._ref_at(int(index))], squeeze=True,
                               path=self._path)
-    if isinstance(index, slice):
-      refs = [self._ref_at(i) for i in range(*index.indices(self._num_steps))]
-      return TrajectoryColumn(refs, path=self._path)
     if isinstance(index, list):
       return TrajectoryColumn([self._ref_at(int(i)) for i in index],
                               path=self._path)
@@ -202,6 +224,29 @@ def _merge_structure(old: Any, new: Any) -> Any:
 
 def _is_leaf(value: Any) -> bool:
   return not isinstance(value, (dict, list, tuple, collections.abc.Mapping))
+
+
+# type -> whether its instances are dm-tree leaves (filled on first sight, so
+# `all(map(_LEAF_TYPES.get, map(type, values)))` checks a step in C).
+_LEAF_TYPES: Dict[type, bool] = {}
+
+
+def _all_leaves(values: Any) -> bool:
+  if all(map(_LEAF_TYPES.get, map(type, values))):
+    return True
+  for value in values:
+    _LEAF_TYPES.setdefault(type(value), _is_leaf(value))
+  return all(map(_LEAF_TYPES.get, map(type, values)))
+
+
+def _flat_step_key(data: Any) -> Any:
+  """Key of a flat dict/list/tuple step's layout, or None for other steps."""
+  kind = type(data)
+  if kind is dict:
+    return (kind, tuple(data))
+  if kind is list or kind is tuple:
+    return (kind, len(data))
+  return None
 
 
 def _flatten_with_path(structure: Any) -> List[Tuple[Path, Any]]:
@@ -249,6 +294,9 @@ class TrajectoryWriter:
     self._open_step_paths: set = set()
     self._closed = False
     self._history_cache: Any = None  # rebuilt when columns are added
+    # Flat steps (dicts/lists/tuples of leaves) seen before: layout key ->
+    # column index of each leaf in iteration order.
+    self._flat_plans: Dict[Any, Tuple[int, ...]] = {}
 
   def __enter__(self) -> 'TrajectoryWriter':
     return self
@@ -357,6 +405,12 @@ class TrajectoryWriter:
     """
     if self._closed:
       raise RuntimeError('TrajectoryWriter::Close has been called.')
+    if not self._open_step_paths:
+      key = _flat_step_key(data)
+      plan = self._flat_plans.get(key) if key is not None else None
+      if plan is not None and _all_leaves(
+          data.values() if type(data) is dict else data):  # pylint: disable=unidiomatic-typecheck
+        return self._append_flat(data, key, plan, partial_step)
     flat = _flatten_with_path(data)
     if self._structure is None or any(
         path not in self._path_to_column for path, _ in flat):
@@ -365,20 +419,24 @@ class TrajectoryWriter:
     columns: List[Any] = [None] * len(self._column_paths)
     set_indices = []
     indices = []
+    path_to_column = self._path_to_column
+    open_step_paths = self._open_step_paths
     for path, value in flat:
-      index = self._path_to_column.get(path)
+      index = path_to_column.get(path)
       if index is None:
         index = self._add_column(path)
         columns.append(None)
       indices.append(index)
       if value is None:
         continue
-      if path in self._open_step_paths:
+      if open_step_paths and path in open_step_paths:
         raise ValueError(
             f'Field {path} has already been set in the active step by previous '
             '(partial) append call and thus must be omitted or set to None '
             f'but got: {value}')
-      columns[index] = _dtypes.to_core_tensor(value, str(path))
+      # Converted in C++ (_dtypes.to_core_tensor for other than numpy values
+      # and numbers; errors name the column index, rewritten to the path).
+      columns[index] = value
       set_indices.append(index)
     try:
       refs = self._writer.append(columns, partial_step)
@@ -386,16 +444,54 @@ class TrajectoryWriter:
       raise self._rewrite_error(e) from e
     if not self._last_step_is_open:
       self._num_steps += 1
-      for history in self._column_history:
-        history._append(None)  # pylint: disable=protected-access
-    for index in set_indices:
-      self._column_history[index]._set_last(refs[index])  # pylint: disable=protected-access
+      # `refs` has one entry per column (None where no value was given).
+      for history, ref in zip(self._column_history, refs):
+        history._append(ref)  # pylint: disable=protected-access
+    else:
+      for index in set_indices:
+        self._column_history[index]._set_last(refs[index])  # pylint: disable=protected-access
     self._last_step_is_open = partial_step
     if partial_step:
       self._open_step_paths.update(self._column_paths[i] for i in set_indices)
     else:
       self._open_step_paths.clear()
+      key = _flat_step_key(data)
+      if key is not None and _all_leaves(
+          data.values() if type(data) is dict else data):  # pylint: disable=unidiomatic-typecheck
+        self._flat_plans[key] = tuple(
+            path_to_column[(k,)] for k in (data if type(data) is dict else  # pylint: disable=unidiomatic-typecheck
+                                           range(len(data))))
     return _unflatten_as(data, [refs[index] for index in indices])
+
+  def _append_flat(self, data: Any, key: Any, plan: Tuple[int, ...],
+                   partial_step: bool) -> Any:
+    """append() of a flat step whose layout was seen (no open partial step)."""
+    values = list(data.values()) if type(data) is dict else data  # pylint: disable=unidiomatic-typecheck
+    columns: List[Any] = [None] * len(self._column_paths)
+    for index, value in zip(plan, values):
+      columns[index] = value
+    try:
+      refs = self._writer.append(columns, partial_step)
+    except ValueError as e:
+      raise self._rewrite_error(e) from e
+    if not self._last_step_is_open:
+      self._num_steps += 1
+      for history, ref in zip(self._column_history, refs):
+        history._append(ref)  # pylint: disable=protected-access
+    else:
+      for index, value in zip(plan, values):
+        if value is not None:
+          self._column_history[index]._set_last(refs[index])  # pylint: disable=protected-access
+    self._last_step_is_open = partial_step
+    if partial_step:
+      self._open_step_paths.update(
+          self._column_paths[index]
+          for index, value in zip(plan, values)
+          if value is not None)
+    step_refs = [refs[index] for index in plan]
+    if key[0] is dict:
+      return dict(zip(key[1], step_refs))
+    return step_refs if key[0] is list else tuple(step_refs)
 
   def create_item(self, table: str, priority: float, trajectory: Any) -> None:
     """Queues an item of `table` whose columns are the leaves of `trajectory`.
@@ -413,12 +509,14 @@ class TrajectoryWriter:
     """
     flat = tree.flatten(trajectory)
     for column in flat:
-      if not isinstance(column, TrajectoryColumn):
+      if type(column) is not TrajectoryColumn and not isinstance(  # pylint: disable=unidiomatic-typecheck
+          column, TrajectoryColumn):
         raise TypeError(
             f'All leaves of `trajectory` must be TrajectoryColumn but got '
             f'{type(column).__name__}: {column!r}')
-    self._writer.create_item(table, float(priority),
-                             [column._to_core() for column in flat])  # pylint: disable=protected-access
+    self._writer.create_item(
+        table, float(priority),
+        [(column._data_references, column._squeeze) for column in flat])  # pylint: disable=protected-access
 
   def flush(self,
             block_until_num_items: int = 0,

@@ -6,11 +6,13 @@ the last `num_timesteps` steps of every column (all columns unsqueezed, so
 sampled columns have a leading time dimension). Items referencing a chunk that
 is still open are held until it completes, ``flush`` or ``close``. At most
 `max_in_flight_items` items are pending (queued or unconfirmed); more block.
+The references of the last `max_sequence_length` steps stay in C++
+(``pybind.StepHistory``): appending and creating items make no Python object
+per cell.
 """
 
-import collections
 import logging
-from typing import Any, Deque, List, Optional
+from typing import Any, Optional
 
 import numpy as np
 import tree
@@ -29,8 +31,7 @@ class Writer:
     """Wraps a ``pybind.TrajectoryWriter`` (use Client.writer)."""
     self._writer = cpp_writer
     self._max_sequence_length = max_sequence_length
-    self._steps: Deque[List[Any]] = collections.deque(
-        maxlen=max_sequence_length)
+    self._steps = pybind.StepHistory(max_sequence_length)
     self._num_columns: Optional[int] = None
     self._closed = False
 
@@ -74,10 +75,9 @@ class Writer:
       raise ValueError(
           'Number of tensors per timestep was inconsistent. Previously '
           f'received {self._num_columns} tensors but got {len(flat)} now.')
-    columns = [
-        _dtypes.to_core_tensor(value, str(i)) for i, value in enumerate(flat)
-    ]
-    self._steps.append(self._writer.append(columns, False))
+    # Converted in C++ (other than numpy values and numbers through
+    # _dtypes.to_core_tensor, naming the column index in errors).
+    self._steps.append(self._writer, flat)
 
   def append_sequence(self, sequence: Any) -> None:
     """Appends `T` timesteps given as a nest of arrays with leading dim `T`.
@@ -126,10 +126,8 @@ class Writer:
           'timesteps.')
     if np.isnan(priority):
       raise ValueError('Priority must not be NaN.')
-    steps = list(self._steps)[-num_timesteps:]
-    columns = [([step[c] for step in steps], False)
-               for c in range(self._num_columns or 0)]
-    self._writer.create_item(table, float(priority), columns)
+    self._steps.create_item(self._writer, table, float(priority),
+                            num_timesteps)
 
   def flush(self) -> None:
     """Sends every pending item and waits until the server confirmed them."""
