@@ -2,12 +2,14 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client.h"
+#include "server/patterns/local_pattern_runner.h"
 #include "tensor.h"
 
 struct TfReverbClient {
@@ -16,6 +18,10 @@ struct TfReverbClient {
 
 struct TfReverbSampler {
   std::unique_ptr<tf_reverb::Sampler> sampler;
+};
+
+struct TfReverbPatternEngine {
+  std::unique_ptr<tf_reverb::LocalPatternRunner> runner;
 };
 
 namespace {
@@ -78,6 +84,29 @@ absl::Status WriteSample(const tf_reverb::Sample& sample, TfReverbSampleInfo* in
     }
     if (absl::Status s = sample.UnpackColumnInto(c, static_cast<char*>(buffer)); !s.ok()) {
       return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Hands `columns` to the caller's buffers through `allocate` / `set_string`.
+absl::Status WriteTensors(const std::vector<tf_reverb::Tensor>& columns,
+                          TfReverbAllocateFn allocate, TfReverbSetStringFn set_string,
+                          void* context) {
+  for (int c = 0; c < static_cast<int>(columns.size()); ++c) {
+    const tf_reverb::Tensor& tensor = columns[c];
+    void* buffer = allocate(context, c, tensor.dtype, static_cast<int32_t>(tensor.shape.size()),
+                            tensor.shape.data());
+    const int64_t elements = tensor.num_elements();
+    if (buffer == nullptr && elements > 0) {
+      return absl::AbortedError(absl::StrCat("Could not allocate output ", c));
+    }
+    if (tensor.dtype == tf_reverb::tf::DT_STRING) {
+      for (int64_t i = 0; i < elements; ++i) {
+        set_string(context, c, i, tensor.strings[i].data(), tensor.strings[i].size());
+      }
+    } else if (elements > 0) {
+      std::memcpy(buffer, tensor.data.data(), tensor.data.size());
     }
   }
   return absl::OkStatus();
@@ -187,5 +216,55 @@ int tf_reverb_sampler_next(TfReverbSampler* sampler, int64_t timeout_ms,
 void tf_reverb_sampler_close(TfReverbSampler* sampler) { sampler->sampler->Close(); }
 
 void tf_reverb_sampler_free(TfReverbSampler* sampler) { delete sampler; }
+
+TfReverbPatternEngine* tf_reverb_pattern_engine_new(const char* const* configs,
+                                                    const size_t* config_sizes,
+                                                    int32_t num_configs, char* error,
+                                                    size_t error_size) {
+  std::vector<deepmind::reverb::StructuredWriterConfig> parsed(num_configs);
+  for (int32_t i = 0; i < num_configs; ++i) {
+    if (!parsed[i].ParseFromArray(configs[i], static_cast<int>(config_sizes[i]))) {
+      Report(absl::InvalidArgumentError(absl::StrCat(
+                 "Config at position ", i, " is not a serialized StructuredWriterConfig.")),
+             error, error_size);
+      return nullptr;
+    }
+  }
+  absl::StatusOr<std::unique_ptr<tf_reverb::LocalPatternRunner>> runner =
+      tf_reverb::LocalPatternRunner::Create(std::move(parsed));
+  if (!runner.ok()) {
+    Report(runner.status(), error, error_size);
+    return nullptr;
+  }
+  return new TfReverbPatternEngine{*std::move(runner)};
+}
+
+int tf_reverb_pattern_engine_append(TfReverbPatternEngine* engine,
+                                    const TfReverbTensorView* columns, int32_t num_columns,
+                                    int32_t end_of_episode, int32_t clear_buffers,
+                                    char* error, size_t error_size) {
+  std::vector<tf_reverb::Tensor> step;
+  step.reserve(num_columns);
+  for (int32_t c = 0; c < num_columns; ++c) {
+    absl::StatusOr<tf_reverb::Tensor> tensor = FromView(columns[c]);
+    if (!tensor.ok()) return Report(tensor.status(), error, error_size);
+    step.push_back(*std::move(tensor));
+  }
+  return Report(engine->runner->Append(std::move(step), end_of_episode != 0, clear_buffers != 0),
+                error, error_size);
+}
+
+int tf_reverb_pattern_engine_pop(TfReverbPatternEngine* engine, int32_t* num_columns,
+                                 TfReverbAllocateFn allocate, TfReverbSetStringFn set_string,
+                                 void* context, char* error, size_t error_size) {
+  std::optional<std::vector<tf_reverb::Tensor>> trajectory = engine->runner->Pop();
+  if (!trajectory.has_value()) {
+    return Report(absl::OutOfRangeError("No trajectory is ready."), error, error_size);
+  }
+  *num_columns = static_cast<int32_t>(trajectory->size());
+  return Report(WriteTensors(*trajectory, allocate, set_string, context), error, error_size);
+}
+
+void tf_reverb_pattern_engine_free(TfReverbPatternEngine* engine) { delete engine; }
 
 }  // extern "C"

@@ -126,6 +126,37 @@ void tf_reverb_sampler_close(TfReverbSampler* sampler);
 /* Closes and frees; no call on `sampler` may be in progress. */
 void tf_reverb_sampler_free(TfReverbSampler* sampler);
 
+/* ---- Pattern engines (PatternDataset) ----------------------------------
+ * A pattern engine runs StructuredWriterConfigs over steps held in memory
+ * (server/patterns/local_pattern_runner.h); no server is involved. */
+typedef struct TfReverbPatternEngine TfReverbPatternEngine;
+
+/* `configs` are `num_configs` serialized StructuredWriterConfig protos of
+ * the given sizes. Returns NULL and fills `error` when a config does not
+ * parse or is invalid. */
+TfReverbPatternEngine* tf_reverb_pattern_engine_new(const char* const* configs,
+                                                    const size_t* config_sizes,
+                                                    int32_t num_configs, char* error,
+                                                    size_t error_size);
+
+/* Appends one step of `num_columns` columns and queues the trajectories it
+ * produces; with `end_of_episode` != 0 the end-of-episode configs apply next
+ * and a new episode starts (buffers dropped if `clear_buffers` != 0). */
+int tf_reverb_pattern_engine_append(TfReverbPatternEngine* engine,
+                                    const TfReverbTensorView* columns, int32_t num_columns,
+                                    int32_t end_of_episode, int32_t clear_buffers,
+                                    char* error, size_t error_size);
+
+/* Writes the oldest queued trajectory through `allocate` / `set_string`
+ * (one column per pattern node; `*num_columns` receives the count).
+ * Returns OUT_OF_RANGE (11) when none is queued, ABORTED (10) when the
+ * allocator fails. */
+int tf_reverb_pattern_engine_pop(TfReverbPatternEngine* engine, int32_t* num_columns,
+                                 TfReverbAllocateFn allocate, TfReverbSetStringFn set_string,
+                                 void* context, char* error, size_t error_size);
+
+void tf_reverb_pattern_engine_free(TfReverbPatternEngine* engine);
+
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif

@@ -26,6 +26,7 @@ from tf_reverb import checkpointers
 from tf_reverb import errors
 from tf_reverb import item_selectors as selectors
 from tf_reverb import rate_limiters
+from tf_reverb import structured_writer as structured
 from tf_reverb.client import Client
 from tf_reverb.errors import DeadlineExceededError
 from tf_reverb.errors import ReverbError
@@ -46,6 +47,7 @@ _LAZY_NAMES = {
     'weights_table': 'tf_reverb.keras_callbacks',
     'TrajectoryDataset': 'tf_reverb.trajectory_dataset',
     'TimestepDataset': 'tf_reverb.timestep_dataset',
+    'PatternDataset': 'tf_reverb.pattern_dataset',
 }
 
 

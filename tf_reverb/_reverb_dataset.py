@@ -19,7 +19,7 @@ from tf_reverb import client as reverb_client
 from tf_reverb import replay_sample
 
 
-def _to_tuples(nest: Any) -> Any:
+def to_tuples(nest: Any) -> Any:
   """Python lists in `nest` become tuples (as Reverb's element specs have)."""
   return tree.traverse(
       lambda x: tuple(x) if isinstance(x, list) else None, nest,
@@ -61,7 +61,7 @@ class ReverbDatasetBase(dataset_ops.DatasetSource):
     item_data_spec = tree.map_structure(
         lambda dtype, shape: tf.TensorSpec(tf.TensorShape(shape),
                                            tf.as_dtype(dtype)),
-        _to_tuples(dtypes), _to_tuples(shapes))
+        to_tuples(dtypes), to_tuples(shapes))
     item_info_spec = replay_sample.SampleInfo(*[
         tf.TensorSpec(shape, dtype) for dtype, shape in zip(
             replay_sample.SampleInfo.tf_dtypes(),

@@ -261,6 +261,24 @@ class Client:
         accept_step_shape_signatures=False)
     return trajectory_writer_lib.TrajectoryWriter(cpp_writer)
 
+  def structured_writer(self, configs: Sequence[Any]) -> Any:
+    """A new ``StructuredWriter`` driven by `configs` (``reverb.structured``).
+
+    Args:
+      configs: ``structured.Config`` protos; a ``buffer_length`` condition is
+        added to each that lacks one.
+
+    Raises:
+      ValueError: if no config is given or a config is invalid ("Invalid
+        configuration at position i: ...").
+    """
+    from tf_reverb import structured_writer as structured_writer_lib  # pylint: disable=g-import-not-at-top
+    if not configs:
+      raise ValueError('At least one config must be provided.')
+    serialized = [config.SerializeToString() for config in configs]
+    return structured_writer_lib.StructuredWriter(
+        pybind.StructuredWriter(self._client, serialized))
+
   def writer(self,
              max_sequence_length: int,
              delta_encoded: bool = False,

@@ -163,6 +163,7 @@ PYBIND11_MODULE(pybind, m) {
 
   RegisterSamplerBindings(m);
   RegisterWriterBindings(m);
+  RegisterStructuredBindings(m);
 }
 
 }  // namespace tf_reverb

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "pybind11/stl.h"
 
 namespace py = pybind11;
 
@@ -67,6 +68,15 @@ void MaybeRaise(const absl::Status& status) {
   }
 }
 
+void MaybeRaiseWithDeadline(const absl::Status& status) {
+  if (status.code() == absl::StatusCode::kDeadlineExceeded) {
+    py::object error = py::module_::import("tf_reverb.errors").attr("DeadlineExceededError");
+    PyErr_SetString(error.ptr(), std::string(status.message()).c_str());
+    throw py::error_already_set();
+  }
+  MaybeRaise(status);
+}
+
 Tensor TensorFromPython(int dtype, const std::vector<int64_t>& shape,
                         const py::object& data) {
   Tensor tensor;
@@ -80,6 +90,21 @@ Tensor TensorFromPython(int dtype, const std::vector<int64_t>& shape,
   }
   MaybeRaise(ValidateTensor(tensor));
   return tensor;
+}
+
+std::vector<std::optional<Tensor>> StepFromPython(const py::handle& columns) {
+  std::vector<std::optional<Tensor>> step;
+  step.reserve(py::len(columns));
+  for (const py::handle& column : columns) {
+    if (column.is_none()) {
+      step.emplace_back(std::nullopt);
+      continue;
+    }
+    py::tuple parts = column.cast<py::tuple>();
+    step.emplace_back(TensorFromPython(parts[0].cast<int>(), parts[1].cast<std::vector<int64_t>>(),
+                                       py::reinterpret_borrow<py::object>(parts[2])));
+  }
+  return step;
 }
 
 py::array TensorToNumpy(const Tensor& tensor) {

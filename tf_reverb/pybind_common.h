@@ -9,6 +9,7 @@
 #ifndef TF_REVERB_PYBIND_COMMON_H_
 #define TF_REVERB_PYBIND_COMMON_H_
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +27,10 @@ namespace tf_reverb {
 // Raises the Python exception for a non-OK status.
 void MaybeRaise(const absl::Status& status);
 
+// As MaybeRaise, but DEADLINE_EXCEEDED raises
+// tf_reverb.errors.DeadlineExceededError (writer flush / end_episode).
+void MaybeRaiseWithDeadline(const absl::Status& status);
+
 template <typename T>
 T ValueOrRaise(absl::StatusOr<T> value) {
   MaybeRaise(value.status());
@@ -42,6 +47,10 @@ inline absl::Duration TimeoutFromMs(int64_t timeout_ms) {
 Tensor TensorFromPython(int dtype, const std::vector<int64_t>& shape,
                         const pybind11::object& data);
 
+// One step of columns from Python: each entry is None (no value) or a
+// (dtype, shape, data) tuple as TensorFromPython takes it.
+std::vector<std::optional<Tensor>> StepFromPython(const pybind11::handle& columns);
+
 // The numpy dtype name of a numeric dtype ("float32", ...); nullptr for
 // strings and dtypes numpy cannot hold.
 const char* NumpyDtypeName(DataType dtype);
@@ -55,6 +64,9 @@ pybind11::tuple InfoTuple(const Sample& sample);
 // Decodes every column of `sample` into new numpy arrays; decompression runs
 // without the GIL.
 pybind11::list SampleColumns(const Sample& sample);
+
+// Adds the StructuredWriter bindings (pybind_structured.cc) to the module.
+void RegisterStructuredBindings(pybind11::module_& m);
 
 // Adds the sampling bindings (pybind_sampler.cc) to the module.
 void RegisterSamplerBindings(pybind11::module_& m);

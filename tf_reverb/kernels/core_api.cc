@@ -59,7 +59,12 @@ extern "C" int tf_reverb_kernels_bind_core(const char* core_path, char* error,
       !tf_reverb::Resolve(handle, "tf_reverb_sampler_new", &api->sampler_new) ||
       !tf_reverb::Resolve(handle, "tf_reverb_sampler_next", &api->sampler_next) ||
       !tf_reverb::Resolve(handle, "tf_reverb_sampler_close", &api->sampler_close) ||
-      !tf_reverb::Resolve(handle, "tf_reverb_sampler_free", &api->sampler_free)) {
+      !tf_reverb::Resolve(handle, "tf_reverb_sampler_free", &api->sampler_free) ||
+      !tf_reverb::Resolve(handle, "tf_reverb_pattern_engine_new", &api->pattern_engine_new) ||
+      !tf_reverb::Resolve(handle, "tf_reverb_pattern_engine_append",
+                          &api->pattern_engine_append) ||
+      !tf_reverb::Resolve(handle, "tf_reverb_pattern_engine_pop", &api->pattern_engine_pop) ||
+      !tf_reverb::Resolve(handle, "tf_reverb_pattern_engine_free", &api->pattern_engine_free)) {
     delete api;
     return fail(std::string("The core at ") + core_path + " lacks the C ABI.");
   }

@@ -27,6 +27,10 @@ struct CoreApi {
   decltype(&tf_reverb_sampler_next) sampler_next;
   decltype(&tf_reverb_sampler_close) sampler_close;
   decltype(&tf_reverb_sampler_free) sampler_free;
+  decltype(&tf_reverb_pattern_engine_new) pattern_engine_new;
+  decltype(&tf_reverb_pattern_engine_append) pattern_engine_append;
+  decltype(&tf_reverb_pattern_engine_pop) pattern_engine_pop;
+  decltype(&tf_reverb_pattern_engine_free) pattern_engine_free;
 
   static tensorflow::StatusOr<const CoreApi*> Get();
 };

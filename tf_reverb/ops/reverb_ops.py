@@ -35,3 +35,4 @@ reverb_client_insert = _ops.reverb_client_insert
 reverb_client_update_priorities = _ops.reverb_client_update_priorities
 reverb_trajectory_dataset = _ops.reverb_trajectory_dataset
 reverb_timestep_dataset = _ops.reverb_timestep_dataset
+reverb_pattern_dataset = _ops.reverb_pattern_dataset

@@ -1,0 +1,162 @@
+// StructuredWriter against a real server over real gRPC.
+#include "server/patterns/structured_writer.h"
+
+#include <cfloat>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+#include "server/client.h"
+#include "server/selectors/selector.h"
+#include "server/server.h"
+
+namespace tf_reverb {
+namespace {
+
+using ::deepmind::reverb::KeyDistributionOptions;
+using ::deepmind::reverb::StructuredWriterConfig;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::shared_ptr<Table> FifoTable(const std::string& name) {
+  KeyDistributionOptions fifo;
+  fifo.set_fifo(true);
+  return Table::Create(Table::Config{name, CreateSelector(fifo).value(),
+                                     CreateSelector(fifo).value(), 1000, /*max_times_sampled=*/1,
+                                     RateLimiter::Create(1.0, 1, -DBL_MAX, DBL_MAX).value(), ""})
+      .value();
+}
+
+StructuredWriterConfig Config(const std::string& text) {
+  StructuredWriterConfig config;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &config)) << text;
+  return config;
+}
+
+Tensor I32(int32_t value) {
+  Tensor t;
+  t.dtype = tf::DT_INT32;
+  t.data.assign(reinterpret_cast<const char*>(&value), 4);
+  return t;
+}
+
+std::vector<int32_t> Int32s(const Tensor& t) {
+  std::vector<int32_t> out(t.data.size() / 4);
+  std::memcpy(out.data(), t.data.data(), t.data.size());
+  return out;
+}
+
+class StructuredWriterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    window_ = FifoTable("window");
+    last_ = FifoTable("last");
+    auto server = Server::Start({window_, last_}, 0);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+
+  std::unique_ptr<StructuredWriter> NewWriter(std::vector<std::string> texts) {
+    std::vector<StructuredWriterConfig> configs;
+    for (const std::string& text : texts) configs.push_back(Config(text));
+    auto writer = StructuredWriter::Create(
+        Client(absl::StrCat("127.0.0.1:", server_->port())).channel(), std::move(configs));
+    EXPECT_TRUE(writer.ok()) << writer.status();
+    return writer.ok() ? *std::move(writer) : nullptr;
+  }
+
+  // Column `column` of every item of `table`, in insertion order (sampling
+  // removes each item: max_times_sampled is 1).
+  std::vector<std::vector<int32_t>> Columns(Table& table, int column) {
+    std::vector<std::vector<int32_t>> out;
+    std::vector<SampledItem> sampled;
+    const int64_t size = table.size();
+    for (int64_t i = 0; i < size; ++i) {
+      EXPECT_TRUE(table.SampleBatch(1, absl::Seconds(5), &sampled).ok());
+    }
+    for (const SampledItem& item : sampled) {
+      absl::StatusOr<Tensor> data = Sample::FromSampledItem(item).UnpackColumn(column);
+      EXPECT_TRUE(data.ok()) << data.status();
+      if (data.ok()) out.push_back(Int32s(*data));
+    }
+    return out;
+  }
+
+  std::shared_ptr<Table> window_, last_;
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(StructuredWriterTest, ConfigsTurnStepsIntoItemsOfTheirTables) {
+  auto writer = NewWriter({"flat { flat_source_index: 0 start: -2 } table: 'window' "
+                           "priority { constant_fn { value: 3 } }",
+                           "flat { flat_source_index: 1 stop: -1 } table: 'last' "
+                           "conditions { is_end_episode: true eq: 1 }"});
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(writer->Append({I32(i), I32(100 + i)}, false).ok());
+  ASSERT_TRUE(writer->EndEpisode(true, absl::Seconds(10)).ok());
+  ASSERT_TRUE(writer->Flush(0, absl::Seconds(10)).ok());
+  EXPECT_EQ(writer->num_items_created(), 4);
+  EXPECT_EQ(window_->size(), 3);
+  EXPECT_EQ(window_->Info().max_size(), 1000);
+  EXPECT_THAT(Columns(*window_, 0),
+              ElementsAre(ElementsAre(0, 1), ElementsAre(1, 2), ElementsAre(2, 3)));
+  EXPECT_THAT(Columns(*last_, 0), ElementsAre(ElementsAre(103)));
+}
+
+TEST_F(StructuredWriterTest, PrioritiesReachTheTable) {
+  auto writer = NewWriter({"flat { stop: -1 } table: 'window' "
+                           "priority { td_error { max_priority_weight: 1 flat_source_index: 0 } }"});
+  ASSERT_TRUE(writer->Append({I32(-7)}, false).ok());
+  ASSERT_TRUE(writer->Flush(0, absl::Seconds(10)).ok());
+  std::vector<SampledItem> sampled;
+  ASSERT_TRUE(window_->SampleBatch(1, absl::Seconds(5), &sampled).ok());
+  EXPECT_DOUBLE_EQ(sampled[0].priority, 7.0);
+}
+
+TEST_F(StructuredWriterTest, UnusedColumnsAreNeverSent) {
+  auto writer = NewWriter({"flat { flat_source_index: 1 stop: -1 } table: 'window'"});
+  // Column 0 changes dtype and shape every step: it would be rejected if it
+  // were written.
+  Tensor odd;
+  odd.dtype = tf::DT_FLOAT;
+  odd.shape = {2};
+  odd.data.assign(8, '\0');
+  ASSERT_TRUE(writer->Append({I32(0), I32(1)}, false).ok());
+  ASSERT_TRUE(writer->Append({odd, I32(2)}, false).ok());
+  ASSERT_TRUE(writer->Flush(0, absl::Seconds(10)).ok());
+  EXPECT_THAT(Columns(*window_, 0), ElementsAre(ElementsAre(1), ElementsAre(2)));
+}
+
+TEST_F(StructuredWriterTest, PartialAppendsAndErrors) {
+  auto writer = NewWriter({"flat { flat_source_index: 0 stop: -1 } "
+                           "flat { flat_source_index: 1 stop: -1 } table: 'window'"});
+  ASSERT_TRUE(writer->Append({I32(1), std::nullopt}, true).ok());
+  EXPECT_TRUE(writer->step_is_open());
+  absl::Status twice = writer->Append({I32(1), std::nullopt}, true);
+  EXPECT_EQ(twice.code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(writer->Append({std::nullopt, I32(2)}, false).ok());
+  EXPECT_FALSE(writer->step_is_open());
+  absl::Status length = writer->Append({I32(1)}, false);
+  EXPECT_THAT(length.message(), HasSubstr("Flattened data has an unexpected length"));
+  // A dtype change of a used column comes from the TrajectoryWriter.
+  Tensor f;
+  f.dtype = tf::DT_FLOAT;
+  f.data.assign(4, '\0');
+  EXPECT_EQ(writer->Append({f, I32(2)}, false).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(writer->Flush(0, absl::Seconds(10)).ok());
+  EXPECT_EQ(window_->size(), 1);
+}
+
+TEST_F(StructuredWriterTest, InvalidConfigsAreRejected) {
+  auto writer = StructuredWriter::Create(
+      Client(absl::StrCat("127.0.0.1:", server_->port())).channel(),
+      {Config("flat { stop: 1 } table: 'window'")});
+  EXPECT_EQ(writer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(writer.status().message(), HasSubstr("Invalid configuration at position 0"));
+}
+
+}  // namespace
+}  // namespace tf_reverb
