@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "client.h"
 #include "server/patterns/local_pattern_runner.h"
+#include "server/patterns/structured_writer.h"
 #include "tensor.h"
 
 struct TfReverbClient {
@@ -18,6 +20,10 @@ struct TfReverbClient {
 
 struct TfReverbSampler {
   std::unique_ptr<tf_reverb::Sampler> sampler;
+};
+
+struct TfReverbStructuredWriter {
+  std::unique_ptr<tf_reverb::StructuredWriter> writer;
 };
 
 struct TfReverbPatternEngine {
@@ -89,6 +95,34 @@ absl::Status WriteSample(const tf_reverb::Sample& sample, TfReverbSampleInfo* in
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<deepmind::reverb::StructuredWriterConfig>> ParseConfigs(
+    const char* const* configs, const size_t* config_sizes, int32_t num_configs) {
+  std::vector<deepmind::reverb::StructuredWriterConfig> parsed(num_configs);
+  for (int32_t i = 0; i < num_configs; ++i) {
+    if (!parsed[i].ParseFromArray(configs[i], static_cast<int>(config_sizes[i]))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Config at position ", i, " is not a serialized StructuredWriterConfig."));
+    }
+  }
+  return parsed;
+}
+
+absl::StatusOr<std::vector<tf_reverb::Tensor>> FromViews(const TfReverbTensorView* columns,
+                                                         int32_t num_columns) {
+  std::vector<tf_reverb::Tensor> step;
+  step.reserve(num_columns);
+  for (int32_t c = 0; c < num_columns; ++c) {
+    absl::StatusOr<tf_reverb::Tensor> tensor = FromView(columns[c]);
+    if (!tensor.ok()) return tensor.status();
+    step.push_back(*std::move(tensor));
+  }
+  return step;
+}
+
+absl::Duration TimeoutFromMs(int64_t timeout_ms) {
+  return timeout_ms < 0 ? absl::InfiniteDuration() : absl::Milliseconds(timeout_ms);
+}
+
 // Hands `columns` to the caller's buffers through `allocate` / `set_string`.
 absl::Status WriteTensors(const std::vector<tf_reverb::Tensor>& columns,
                           TfReverbAllocateFn allocate, TfReverbSetStringFn set_string,
@@ -140,15 +174,11 @@ int tf_reverb_client_insert(TfReverbClient* client, const TfReverbTensorView* co
                             int32_t num_columns, const char* const* tables,
                             const double* priorities, int32_t num_tables, char* error,
                             size_t error_size) {
-  std::vector<tf_reverb::Tensor> step;
-  for (int32_t c = 0; c < num_columns; ++c) {
-    absl::StatusOr<tf_reverb::Tensor> tensor = FromView(columns[c]);
-    if (!tensor.ok()) return Report(tensor.status(), error, error_size);
-    step.push_back(std::move(*tensor));
-  }
+  absl::StatusOr<std::vector<tf_reverb::Tensor>> step = FromViews(columns, num_columns);
+  if (!step.ok()) return Report(step.status(), error, error_size);
   std::vector<std::pair<std::string, double>> targets;
   for (int32_t t = 0; t < num_tables; ++t) targets.emplace_back(tables[t], priorities[t]);
-  return Report(client->client->InsertStep(step, targets), error, error_size);
+  return Report(client->client->InsertStep(*step, targets), error, error_size);
 }
 
 int tf_reverb_client_update_priorities(TfReverbClient* client, const char* table,
@@ -221,17 +251,13 @@ TfReverbPatternEngine* tf_reverb_pattern_engine_new(const char* const* configs,
                                                     const size_t* config_sizes,
                                                     int32_t num_configs, char* error,
                                                     size_t error_size) {
-  std::vector<deepmind::reverb::StructuredWriterConfig> parsed(num_configs);
-  for (int32_t i = 0; i < num_configs; ++i) {
-    if (!parsed[i].ParseFromArray(configs[i], static_cast<int>(config_sizes[i]))) {
-      Report(absl::InvalidArgumentError(absl::StrCat(
-                 "Config at position ", i, " is not a serialized StructuredWriterConfig.")),
-             error, error_size);
-      return nullptr;
-    }
+  auto parsed = ParseConfigs(configs, config_sizes, num_configs);
+  if (!parsed.ok()) {
+    Report(parsed.status(), error, error_size);
+    return nullptr;
   }
   absl::StatusOr<std::unique_ptr<tf_reverb::LocalPatternRunner>> runner =
-      tf_reverb::LocalPatternRunner::Create(std::move(parsed));
+      tf_reverb::LocalPatternRunner::Create(*std::move(parsed));
   if (!runner.ok()) {
     Report(runner.status(), error, error_size);
     return nullptr;
@@ -243,15 +269,11 @@ int tf_reverb_pattern_engine_append(TfReverbPatternEngine* engine,
                                     const TfReverbTensorView* columns, int32_t num_columns,
                                     int32_t end_of_episode, int32_t clear_buffers,
                                     char* error, size_t error_size) {
-  std::vector<tf_reverb::Tensor> step;
-  step.reserve(num_columns);
-  for (int32_t c = 0; c < num_columns; ++c) {
-    absl::StatusOr<tf_reverb::Tensor> tensor = FromView(columns[c]);
-    if (!tensor.ok()) return Report(tensor.status(), error, error_size);
-    step.push_back(*std::move(tensor));
-  }
-  return Report(engine->runner->Append(std::move(step), end_of_episode != 0, clear_buffers != 0),
-                error, error_size);
+  absl::StatusOr<std::vector<tf_reverb::Tensor>> step = FromViews(columns, num_columns);
+  if (!step.ok()) return Report(step.status(), error, error_size);
+  return Report(
+      engine->runner->Append(*std::move(step), end_of_episode != 0, clear_buffers != 0), error,
+      error_size);
 }
 
 int tf_reverb_pattern_engine_pop(TfReverbPatternEngine* engine, int32_t* num_columns,
@@ -266,5 +288,51 @@ int tf_reverb_pattern_engine_pop(TfReverbPatternEngine* engine, int32_t* num_col
 }
 
 void tf_reverb_pattern_engine_free(TfReverbPatternEngine* engine) { delete engine; }
+
+TfReverbStructuredWriter* tf_reverb_structured_writer_new(TfReverbClient* client,
+                                                          const char* const* configs,
+                                                          const size_t* config_sizes,
+                                                          int32_t num_configs, char* error,
+                                                          size_t error_size) {
+  auto parsed = ParseConfigs(configs, config_sizes, num_configs);
+  if (!parsed.ok()) {
+    Report(parsed.status(), error, error_size);
+    return nullptr;
+  }
+  absl::StatusOr<std::unique_ptr<tf_reverb::StructuredWriter>> writer =
+      tf_reverb::StructuredWriter::Create(client->client->channel(), *std::move(parsed));
+  if (!writer.ok()) {
+    Report(writer.status(), error, error_size);
+    return nullptr;
+  }
+  return new TfReverbStructuredWriter{*std::move(writer)};
+}
+
+int tf_reverb_structured_writer_append(TfReverbStructuredWriter* writer,
+                                       const TfReverbTensorView* columns, int32_t num_columns,
+                                       int32_t partial, char* error, size_t error_size) {
+  absl::StatusOr<std::vector<tf_reverb::Tensor>> step = FromViews(columns, num_columns);
+  if (!step.ok()) return Report(step.status(), error, error_size);
+  std::vector<std::optional<tf_reverb::Tensor>> data;
+  data.reserve(step->size());
+  for (tf_reverb::Tensor& tensor : *step) data.emplace_back(std::move(tensor));
+  return Report(writer->writer->Append(std::move(data), partial != 0), error, error_size);
+}
+
+int tf_reverb_structured_writer_flush(TfReverbStructuredWriter* writer,
+                                      int32_t block_until_num_items, int64_t timeout_ms,
+                                      char* error, size_t error_size) {
+  return Report(writer->writer->Flush(block_until_num_items, TimeoutFromMs(timeout_ms)), error,
+                error_size);
+}
+
+int tf_reverb_structured_writer_end_episode(TfReverbStructuredWriter* writer,
+                                            int32_t clear_buffers, int64_t timeout_ms,
+                                            char* error, size_t error_size) {
+  return Report(writer->writer->EndEpisode(clear_buffers != 0, TimeoutFromMs(timeout_ms)), error,
+                error_size);
+}
+
+void tf_reverb_structured_writer_free(TfReverbStructuredWriter* writer) { delete writer; }
 
 }  // extern "C"

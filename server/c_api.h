@@ -126,14 +126,43 @@ void tf_reverb_sampler_close(TfReverbSampler* sampler);
 /* Closes and frees; no call on `sampler` may be in progress. */
 void tf_reverb_sampler_free(TfReverbSampler* sampler);
 
+/* ---- Structured writers (graph-mode StructuredWriter) --------------------
+ * server/patterns/structured_writer.h over `client`'s channel. */
+typedef struct TfReverbStructuredWriter TfReverbStructuredWriter;
+
+/* `configs` as for tf_reverb_pattern_engine_new. Returns NULL and fills
+ * `error` for configs that do not parse or are invalid. The writer keeps
+ * what it needs of `client`, which may be freed first. */
+TfReverbStructuredWriter* tf_reverb_structured_writer_new(TfReverbClient* client,
+                                                          const char* const* configs,
+                                                          const size_t* config_sizes,
+                                                          int32_t num_configs, char* error,
+                                                          size_t error_size);
+
+/* Appends one step (or, with `partial` != 0, part of the open step) and
+ * creates the items of the configs that apply. */
+int tf_reverb_structured_writer_append(TfReverbStructuredWriter* writer,
+                                       const TfReverbTensorView* columns, int32_t num_columns,
+                                       int32_t partial, char* error, size_t error_size);
+
+/* Flush / EndEpisode of the StructuredWriter; timeout_ms < 0: no timeout. */
+int tf_reverb_structured_writer_flush(TfReverbStructuredWriter* writer,
+                                      int32_t block_until_num_items, int64_t timeout_ms,
+                                      char* error, size_t error_size);
+int tf_reverb_structured_writer_end_episode(TfReverbStructuredWriter* writer,
+                                            int32_t clear_buffers, int64_t timeout_ms,
+                                            char* error, size_t error_size);
+
+void tf_reverb_structured_writer_free(TfReverbStructuredWriter* writer);
+
 /* ---- Pattern engines (PatternDataset) ----------------------------------
  * A pattern engine runs StructuredWriterConfigs over steps held in memory
  * (server/patterns/local_pattern_runner.h); no server is involved. */
 typedef struct TfReverbPatternEngine TfReverbPatternEngine;
 
 /* `configs` are `num_configs` serialized StructuredWriterConfig protos of
- * the given sizes. Returns NULL and fills `error` when a config does not
- * parse or is invalid. */
+ * the given sizes (likewise for structured writers). Returns NULL and fills
+ * `error` when a config does not parse or is invalid. */
 TfReverbPatternEngine* tf_reverb_pattern_engine_new(const char* const* configs,
                                                     const size_t* config_sizes,
                                                     int32_t num_configs, char* error,

@@ -42,6 +42,7 @@ from tf_reverb.writer import Writer
 # Names whose modules import TensorFlow: resolved on first access.
 _LAZY_NAMES = {
     'TFClient': 'tf_reverb.tf_client',
+    'TFStructuredWriter': 'tf_reverb.tf_structured_writer',
     'WeightsPublisher': 'tf_reverb.keras_callbacks',
     'load_latest_weights': 'tf_reverb.keras_callbacks',
     'weights_table': 'tf_reverb.keras_callbacks',

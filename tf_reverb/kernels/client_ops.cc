@@ -12,6 +12,7 @@
 #include "tensorflow/core/framework/tensor.h"
 #include "tf_reverb/kernels/client_resource.h"
 #include "tf_reverb/kernels/core_api.h"
+#include "tf_reverb/kernels/tensor_views.h"
 
 namespace tf_reverb {
 namespace {
@@ -192,28 +193,15 @@ class ReverbClientInsertOp : public OpKernel {
                     "tables and priorities must be rank-1 tensors of equal length, got ",
                     tables.shape().DebugString(), " and ", priorities.shape().DebugString()));
 
-    std::vector<std::vector<int64_t>> dims(data.size());
-    std::vector<std::vector<TfReverbString>> strings(data.size());
-    std::vector<TfReverbTensorView> views(data.size());
-    for (int i = 0; i < data.size(); ++i) {
-      const Tensor& tensor = data[i];
-      for (int d = 0; d < tensor.dims(); ++d) dims[i].push_back(tensor.dim_size(d));
-      views[i] = TfReverbTensorView{static_cast<int32_t>(tensor.dtype()), tensor.dims(),
-                                    dims[i].data(), tensor.data(), tensor.TotalBytes()};
-      if (tensor.dtype() == tensorflow::DT_STRING) {
-        auto flat = tensor.flat<tensorflow::tstring>();
-        for (int64_t j = 0; j < flat.size(); ++j) {
-          strings[i].push_back(TfReverbString{flat(j).data(), flat(j).size()});
-        }
-        views[i].data = strings[i].data();
-      }
-    }
+    std::vector<const Tensor*> tensors;
+    for (int i = 0; i < data.size(); ++i) tensors.push_back(&data[i]);
+    const TensorViews views(tensors);
     std::vector<const char*> table_names;
     auto names = tables.flat<tensorflow::tstring>();
     for (int64_t i = 0; i < names.size(); ++i) table_names.push_back(names(i).c_str());
     char error[kErrorSize] = {0};
     int code = resource->api()->client_insert(
-        resource->client(), views.data(), static_cast<int32_t>(views.size()),
+        resource->client(), views.data(), views.size(),
         table_names.data(), priorities.flat<double>().data(),
         static_cast<int32_t>(table_names.size()), error, kErrorSize);
     OP_REQUIRES_OK(context, CoreStatus(code, error));

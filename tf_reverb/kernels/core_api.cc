@@ -60,6 +60,16 @@ extern "C" int tf_reverb_kernels_bind_core(const char* core_path, char* error,
       !tf_reverb::Resolve(handle, "tf_reverb_sampler_next", &api->sampler_next) ||
       !tf_reverb::Resolve(handle, "tf_reverb_sampler_close", &api->sampler_close) ||
       !tf_reverb::Resolve(handle, "tf_reverb_sampler_free", &api->sampler_free) ||
+      !tf_reverb::Resolve(handle, "tf_reverb_structured_writer_new",
+                          &api->structured_writer_new) ||
+      !tf_reverb::Resolve(handle, "tf_reverb_structured_writer_append",
+                          &api->structured_writer_append) ||
+      !tf_reverb::Resolve(handle, "tf_reverb_structured_writer_flush",
+                          &api->structured_writer_flush) ||
+      !tf_reverb::Resolve(handle, "tf_reverb_structured_writer_end_episode",
+                          &api->structured_writer_end_episode) ||
+      !tf_reverb::Resolve(handle, "tf_reverb_structured_writer_free",
+                          &api->structured_writer_free) ||
       !tf_reverb::Resolve(handle, "tf_reverb_pattern_engine_new", &api->pattern_engine_new) ||
       !tf_reverb::Resolve(handle, "tf_reverb_pattern_engine_append",
                           &api->pattern_engine_append) ||

@@ -27,6 +27,11 @@ struct CoreApi {
   decltype(&tf_reverb_sampler_next) sampler_next;
   decltype(&tf_reverb_sampler_close) sampler_close;
   decltype(&tf_reverb_sampler_free) sampler_free;
+  decltype(&tf_reverb_structured_writer_new) structured_writer_new;
+  decltype(&tf_reverb_structured_writer_append) structured_writer_append;
+  decltype(&tf_reverb_structured_writer_flush) structured_writer_flush;
+  decltype(&tf_reverb_structured_writer_end_episode) structured_writer_end_episode;
+  decltype(&tf_reverb_structured_writer_free) structured_writer_free;
   decltype(&tf_reverb_pattern_engine_new) pattern_engine_new;
   decltype(&tf_reverb_pattern_engine_append) pattern_engine_append;
   decltype(&tf_reverb_pattern_engine_pop) pattern_engine_pop;

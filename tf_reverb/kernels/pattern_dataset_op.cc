@@ -24,6 +24,7 @@
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/platform/mutex.h"
 #include "tf_reverb/kernels/core_api.h"
+#include "tf_reverb/kernels/tensor_views.h"
 
 namespace tf_reverb {
 namespace {
@@ -202,31 +203,12 @@ class PatternDatasetIterator : public tensorflow::data::DatasetIterator<PatternD
           "is_end_of_episode must return a scalar bool for every step.");
     }
     const bool end_of_episode = step.back().flat<bool>()(0);
-    const size_t num_columns = step.size() - 1;
-    std::vector<TfReverbTensorView> views(num_columns);
-    std::vector<std::vector<int64_t>> dims(num_columns);
-    std::vector<std::vector<TfReverbString>> strings(num_columns);
-    for (size_t c = 0; c < num_columns; ++c) {
-      const Tensor& tensor = step[c];
-      for (int d = 0; d < tensor.dims(); ++d) dims[c].push_back(tensor.dim_size(d));
-      const void* data = nullptr;
-      size_t num_bytes = 0;
-      if (tensor.dtype() != tensorflow::DT_STRING) {
-        data = tensor.tensor_data().data();
-        num_bytes = tensor.tensor_data().size();
-      } else {
-        const auto flat = tensor.flat<tensorflow::tstring>();
-        for (int64_t i = 0; i < flat.size(); ++i) {
-          strings[c].push_back(TfReverbString{flat(i).data(), flat(i).size()});
-        }
-        data = strings[c].data();
-      }
-      views[c] = TfReverbTensorView{static_cast<int32_t>(tensor.dtype()), tensor.dims(),
-                                    dims[c].data(), data, num_bytes};
-    }
+    std::vector<const Tensor*> columns;
+    for (size_t c = 0; c + 1 < step.size(); ++c) columns.push_back(&step[c]);
+    const TensorViews views(columns);
     char error[kErrorSize] = {0};
     const int code = dataset()->api()->pattern_engine_append(
-        engine_, views.data(), static_cast<int32_t>(num_columns), end_of_episode ? 1 : 0,
+        engine_, views.data(), views.size(), end_of_episode ? 1 : 0,
         dataset()->clear_after_episode() ? 1 : 0, error, kErrorSize);
     return CoreStatus(code, error);
   }

@@ -36,3 +36,7 @@ reverb_client_update_priorities = _ops.reverb_client_update_priorities
 reverb_trajectory_dataset = _ops.reverb_trajectory_dataset
 reverb_timestep_dataset = _ops.reverb_timestep_dataset
 reverb_pattern_dataset = _ops.reverb_pattern_dataset
+reverb_structured_writer = _ops.reverb_structured_writer
+reverb_structured_writer_append = _ops.reverb_structured_writer_append
+reverb_structured_writer_flush = _ops.reverb_structured_writer_flush
+reverb_structured_writer_end_episode = _ops.reverb_structured_writer_end_episode
