@@ -180,9 +180,10 @@ bool ShimCondVarWaitWithDeadline(absl::CondVar* cv, Mutex* mu, Time t) {
 // absl evaluates Conditions inside the uninstrumented library, both in the
 // waiting thread and in whichever thread unlocks, always while the mutex is
 // logically held; those reads cannot be ordered by the annotations above.
-// gRPC (and absl's deadlock graph) are uninstrumented too: buffers they hand
-// between their threads (socket reads/writes, slices, message buffers) carry
-// no happens-before edges TSAN can see.
+// gRPC (and absl's deadlock graph and Status) are uninstrumented too:
+// buffers they hand between their threads (socket reads/writes, slices,
+// message buffers, shared Status payloads) carry no happens-before edges
+// TSAN can see.
 const char* __tsan_default_suppressions() {
   return "race:absl::*::Condition::CastAndCallMethod\n"
          "race:absl::*::Condition::CastAndCallFunction\n"
@@ -193,7 +194,9 @@ const char* __tsan_default_suppressions() {
          "race:grpc::ProtoBufferWriter\n"
          "race:grpc_slice_buffer\n"
          "called_from_lib:libgrpc.so\n"
-         "called_from_lib:libgpr.so\n";
+         "called_from_lib:libgpr.so\n"
+         "called_from_lib:libabsl_graphcycles_internal.so\n"
+         "called_from_lib:libabsl_status.so\n";
 }
 }  // extern "C"
 
