@@ -180,10 +180,10 @@ bool ShimCondVarWaitWithDeadline(absl::CondVar* cv, Mutex* mu, Time t) {
 // absl evaluates Conditions inside the uninstrumented library, both in the
 // waiting thread and in whichever thread unlocks, always while the mutex is
 // logically held; those reads cannot be ordered by the annotations above.
-// gRPC (and absl's deadlock graph and Status) are uninstrumented too:
-// buffers they hand between their threads (socket reads/writes, slices,
-// message buffers, shared Status payloads) carry no happens-before edges
-// TSAN can see.
+// gRPC, upb and the rest of absl (deadlock graph, Status payloads, time
+// parsing) are uninstrumented too: memory they hand between threads (socket
+// reads/writes, slices, message buffers, shared Status payloads) carries no
+// happens-before edge TSAN can see, so their interceptor calls are ignored.
 const char* __tsan_default_suppressions() {
   return "race:absl::*::Condition::CastAndCallMethod\n"
          "race:absl::*::Condition::CastAndCallFunction\n"
@@ -193,10 +193,21 @@ const char* __tsan_default_suppressions() {
          "race:grpc::ProtoBufferReader\n"
          "race:grpc::ProtoBufferWriter\n"
          "race:grpc_slice_buffer\n"
+         // gRPC++ header code inlined into our binaries, acting on call
+         // objects the uninstrumented sync server allocates and hands over.
+         "race:grpc::Server::SyncRequestThreadManager\n"
+         "race:grpc::CompletionQueue\n"
+         "race:grpc::internal::InterceptorBatchMethodsImpl\n"
+         "race:grpc::internal::FillMetadataArray\n"
+         "race:grpc::internal::CallOpSet\n"
+         "race:grpc::internal::CallOpSendMessage\n"
          "called_from_lib:libgrpc.so\n"
          "called_from_lib:libgpr.so\n"
+         "called_from_lib:libupb.so\n"
+         "called_from_lib:libabsl_cord.so\n"
          "called_from_lib:libabsl_graphcycles_internal.so\n"
-         "called_from_lib:libabsl_status.so\n";
+         "called_from_lib:libabsl_status.so\n"
+         "called_from_lib:libabsl_time.so\n";
 }
 }  // extern "C"
 
