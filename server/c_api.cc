@@ -107,6 +107,24 @@ absl::StatusOr<std::vector<deepmind::reverb::StructuredWriterConfig>> ParseConfi
   return parsed;
 }
 
+// Parses `configs` and wraps `create(parsed configs)` in a new Handle; NULL
+// with `error` filled when either fails.
+template <typename Handle, typename Create>
+Handle* NewFromConfigs(const char* const* configs, const size_t* config_sizes,
+                       int32_t num_configs, Create create, char* error, size_t error_size) {
+  auto parsed = ParseConfigs(configs, config_sizes, num_configs);
+  if (!parsed.ok()) {
+    Report(parsed.status(), error, error_size);
+    return nullptr;
+  }
+  auto created = create(*std::move(parsed));
+  if (!created.ok()) {
+    Report(created.status(), error, error_size);
+    return nullptr;
+  }
+  return new Handle{*std::move(created)};
+}
+
 absl::StatusOr<std::vector<tf_reverb::Tensor>> FromViews(const TfReverbTensorView* columns,
                                                          int32_t num_columns) {
   std::vector<tf_reverb::Tensor> step;
@@ -251,18 +269,9 @@ TfReverbPatternEngine* tf_reverb_pattern_engine_new(const char* const* configs,
                                                     const size_t* config_sizes,
                                                     int32_t num_configs, char* error,
                                                     size_t error_size) {
-  auto parsed = ParseConfigs(configs, config_sizes, num_configs);
-  if (!parsed.ok()) {
-    Report(parsed.status(), error, error_size);
-    return nullptr;
-  }
-  absl::StatusOr<std::unique_ptr<tf_reverb::LocalPatternRunner>> runner =
-      tf_reverb::LocalPatternRunner::Create(*std::move(parsed));
-  if (!runner.ok()) {
-    Report(runner.status(), error, error_size);
-    return nullptr;
-  }
-  return new TfReverbPatternEngine{*std::move(runner)};
+  return NewFromConfigs<TfReverbPatternEngine>(
+      configs, config_sizes, num_configs, &tf_reverb::LocalPatternRunner::Create, error,
+      error_size);
 }
 
 int tf_reverb_pattern_engine_append(TfReverbPatternEngine* engine,
@@ -294,18 +303,12 @@ TfReverbStructuredWriter* tf_reverb_structured_writer_new(TfReverbClient* client
                                                           const size_t* config_sizes,
                                                           int32_t num_configs, char* error,
                                                           size_t error_size) {
-  auto parsed = ParseConfigs(configs, config_sizes, num_configs);
-  if (!parsed.ok()) {
-    Report(parsed.status(), error, error_size);
-    return nullptr;
-  }
-  absl::StatusOr<std::unique_ptr<tf_reverb::StructuredWriter>> writer =
-      tf_reverb::StructuredWriter::Create(client->client->channel(), *std::move(parsed));
-  if (!writer.ok()) {
-    Report(writer.status(), error, error_size);
-    return nullptr;
-  }
-  return new TfReverbStructuredWriter{*std::move(writer)};
+  auto create = [channel = client->client->channel()](
+                    std::vector<deepmind::reverb::StructuredWriterConfig> parsed) {
+    return tf_reverb::StructuredWriter::Create(channel, std::move(parsed));
+  };
+  return NewFromConfigs<TfReverbStructuredWriter>(configs, config_sizes, num_configs, create,
+                                                  error, error_size);
 }
 
 int tf_reverb_structured_writer_append(TfReverbStructuredWriter* writer,
