@@ -7,6 +7,9 @@ transport failures) ``RuntimeError``. Calls that take a timeout raise
 ``DeadlineExceededError`` when it expires.
 """
 
+import datetime
+from typing import Callable
+
 # The core reports both insert and sample rate-limiter timeouts with this text.
 RATE_LIMITER_TIMEOUT_MESSAGE = (
     'Rate Limiter: Timeout exceeded before the right to insert was acquired.')
@@ -26,3 +29,21 @@ def is_deadline_exceeded(error: BaseException) -> bool:
   return isinstance(error, RuntimeError) and (
       RATE_LIMITER_TIMEOUT_MESSAGE in text or 'Deadline Exceeded' in text or
       'Deadline exceeded' in text or 'DEADLINE_EXCEEDED' in text)
+
+
+def call_with_deadline(call: str, timeout_ms: int,
+                       function: Callable[[], None]) -> None:
+  """Runs a writer's `function`; re-raises its DeadlineExceededError as Reverb
+  words it ("<call> call did not complete within provided timeout of ...").
+
+  Args:
+    call: 'Flush' or 'End episode'.
+    timeout_ms: the timeout passed to the core (< 0: none).
+    function: the core call.
+  """
+  try:
+    function()
+  except DeadlineExceededError as e:
+    raise DeadlineExceededError(
+        f'{call} call did not complete within provided timeout of '
+        f'{datetime.timedelta(milliseconds=max(timeout_ms, 0))}') from e

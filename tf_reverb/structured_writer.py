@@ -13,7 +13,6 @@ Only ``create_config``, ``unpack_pattern`` and ``infer_signature`` import
 TensorFlow (the pattern structure is a ``tensorflow.StructuredValue``).
 """
 
-import datetime
 import math
 import re
 from typing import Any, Callable, List, Optional, Sequence
@@ -396,12 +395,9 @@ class StructuredWriter:
       raise ValueError(
           f'block_until_num_items must be >= 0, got {block_until_num_items}')
     timeout = -1 if timeout_ms is None else max(0, int(timeout_ms))
-    try:
-      self._writer.flush(block_until_num_items, timeout)
-    except errors.DeadlineExceededError as e:
-      raise errors.DeadlineExceededError(
-          'Flush call did not complete within provided timeout of '
-          f'{datetime.timedelta(milliseconds=max(timeout, 0))}') from e
+    errors.call_with_deadline(
+        'Flush', timeout,
+        lambda: self._writer.flush(block_until_num_items, timeout))
 
   def end_episode(self,
                   clear_buffers: bool = True,
@@ -418,9 +414,6 @@ class StructuredWriter:
         created, but nothing was reset.
     """
     timeout = -1 if timeout_ms is None else max(0, int(timeout_ms))
-    try:
-      self._writer.end_episode(clear_buffers, timeout)
-    except errors.DeadlineExceededError as e:
-      raise errors.DeadlineExceededError(
-          'End episode call did not complete within provided timeout of '
-          f'{datetime.timedelta(milliseconds=max(timeout, 0))}') from e
+    errors.call_with_deadline(
+        'End episode', timeout,
+        lambda: self._writer.end_episode(clear_buffers, timeout))
