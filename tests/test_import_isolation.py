@@ -57,3 +57,18 @@ def test_lazy_tensorflow_names_resolve():
              'client_class = reverb.TFClient\n'
              "assert 'tensorflow' in sys.modules\n"
              "assert 'TFClient' in dir(reverb)\n")
+
+
+def test_reverb_module_paths_resolve():
+  run_python('import sys, tf_reverb as reverb\n'
+             "assert 'tensorflow' not in sys.modules\n"
+             'assert reverb.structured is reverb.structured_writer\n'
+             'from tf_reverb.platform import checkpointers_lib\n'
+             'assert checkpointers_lib.DefaultCheckpointer is '
+             'reverb.checkpointers.DefaultCheckpointer\n'
+             "assert 'tensorflow' not in sys.modules\n"
+             'assert callable(reverb.pattern_dataset.pattern_dataset_with_info)\n'
+             'assert reverb.trajectory_dataset.TrajectoryDataset is '
+             'reverb.TrajectoryDataset\n'
+             "assert reverb.PatternDataset.__module__ == 'tf_reverb.pattern_dataset'\n"
+             "assert 'pattern_dataset' in dir(reverb)\n")

@@ -52,14 +52,23 @@ _LAZY_NAMES = {
 }
 
 
+# Submodules reachable as attributes (reverb.pattern_dataset, ...), imported
+# on first access because most of them import TensorFlow.
+_LAZY_MODULES = ('pattern_dataset', 'platform', 'server_executable',
+                 'tf_client', 'tf_structured_writer', 'timestep_dataset',
+                 'trajectory_dataset')
+
+
 def __getattr__(name: str) -> Any:
-  module = _LAZY_NAMES.get(name)
-  if module is None:
+  if name in _LAZY_MODULES:
+    value = importlib.import_module(f'{__name__}.{name}')
+  elif name in _LAZY_NAMES:
+    value = getattr(importlib.import_module(_LAZY_NAMES[name]), name)
+  else:
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-  value = getattr(importlib.import_module(module), name)
   globals()[name] = value
   return value
 
 
 def __dir__():
-  return sorted(list(globals()) + list(_LAZY_NAMES))
+  return sorted(list(globals()) + list(_LAZY_NAMES) + list(_LAZY_MODULES))
