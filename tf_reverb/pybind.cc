@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "pybind11/pybind11.h"
 #include "pybind11/stl.h"
 #include "server/checkpointing/checkpointer.h"
@@ -51,6 +52,10 @@ std::shared_ptr<Table> MakeTable(const std::string& name, const py::bytes& sampl
 
 PYBIND11_MODULE(pybind, m) {
   m.doc() = "tf_reverb's C++ core (private API).";
+  // Debian builds absl without NDEBUG, which leaves mutex deadlock detection
+  // on: every lock then updates one global lock-order graph. The C++ tests
+  // keep it; production code turns it off.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   m.def("selector_debug_string", [](const py::bytes& options) {
     return ValueOrRaise(CreateSelector(ParseOptions(options)))->DebugString();
