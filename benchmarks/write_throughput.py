@@ -8,9 +8,12 @@ Methods: Client.insert (small only), TrajectoryWriter, legacy Writer.
 items/s counts created items; MB/s counts step payload appended.
 
   .venv/bin/python benchmarks/write_throughput.py [--seconds 2] [--no_dm]
-      [--dm_python /path/to/dm-venv/bin/python]
+      [--dm_python /path/to/dm-venv/bin/python] [--repeats 3]
 
 Ratios are what matter: absolute figures on a shared 2-core machine are noise.
+The implementations are measured alternately `--repeats` times and the best
+rate of each is kept, so a burst of load from elsewhere does not decide a
+ratio.
 """
 
 import argparse
@@ -134,6 +137,7 @@ def dm_python(args):
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument('--seconds', type=float, default=2.0)
+  parser.add_argument('--repeats', type=int, default=3)
   parser.add_argument('--no_dm', action='store_true')
   parser.add_argument('--dm_python')
   parser.add_argument('--impl', default='ours')
@@ -154,16 +158,20 @@ def main():
     else:
       print('dm-reverb not available; measuring tf_reverb only')
   env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='3')
-  results = []
-  for impl, python in pythons.items():
-    out = subprocess.run(
-        [python, __file__, '--measure', '--impl', impl, '--seconds',
-         str(args.seconds)], capture_output=True, text=True, env=env, check=False)
-    if out.returncode != 0:
-      print(f'{impl} failed:\n{out.stderr[-3000:]}')
-      continue
-    results += json.loads(out.stdout.strip().splitlines()[-1])
-  by_key = {(r['impl'], r['size'], r['method']): r for r in results}
+  by_key = {}
+  for _ in range(max(1, args.repeats)):
+    for impl, python in pythons.items():
+      out = subprocess.run(
+          [python, __file__, '--measure', '--impl', impl, '--seconds',
+           str(args.seconds)], capture_output=True, text=True, env=env,
+          check=False)
+      if out.returncode != 0:
+        print(f'{impl} failed:\n{out.stderr[-3000:]}')
+        continue
+      for r in json.loads(out.stdout.strip().splitlines()[-1]):
+        key = (r['impl'], r['size'], r['method'])
+        if key not in by_key or r['items_per_s'] > by_key[key]['items_per_s']:
+          by_key[key] = r
   print(f'{"workload":8} {"method":18} {"ours items/s":>13} {"ours MB/s":>10} '
         f'{"dm items/s":>11} {"dm MB/s":>8} {"ratio":>6}')
   for (impl, size, method), r in by_key.items():
