@@ -1,10 +1,17 @@
 #include "chunk_codec.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "snappy.h"
+#include "zstd.h"
 
 namespace tf_reverb {
 namespace {
@@ -122,7 +129,157 @@ absl::Status DecodeStrings(const tfp::TensorProto& proto, Tensor* out) {
   return absl::OkStatus();
 }
 
+
+// One zstd context of each kind per thread: creating them costs more than
+// compressing a small chunk.
+ZSTD_CCtx* ThreadCCtx() {
+  thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(),
+                                                                      ZSTD_freeCCtx);
+  return cctx.get();
+}
+
+ZSTD_DCtx* ThreadDCtx() {
+  thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(),
+                                                                      ZSTD_freeDCtx);
+  return dctx.get();
+}
+
+absl::Status CompressBytes(const char* data, size_t size, ChunkCompression compression,
+                           int zstd_level, std::string* out) {
+  switch (compression) {
+    case tf_reverb::kSnappy:
+      snappy::Compress(data, size, out);
+      return absl::OkStatus();
+    case tf_reverb::kZstd: {
+      out->resize(ZSTD_compressBound(size));
+      // The one-shot API records the content size in the frame header.
+      const size_t n = ZSTD_compressCCtx(ThreadCCtx(), out->data(), out->size(), data,
+                                         size, zstd_level);
+      if (ZSTD_isError(n)) {
+        return absl::InternalError(
+            absl::StrCat("zstd compression failed: ", ZSTD_getErrorName(n)));
+      }
+      out->resize(n);
+      return absl::OkStatus();
+    }
+    default:
+      return CheckCompression(compression);
+  }
+}
+
+// DATA_LOSS unless `content` (compressed with `compression`) declares
+// exactly `total` uncompressed bytes.
+absl::Status CheckDeclaredSize(const std::string& content, ChunkCompression compression,
+                               int64_t total, DataType dtype,
+                               const std::vector<int64_t>& shape) {
+  bool ok = false;
+  if (compression == tf_reverb::kSnappy) {
+    size_t uncompressed = 0;
+    ok = snappy::GetUncompressedLength(content.data(), content.size(), &uncompressed) &&
+         static_cast<int64_t>(uncompressed) == total;
+  } else if (compression == tf_reverb::kZstd) {
+    const unsigned long long size =  // NOLINT(runtime/int): zstd's type
+        ZSTD_getFrameContentSize(content.data(), content.size());
+    ok = size != ZSTD_CONTENTSIZE_UNKNOWN && size != ZSTD_CONTENTSIZE_ERROR &&
+         size == static_cast<unsigned long long>(total);  // NOLINT(runtime/int)
+  } else {
+    return CheckCompression(compression);
+  }
+  if (ok) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat("Corrupt chunk tensor: expected ", total,
+                                          " bytes for ", DataTypeName(dtype),
+                                          ShapeString(shape), "."));
+}
+
+// Decompresses the whole payload (already size-checked) into `out`, `total`
+// bytes.
+absl::Status DecompressAll(const std::string& content, ChunkCompression compression,
+                           int64_t total, char* out) {
+  if (compression == tf_reverb::kSnappy) {
+    if (!snappy::RawUncompress(content.data(), content.size(), out)) {
+      return absl::DataLossError("Corrupt chunk tensor: Snappy decompression failed.");
+    }
+    return absl::OkStatus();
+  }
+  const size_t n =
+      ZSTD_decompressDCtx(ThreadDCtx(), out, total, content.data(), content.size());
+  if (ZSTD_isError(n) || static_cast<int64_t>(n) != total) {
+    return absl::DataLossError(absl::StrCat(
+        "Corrupt chunk tensor: zstd decompression failed",
+        ZSTD_isError(n) ? absl::StrCat(" (", ZSTD_getErrorName(n), ")") : "", "."));
+  }
+  return absl::OkStatus();
+}
+
+// Decodes bytes [skip, skip + size) of a zstd payload into `out`, decoding
+// the frame only up to that point; the skipped prefix goes through a small
+// per-thread buffer.
+absl::Status ZstdDecodeRange(const std::string& content, int64_t skip, int64_t size,
+                             char* out) {
+  ZSTD_DCtx* dctx = ThreadDCtx();
+  ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
+  ZSTD_inBuffer in{content.data(), content.size(), 0};
+  constexpr size_t kDiscardBytes = 64 << 10;
+  thread_local std::unique_ptr<char[]> discard(new char[kDiscardBytes]);
+  auto fill = [&](char* dst, size_t bytes) -> absl::Status {
+    ZSTD_outBuffer buffer{dst, bytes, 0};
+    while (buffer.pos < buffer.size) {
+      const size_t in_before = in.pos;
+      const size_t out_before = buffer.pos;
+      const size_t r = ZSTD_decompressStream(dctx, &buffer, &in);
+      if (ZSTD_isError(r)) {
+        return absl::DataLossError(absl::StrCat(
+            "Corrupt chunk tensor: zstd decompression failed (", ZSTD_getErrorName(r),
+            ")."));
+      }
+      const bool stuck = in.pos == in_before && buffer.pos == out_before;
+      if (buffer.pos < buffer.size && (r == 0 || stuck)) {
+        return absl::DataLossError("Corrupt chunk tensor: zstd frame is truncated.");
+      }
+    }
+    return absl::OkStatus();
+  };
+  while (skip > 0) {
+    const size_t bytes = static_cast<size_t>(std::min<int64_t>(skip, kDiscardBytes));
+    if (absl::Status s = fill(discard.get(), bytes); !s.ok()) return s;
+    skip -= bytes;
+  }
+  return fill(out, static_cast<size_t>(size));
+}
+
 }  // namespace
+
+bool CodecsListZstd(absl::string_view value) {
+  for (absl::string_view name : absl::StrSplit(value, ',')) {
+    if (absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(name), kZstdCodecName)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool ZstdEnabledByEnvironment() {
+  const char* value = std::getenv("TF_REVERB_ZSTD");
+  if (value == nullptr) return true;
+  const std::string v = absl::AsciiStrToLower(absl::StripAsciiWhitespace(value));
+  return !(v == "0" || v == "false" || v == "off" || v == "no");
+}
+
+CodecPolicy CodecPolicyFromEnvironment() {
+  if (!ZstdEnabledByEnvironment()) return CodecPolicy::kSnappy;
+  const char* value = std::getenv("TF_REVERB_ZSTD");
+  if (value != nullptr &&
+      absl::AsciiStrToLower(absl::StripAsciiWhitespace(value)) == "always") {
+    return CodecPolicy::kZstd;
+  }
+  return CodecPolicy::kAuto;
+}
+
+absl::Status CheckCompression(int compression) {
+  if (compression == kSnappy || compression == kZstd) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("Unsupported chunk compression ", compression, "."));
+}
 
 std::vector<int64_t> ProtoShape(const tfp::TensorProto& proto) {
   std::vector<int64_t> shape;
@@ -130,9 +287,11 @@ std::vector<int64_t> ProtoShape(const tfp::TensorProto& proto) {
   return shape;
 }
 
-absl::StatusOr<tfp::TensorProto> CompressTensor(const Tensor& tensor,
-                                                bool delta_encode) {
+absl::StatusOr<tfp::TensorProto> CompressTensor(const Tensor& tensor, bool delta_encode,
+                                                ChunkCompression compression,
+                                                int zstd_level) {
   if (absl::Status s = ValidateTensor(tensor); !s.ok()) return s;
+  if (absl::Status s = CheckCompression(compression); !s.ok()) return s;
   tfp::TensorProto proto;
   proto.set_dtype(tensor.dtype);
   for (int64_t d : tensor.shape) proto.mutable_tensor_shape()->add_dim()->set_size(d);
@@ -142,20 +301,24 @@ absl::StatusOr<tfp::TensorProto> CompressTensor(const Tensor& tensor,
     for (const std::string& s : tensor.strings) content->append(s);
     return proto;
   }
+  absl::Status status;
   if (delta_encode && IsDeltaEncodable(tensor.dtype) && tensor.shape.size() >= 2) {
     std::string copy = tensor.data;
     ApplyDelta(tensor.dtype, tensor.shape, copy.data(), /*encode=*/true);
-    snappy::Compress(copy.data(), copy.size(), proto.mutable_tensor_content());
+    status = CompressBytes(copy.data(), copy.size(), compression, zstd_level,
+                           proto.mutable_tensor_content());
   } else {
-    snappy::Compress(tensor.data.data(), tensor.data.size(),
-                     proto.mutable_tensor_content());
+    status = CompressBytes(tensor.data.data(), tensor.data.size(), compression, zstd_level,
+                           proto.mutable_tensor_content());
   }
+  if (!status.ok()) return status;
   return proto;
 }
 
-absl::Status DecompressRowsInto(const tfp::TensorProto& proto,
-                                bool delta_encoded, int64_t offset,
+absl::Status DecompressRowsInto(const tfp::TensorProto& proto, bool delta_encoded,
+                                ChunkCompression compression, int64_t offset,
                                 int64_t length, char* dst) {
+  if (absl::Status s = CheckCompression(compression); !s.ok()) return s;
   Tensor meta;
   meta.dtype = proto.dtype();
   meta.shape = ProtoShape(proto);
@@ -176,30 +339,51 @@ absl::Status DecompressRowsInto(const tfp::TensorProto& proto,
   const int64_t total = *declared;
   const int64_t row_bytes = rows == 0 ? 0 : total / rows;
   const std::string& content = proto.tensor_content();
-  size_t uncompressed = 0;
-  if (!snappy::GetUncompressedLength(content.data(), content.size(), &uncompressed) ||
-      static_cast<int64_t>(uncompressed) != total) {
-    return absl::DataLossError(absl::StrCat(
-        "Corrupt chunk tensor: expected ", total, " bytes for ",
-        DataTypeName(meta.dtype), ShapeString(meta.shape), "."));
+  if (absl::Status s = CheckDeclaredSize(content, compression, total, meta.dtype, meta.shape);
+      !s.ok()) {
+    return s;
   }
-  const bool whole = offset == 0 && length == rows;
+  // Delta decoding needs rows [0, offset + length); nothing needs later rows.
+  const bool apply_delta = delta_encoded && IsDeltaEncodable(meta.dtype) &&
+                           meta.shape.size() >= 2;
+  if (offset == 0 && length == rows) {
+    if (absl::Status s = DecompressAll(content, compression, total, dst); !s.ok()) return s;
+    if (apply_delta) ApplyDelta(meta.dtype, meta.shape, dst, /*encode=*/false);
+    return absl::OkStatus();
+  }
+  if (length == 0 || row_bytes == 0) return absl::OkStatus();
+  if (compression == kZstd && !apply_delta) {
+    return ZstdDecodeRange(content, offset * row_bytes, length * row_bytes, dst);
+  }
   std::string scratch;
-  char* out = dst;
-  if (!whole) {
+  int64_t needed_rows = rows;
+  if (compression == kZstd) {
+    needed_rows = offset + length;
+    scratch.resize(needed_rows * row_bytes);
+    if (absl::Status s = ZstdDecodeRange(content, 0, scratch.size(), scratch.data());
+        !s.ok()) {
+      return s;
+    }
+  } else {  // A raw Snappy block can only be decoded whole.
     scratch.resize(total);
-    out = scratch.data();
+    if (absl::Status s = DecompressAll(content, compression, total, scratch.data());
+        !s.ok()) {
+      return s;
+    }
+    needed_rows = offset + length;
   }
-  if (!snappy::RawUncompress(content.data(), content.size(), out)) {
-    return absl::DataLossError("Corrupt chunk tensor: Snappy decompression failed.");
+  if (apply_delta) {
+    std::vector<int64_t> prefix_shape = meta.shape;
+    prefix_shape[0] = needed_rows;
+    ApplyDelta(meta.dtype, prefix_shape, scratch.data(), /*encode=*/false);
   }
-  if (delta_encoded) ApplyDelta(meta.dtype, meta.shape, out, /*encode=*/false);
-  if (!whole) std::memcpy(dst, out + offset * row_bytes, length * row_bytes);
+  std::memcpy(dst, scratch.data() + offset * row_bytes, length * row_bytes);
   return absl::OkStatus();
 }
 
-absl::StatusOr<Tensor> DecompressTensor(const tfp::TensorProto& proto,
-                                        bool delta_encoded) {
+absl::StatusOr<Tensor> DecompressTensor(const tfp::TensorProto& proto, bool delta_encoded,
+                                        ChunkCompression compression) {
+  if (absl::Status s = CheckCompression(compression); !s.ok()) return s;
   Tensor out;
   out.dtype = proto.dtype();
   out.shape = ProtoShape(proto);
@@ -212,43 +396,98 @@ absl::StatusOr<Tensor> DecompressTensor(const tfp::TensorProto& proto,
   absl::StatusOr<int64_t> declared = DeclaredBytes(out.shape, *elem);
   if (!declared.ok()) return declared.status();
   // Check the payload before allocating what the shape claims.
-  size_t uncompressed = 0;
-  const std::string& content = proto.tensor_content();
-  if (!snappy::GetUncompressedLength(content.data(), content.size(), &uncompressed) ||
-      static_cast<int64_t>(uncompressed) != *declared) {
-    return absl::DataLossError(absl::StrCat(
-        "Corrupt chunk tensor: expected ", *declared, " bytes for ",
-        DataTypeName(out.dtype), ShapeString(out.shape), "."));
+  if (absl::Status s = CheckDeclaredSize(proto.tensor_content(), compression, *declared,
+                                         out.dtype, out.shape);
+      !s.ok()) {
+    return s;
   }
   out.data.resize(*declared);
-  if (absl::Status s = DecompressRowsInto(proto, delta_encoded, 0, out.num_rows(),
-                                          out.data.data());
+  if (absl::Status s = DecompressRowsInto(proto, delta_encoded, compression, 0,
+                                          out.num_rows(), out.data.data());
       !s.ok()) {
     return s;
   }
   return out;
 }
 
+absl::StatusOr<Tensor> DecompressChunkTensor(const deepmind::reverb::ChunkData& chunk,
+                                             int index) {
+  if (index < 0 || index >= chunk.data().tensors_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Chunk ", chunk.chunk_key(), " has no tensor ", index, "."));
+  }
+  return DecompressTensor(chunk.data().tensors(index), chunk.delta_encoded(),
+                          chunk.compression());
+}
+
 absl::StatusOr<deepmind::reverb::ChunkData> BuildChunk(
     uint64_t chunk_key, const std::vector<Tensor>& columns, uint64_t episode_id,
-    int32_t start, int32_t end, bool delta_encode) {
+    int32_t start, int32_t end, bool delta_encode, CodecPolicy policy, int zstd_level) {
   deepmind::reverb::ChunkData chunk;
   chunk.set_chunk_key(chunk_key);
   chunk.mutable_sequence_range()->set_episode_id(episode_id);
   chunk.mutable_sequence_range()->set_start(start);
   chunk.mutable_sequence_range()->set_end(end);
   chunk.set_delta_encoded(delta_encode);
+  const ChunkCompression first = policy == CodecPolicy::kZstd ? kZstd : kSnappy;
+  chunk.set_compression(first);
   int64_t uncompressed = 0;
+  int64_t numeric_raw = 0;
+  int64_t numeric_compressed = 0;
   for (const Tensor& column : columns) {
-    absl::StatusOr<tfp::TensorProto> proto = CompressTensor(column, delta_encode);
+    absl::StatusOr<tfp::TensorProto> proto =
+        CompressTensor(column, delta_encode, first, zstd_level);
     if (!proto.ok()) return proto.status();
+    if (column.dtype != tfp::DT_STRING) {
+      numeric_raw += column.data.size();
+      numeric_compressed += proto->tensor_content().size();
+    }
     *chunk.mutable_data()->add_tensors() = std::move(*proto);
     uncompressed += column.dtype == tfp::DT_STRING ? 0 : column.data.size();
     for (const std::string& s : column.strings) uncompressed += s.size();
   }
   chunk.set_data_tensors_len(static_cast<int32_t>(columns.size()));
   chunk.set_data_uncompressed_size(uncompressed);
+  if (policy == CodecPolicy::kAuto && numeric_raw >= kAutoZstdMinBytes &&
+      numeric_compressed * kAutoZstdMinSnappyRatio <= numeric_raw) {
+    // Structured data: re-encode from the raw tensors (not via the Snappy
+    // payload) with zstd.
+    int index = 0;
+    for (const Tensor& column : columns) {
+      if (column.dtype != tfp::DT_STRING) {
+        absl::StatusOr<tfp::TensorProto> proto =
+            CompressTensor(column, delta_encode, kZstd, zstd_level);
+        if (!proto.ok()) return proto.status();
+        *chunk.mutable_data()->mutable_tensors(index) = std::move(*proto);
+      }
+      ++index;
+    }
+    chunk.set_compression(kZstd);
+  }
   return chunk;
+}
+
+absl::Status TranscodeChunk(deepmind::reverb::ChunkData* chunk, ChunkCompression target,
+                            int zstd_level) {
+  if (absl::Status s = CheckCompression(target); !s.ok()) return s;
+  if (absl::Status s = CheckCompression(chunk->compression()); !s.ok()) return s;
+  if (chunk->compression() == target) return absl::OkStatus();
+  const ChunkCompression source = chunk->compression();
+  for (tfp::TensorProto& proto : *chunk->mutable_data()->mutable_tensors()) {
+    if (proto.dtype() == tfp::DT_STRING) continue;  // never compressed
+    // Decode without undoing delta encoding: only the codec changes.
+    absl::StatusOr<Tensor> stored = DecompressTensor(proto, /*delta_encoded=*/false, source);
+    if (!stored.ok()) return stored.status();
+    std::string compressed;
+    if (absl::Status s = CompressBytes(stored->data.data(), stored->data.size(), target,
+                                       zstd_level, &compressed);
+        !s.ok()) {
+      return s;
+    }
+    *proto.mutable_tensor_content() = std::move(compressed);
+  }
+  chunk->set_compression(target);
+  return absl::OkStatus();
 }
 
 }  // namespace tf_reverb

@@ -88,6 +88,10 @@ class TableSamplerWorker : public SamplerWorker {
       absl::MutexLock lock(&mu_);
       if (cancelled_.load()) return absl::CancelledError("The sampler was closed.");
       context_ = std::make_unique<grpc::ClientContext>();
+      // We decode zstd chunks: ask the server not to transcode them.
+      if (ZstdEnabledByEnvironment()) {
+        context_->AddMetadata(kChunkCodecsMetadataKey, kZstdCodecName);
+      }
       stream_ = stub_->SampleStream(context_.get());
       on_stream_ = 0;
     }

@@ -8,6 +8,9 @@
 //  * Errors: server statuses are returned as they are (NOT_FOUND for unknown
 //    tables, INVALID_ARGUMENT for bad input, DEADLINE_EXCEEDED for timeouts);
 //    transport failures are UNAVAILABLE. Sampler errors: see sampler.h.
+//  * Chunk codecs: gRPC samplers announce zstd on SampleStream (request
+//    metadata "x-tf-reverb-codecs: zstd", unless TF_REVERB_ZSTD=0), so our
+//    servers send zstd chunks as stored; Insert always writes Snappy.
 #ifndef TF_REVERB_SERVER_CLIENT_H_
 #define TF_REVERB_SERVER_CLIENT_H_
 

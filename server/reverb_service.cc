@@ -9,6 +9,8 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "chunk_codec.h"
 #include "grpc_status.h"
 
 namespace tf_reverb {
@@ -40,41 +42,69 @@ int64_t ChunkWireBytes(const ChunkData& chunk) {
 // UnsafeArenaAddAllocated and released again before the response is cleared
 // or destroyed. Write() serializes synchronously, and serializing a shared
 // const message from several streams at once is safe (protobuf's cached
-// sizes are relaxed atomics).
+// sizes are relaxed atomics). Borrow() keeps a reference to the chunk until
+// Clear(), so transcoded copies live exactly as long as they are needed.
 class BorrowingResponse {
  public:
   ~BorrowingResponse() { Clear(); }
 
   SampleStreamResponse& proto() { return response_; }
   void Borrow(deepmind::reverb::SampleStreamResponse::SampleEntry* entry,
-              const std::shared_ptr<const ChunkData>& chunk) {
+              std::shared_ptr<const ChunkData> chunk) {
     entry->mutable_data()->UnsafeArenaAddAllocated(const_cast<ChunkData*>(chunk.get()));
+    borrowed_.push_back(std::move(chunk));
   }
   void Clear() {
     for (auto& entry : *response_.mutable_entries()) {
       while (entry.data_size() > 0) entry.mutable_data()->UnsafeArenaReleaseLast();
     }
     response_.Clear();
+    borrowed_.clear();
   }
 
  private:
   SampleStreamResponse response_;
+  std::vector<std::shared_ptr<const ChunkData>> borrowed_;
 };
+
+// Whether the client's request metadata announced that it decodes zstd.
+bool ClientAcceptsZstd(const grpc::ServerContext& context) {
+  auto range = context.client_metadata().equal_range(kChunkCodecsMetadataKey);
+  for (auto it = range.first; it != range.second; ++it) {
+    if (CodecsListZstd(absl::string_view(it->second.data(), it->second.size()))) {
+      return true;
+    }
+  }
+  return false;
+}
 
 // Writes `samples` as SampleEntries (reverb-spec.md §4.4): several items per
 // response, an item's chunks split over responses once a response holds
 // kMaxSampleResponseBytes; the first entry of an item carries its info, the
-// last one end_of_sequence.
-bool WriteSamples(
-    const std::vector<SampledItem>& samples,
+// last one end_of_sequence. Unless `client_accepts_zstd`, zstd chunks are
+// sent transcoded to Snappy (once per chunk per call). Returns CANCELLED when
+// the client went away, DATA_LOSS for a chunk that cannot be transcoded.
+grpc::Status WriteSamples(
+    const std::vector<SampledItem>& samples, bool client_accepts_zstd,
     grpc::ServerReaderWriter<SampleStreamResponse, SampleStreamRequest>* stream) {
   BorrowingResponse response;
   int64_t bytes = 0;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const ChunkData>> transcoded;
   auto flush = [&]() {
     bool ok = stream->Write(response.proto());
     response.Clear();
     bytes = 0;
     return ok;
+  };
+  auto sendable = [&](const std::shared_ptr<const ChunkData>& chunk)
+      -> absl::StatusOr<std::shared_ptr<const ChunkData>> {
+    if (client_accepts_zstd || chunk->compression() == kSnappy) return chunk;
+    auto it = transcoded.find(chunk->chunk_key());
+    if (it != transcoded.end()) return it->second;
+    auto copy = std::make_shared<ChunkData>(*chunk);
+    if (absl::Status s = TranscodeChunk(copy.get(), kSnappy); !s.ok()) return s;
+    transcoded.emplace(chunk->chunk_key(), copy);
+    return copy;
   };
   for (const SampledItem& sample : samples) {
     auto* entry = response.proto().add_entries();
@@ -85,26 +115,30 @@ bool WriteSamples(
     info->set_probability(sample.probability);
     info->set_table_size(sample.table_size);
     info->set_rate_limited(sample.rate_limited);
-    for (const auto& chunk : sample.data.chunks) {
+    for (const auto& stored : sample.data.chunks) {
+      absl::StatusOr<std::shared_ptr<const ChunkData>> chunk = sendable(stored);
+      if (!chunk.ok()) return ToGrpcStatus(chunk.status());
       if (bytes >= kMaxSampleResponseBytes) {
-        if (!flush()) return false;
+        if (!flush()) return grpc::Status::CANCELLED;
         entry = response.proto().add_entries();
       }
-      response.Borrow(entry, chunk);
-      bytes += ChunkWireBytes(*chunk);
+      bytes += ChunkWireBytes(**chunk);
+      response.Borrow(entry, *std::move(chunk));
     }
     entry->set_end_of_sequence(true);
-    if (bytes >= kMaxSampleResponseBytes && !flush()) return false;
+    if (bytes >= kMaxSampleResponseBytes && !flush()) return grpc::Status::CANCELLED;
   }
-  if (response.proto().entries_size() > 0) return flush();
-  return true;
+  if (response.proto().entries_size() > 0 && !flush()) return grpc::Status::CANCELLED;
+  return grpc::Status::OK;
 }
 
 }  // namespace
 
 ReverbServiceImpl::ReverbServiceImpl(std::vector<std::shared_ptr<Table>> tables,
                                      std::shared_ptr<Checkpointer> checkpointer)
-    : tables_(std::move(tables)), checkpointer_(std::move(checkpointer)) {
+    : tables_(std::move(tables)),
+      checkpointer_(std::move(checkpointer)),
+      announce_zstd_(ZstdEnabledByEnvironment()) {
   for (const auto& table : tables_) by_name_[table->name()] = table;
   absl::BitGen gen;
   tables_state_id_.set_high(absl::Uniform<uint64_t>(gen));
@@ -146,6 +180,10 @@ grpc::Status ReverbServiceImpl::Checkpoint(grpc::ServerContext*,
 grpc::Status ReverbServiceImpl::InsertStream(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<InsertStreamResponse, InsertStreamRequest>* stream) {
+  // Sent at once (not with the first response) so that writers learn the
+  // codecs before their first chunk; Reverb clients ignore it.
+  if (announce_zstd()) context->AddInitialMetadata(kChunkCodecsMetadataKey, kZstdCodecName);
+  stream->SendInitialMetadata();
   absl::flat_hash_map<uint64_t, std::shared_ptr<const ChunkData>> chunks;
   auto cancelled = [context]() { return context->IsCancelled(); };
   InsertStreamRequest request;
@@ -155,6 +193,9 @@ grpc::Status ReverbServiceImpl::InsertStream(
                           "Request lacks both chunks and item");
     }
     for (auto& chunk : *request.mutable_chunks()) {
+      if (absl::Status s = CheckCompression(chunk.compression()); !s.ok()) {
+        return ToGrpcStatus(s);
+      }
       const uint64_t key = chunk.chunk_key();
       if (!chunks.contains(key)) {
         chunks.emplace(key, std::make_shared<const ChunkData>(std::move(chunk)));
@@ -230,6 +271,7 @@ grpc::Status ReverbServiceImpl::SampleStream(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<SampleStreamResponse, SampleStreamRequest>* stream) {
   auto cancelled = [context]() { return context->IsCancelled(); };
+  const bool client_accepts_zstd = ClientAcceptsZstd(*context);
   SampleStreamRequest request;
   while (stream->Read(&request)) {
     if (request.num_samples() <= 0) {
@@ -256,7 +298,9 @@ grpc::Status ReverbServiceImpl::SampleStream(
       if (!status.ok()) return ToGrpcStatus(status);
       last_batch = static_cast<int64_t>(batch.size());
       remaining -= last_batch;
-      if (!WriteSamples(batch, stream)) return grpc::Status::CANCELLED;
+      if (grpc::Status s = WriteSamples(batch, client_accepts_zstd, stream); !s.ok()) {
+        return s;
+      }
     }
   }
   return grpc::Status::OK;

@@ -9,7 +9,14 @@
 //  * Errors are gRPC statuses: NOT_FOUND "Priority table X was not found",
 //    INVALID_ARGUMENT for malformed requests, INTERNAL "Could not find
 //    sequence chunk K." for an item naming a chunk the stream never sent,
-//    DEADLINE_EXCEEDED for rate-limiter timeouts, CANCELLED after Close().
+//    DEADLINE_EXCEEDED for rate-limiter timeouts, CANCELLED after Close(),
+//    INVALID_ARGUMENT for a chunk with a codec we do not know.
+//  * Chunk codecs (chunk_codec.h): every InsertStream starts by sending its
+//    initial metadata, announcing zstd ("x-tf-reverb-codecs: zstd") unless
+//    announce_zstd() is off; chunks are stored as received (Snappy or zstd).
+//    SampleStream sends zstd chunks as they are only to clients whose request
+//    metadata announced zstd; for every other client (Reverb's) they are
+//    transcoded to Snappy per response, so Reverb never sees zstd.
 #ifndef TF_REVERB_SERVER_REVERB_SERVICE_H_
 #define TF_REVERB_SERVER_REVERB_SERVICE_H_
 
@@ -70,6 +77,10 @@ class ReverbServiceImpl final : public deepmind::reverb::ReverbService::Service 
   // Number of handlers currently inside a (possibly blocked) table call.
   int calls_in_tables() const { return calls_in_tables_.load(); }
   std::string DebugString() const;
+  // Whether InsertStreams announce zstd; defaults to
+  // ZstdEnabledByEnvironment(). Affects streams opened afterwards.
+  void set_announce_zstd(bool announce) { announce_zstd_.store(announce); }
+  bool announce_zstd() const { return announce_zstd_.load(); }
 
  private:
   const std::vector<std::shared_ptr<Table>> tables_;
@@ -77,6 +88,7 @@ class ReverbServiceImpl final : public deepmind::reverb::ReverbService::Service 
   absl::flat_hash_map<std::string, std::shared_ptr<Table>> by_name_;
   deepmind::reverb::Uint128 tables_state_id_;
   std::atomic<int> calls_in_tables_{0};
+  std::atomic<bool> announce_zstd_;
 };
 
 }  // namespace tf_reverb

@@ -88,7 +88,8 @@ absl::Status Sample::UnpackColumnInto(int column, char* dst) const {
     for (int d = 1; d < dims.size(); ++d) row_bytes *= dims[d].size();
     if (!dims.empty() && dims[0].size() == 0) row_bytes = 0;
     if (absl::Status s = DecompressRowsInto(tensor, (*chunk)->delta_encoded(),
-                                            slice.offset(), slice.length(), dst);
+                                            (*chunk)->compression(), slice.offset(),
+                                            slice.length(), dst);
         !s.ok()) {
       return s;
     }
@@ -113,8 +114,7 @@ absl::StatusOr<Tensor> Sample::UnpackColumn(int column) const {
   for (const auto& slice : info_.item().flat_trajectory().columns(column).chunk_slices()) {
     absl::StatusOr<const ChunkData*> chunk = Chunk(slice.chunk_key());
     if (!chunk.ok()) return chunk.status();
-    absl::StatusOr<Tensor> whole =
-        DecompressTensor((*chunk)->data().tensors(slice.index()), false);
+    absl::StatusOr<Tensor> whole = DecompressChunkTensor(**chunk, slice.index());
     if (!whole.ok()) return whole.status();
     const int64_t per_row = whole->num_rows() == 0 ? 0 : whole->num_elements() / whole->num_rows();
     out.strings.insert(out.strings.end(),

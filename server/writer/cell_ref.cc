@@ -49,8 +49,7 @@ absl::StatusOr<Tensor> CellRef::GetData() const {
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::shared_ptr<const deepmind::reverb::ChunkData> chunk = GetChunk();
     if (chunk != nullptr) {
-      absl::StatusOr<Tensor> whole =
-          DecompressTensor(chunk->data().tensors(0), chunk->delta_encoded());
+      absl::StatusOr<Tensor> whole = DecompressChunkTensor(*chunk, 0);
       if (!whole.ok()) return whole.status();
       Tensor row;
       row.dtype = whole->dtype;

@@ -115,24 +115,72 @@ absl::StatusOr<std::weak_ptr<CellRef>> Chunker::Append(Tensor value, uint64_t ep
 
 absl::Status Chunker::FinalizeLocked() {
   if (buffer_.empty()) return absl::OkStatus();
-  std::vector<const Tensor*> parts;
-  parts.reserve(buffer_.size());
-  for (const Tensor& t : buffer_) parts.push_back(&t);
-  absl::StatusOr<Tensor> stacked = StackTensors(parts);
-  if (!stacked.ok()) return stacked.status();
-  absl::StatusOr<deepmind::reverb::ChunkData> chunk =
-      BuildChunk(chunk_key_, {*std::move(stacked)}, buffer_episode_id_, buffer_first_step_,
-                 buffer_last_step_, options_.delta_encode);
-  if (!chunk.ok()) return chunk.status();
-  chunk->mutable_sequence_range()->set_sparse(buffer_sparse_);
-  auto shared = std::make_shared<const deepmind::reverb::ChunkData>(*std::move(chunk));
-  for (const std::weak_ptr<CellRef>& weak : buffer_refs_) {
-    if (std::shared_ptr<CellRef> ref = weak.lock()) ref->SetChunk(shared);
-  }
+  auto rows = std::make_shared<const std::vector<Tensor>>(std::move(buffer_));
+  int64_t raw_bytes = 0;
+  for (const Tensor& row : *rows) raw_bytes += static_cast<int64_t>(row.data.size());
+  // Stacks (one allocation), compresses and hands the chunk to the cells; may
+  // run on another thread (SetEncodeExecutor), so it captures what it needs.
+  auto encode = std::make_shared<std::function<absl::Status()>>(
+      [rows, refs = std::move(buffer_refs_), key = chunk_key_, episode_id = buffer_episode_id_,
+       first = buffer_first_step_, last = buffer_last_step_, sparse = buffer_sparse_, raw_bytes,
+       delta_encode = options_.delta_encode, codec = options_.codec,
+       zstd_level = options_.zstd_level]() -> absl::Status {
+    absl::StatusOr<Tensor> stacked;
+    if (rows->front().dtype == ::tf_reverb::tf::DT_STRING) {
+      std::vector<const Tensor*> parts;
+      parts.reserve(rows->size());
+      for (const Tensor& t : *rows) parts.push_back(&t);
+      stacked = StackTensors(parts);
+    } else {
+      Tensor out;
+      out.dtype = rows->front().dtype;
+      out.shape.push_back(static_cast<int64_t>(rows->size()));
+      out.shape.insert(out.shape.end(), rows->front().shape.begin(),
+                       rows->front().shape.end());
+      out.data.reserve(raw_bytes);
+      for (const Tensor& t : *rows) out.data.append(t.data);
+      stacked = std::move(out);
+    }
+    absl::Status status = stacked.status();
+    if (status.ok()) {
+      absl::StatusOr<deepmind::reverb::ChunkData> chunk = BuildChunk(
+          key, {*std::move(stacked)}, episode_id, first, last, delta_encode, codec, zstd_level);
+      status = chunk.status();
+      if (status.ok()) {
+        chunk->mutable_sequence_range()->set_sparse(sparse);
+        auto shared = std::make_shared<const deepmind::reverb::ChunkData>(*std::move(chunk));
+        for (const std::weak_ptr<CellRef>& weak : refs) {
+          if (std::shared_ptr<CellRef> ref = weak.lock()) ref->SetChunk(shared);
+        }
+      }
+    }
+    return status;
+  });
   buffer_.clear();
   buffer_refs_.clear();
+  const uint64_t key = chunk_key_;
   chunk_key_ = NewRandomKey();
-  return absl::OkStatus();
+  if (executor_ != nullptr) {
+    // Elsewhere: the rows stay readable (BufferedRow) until encoded.
+    std::function<absl::Status()> job = [self = weak_from_this(), key, encode]() {
+      absl::Status status = (*encode)();
+      if (std::shared_ptr<Chunker> chunker = self.lock()) {
+        absl::MutexLock lock(&chunker->mu_);
+        chunker->encoding_.erase(key);
+      }
+      return status;
+    };
+    if (executor_(raw_bytes, &job)) {
+      encoding_.emplace(key, std::move(rows));
+      return absl::OkStatus();
+    }
+  }
+  return (*encode)();
+}
+
+void Chunker::SetEncodeExecutor(EncodeExecutor executor) {
+  absl::MutexLock lock(&mu_);
+  executor_ = std::move(executor);
 }
 
 absl::Status Chunker::Flush() {
@@ -168,6 +216,11 @@ absl::Status Chunker::ApplyConfig(ChunkerOptions options) {
   return absl::OkStatus();
 }
 
+void Chunker::SetCodec(CodecPolicy codec) {
+  absl::MutexLock lock(&mu_);
+  options_.codec = codec;
+}
+
 std::vector<uint64_t> Chunker::KeepAliveChunkKeys() const {
   absl::ReaderMutexLock lock(&mu_);
   std::vector<uint64_t> keys;
@@ -179,7 +232,16 @@ std::vector<uint64_t> Chunker::KeepAliveChunkKeys() const {
 
 absl::StatusOr<Tensor> Chunker::BufferedRow(uint64_t chunk_key, int32_t offset) const {
   absl::ReaderMutexLock lock(&mu_);
-  if (chunk_key != chunk_key_ || offset < 0 || offset >= static_cast<int32_t>(buffer_.size())) {
+  if (chunk_key != chunk_key_) {
+    // A finalized chunk still being encoded elsewhere.
+    auto it = encoding_.find(chunk_key);
+    if (it == encoding_.end() || offset < 0 ||
+        offset >= static_cast<int32_t>(it->second->size())) {
+      return absl::NotFoundError("The cell is not in the open chunk.");
+    }
+    return (*it->second)[offset];
+  }
+  if (offset < 0 || offset >= static_cast<int32_t>(buffer_.size())) {
     return absl::NotFoundError("The cell is not in the open chunk.");
   }
   return buffer_[offset];

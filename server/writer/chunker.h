@@ -3,7 +3,8 @@
 //
 // Rows are buffered until the buffer holds max_chunk_length rows, Flush() is
 // called, or a row of another episode arrives; then the buffer is stacked,
-// compressed (Snappy, optional delta encoding) and handed to every CellRef of
+// compressed (codec per options.codec; optional delta encoding)
+// and handed to every CellRef of
 // it. A chunk never mixes episodes. The last num_keep_alive_refs CellRefs are
 // kept alive in a ring; older ones expire unless an item still holds them.
 //
@@ -25,15 +26,18 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/chunk_codec.h"
 #include "server/writer/cell_ref.h"
 
 namespace tf_reverb {
@@ -46,6 +50,11 @@ struct ChunkerOptions {
   // 0: auto-tuned; otherwise in [1, num_keep_alive_refs].
   int max_chunk_length = 0;
   bool delta_encode = false;
+  // Codec choice for the chunks made (Snappy is what Reverb understands).
+  // The TrajectoryWriter overrides it with SetCodec after negotiating with
+  // the server (chunk_codec.h).
+  CodecPolicy codec = CodecPolicy::kSnappy;
+  int zstd_level = kDefaultZstdLevel;
 
   absl::Status Validate() const;
 };
@@ -76,11 +85,27 @@ class Chunker : public std::enable_shared_from_this<Chunker> {
   // ApplyConfig." while rows are buffered.
   absl::Status ApplyConfig(ChunkerOptions options);
 
+  // Sets options().codec; applies to chunks finalized from now on (rows may
+  // be buffered).
+  void SetCodec(CodecPolicy codec);
+
+  // May take over the encoding of a finalized buffer (stacking, compression,
+  // handing the chunk to the cells) to run it on another thread: it returns
+  // true after moving `*encode` away (the job's error is then the executor's
+  // to report), or false to leave it to run inline. Called with the Chunker's
+  // lock held: it must not call into the Chunker. `raw_bytes` is the size of
+  // the rows. Until a taken job ran, the chunk's cells are not ready and
+  // BufferedRow still serves their rows.
+  using EncodeExecutor =
+      std::function<bool(int64_t raw_bytes, std::function<absl::Status()>* encode)>;
+  // nullptr (the default): encode inline.
+  void SetEncodeExecutor(EncodeExecutor executor);
+
   // Chunk keys of the cells in the keep-alive ring (finalized or not).
   std::vector<uint64_t> KeepAliveChunkKeys() const;
 
-  // Row `offset` of the open chunk `chunk_key`; NOT_FOUND when that chunk is
-  // no longer open.
+  // Row `offset` of the open chunk `chunk_key` (or of a finalized chunk still
+  // being encoded elsewhere); NOT_FOUND when that chunk is neither.
   absl::StatusOr<Tensor> BufferedRow(uint64_t chunk_key, int32_t offset) const;
 
   ChunkerOptions options() const;
@@ -110,6 +135,10 @@ class Chunker : public std::enable_shared_from_this<Chunker> {
   // Last step appended, to enforce strictly increasing steps per episode.
   std::optional<std::pair<uint64_t, int32_t>> last_step_ ABSL_GUARDED_BY(mu_);
   std::deque<std::shared_ptr<CellRef>> keep_alive_ ABSL_GUARDED_BY(mu_);
+  EncodeExecutor executor_ ABSL_GUARDED_BY(mu_);
+  // Rows of finalized chunks being encoded by the executor, by chunk key.
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const std::vector<Tensor>>> encoding_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tf_reverb

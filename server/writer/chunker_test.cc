@@ -53,7 +53,7 @@ TEST(ChunkerTest, FinalizesAtMaxChunkLength) {
   EXPECT_EQ(chunk->sequence_range().end(), 2);
   EXPECT_FALSE(chunk->sequence_range().sparse());
   EXPECT_EQ(ProtoShape(chunk->data().tensors(0)), (std::vector<int64_t>{3, 2}));
-  Tensor decoded = DecompressTensor(chunk->data().tensors(0), false).value();
+  Tensor decoded = DecompressTensor(chunk->data().tensors(0), false, kSnappy).value();
   std::vector<int32_t> values(6);
   std::memcpy(values.data(), decoded.data.data(), 24);
   EXPECT_EQ(values, (std::vector<int32_t>{0, 0, 1, 1, 2, 2}));
@@ -148,7 +148,7 @@ TEST(ChunkerTest, DeltaEncodingIsApplied) {
   auto chunk = a->GetChunk();
   ASSERT_NE(chunk, nullptr);
   EXPECT_TRUE(chunk->delta_encoded());
-  Tensor raw = DecompressTensor(chunk->data().tensors(0), /*delta_encoded=*/false).value();
+  Tensor raw = DecompressTensor(chunk->data().tensors(0), /*delta_encoded=*/false, kSnappy).value();
   std::vector<int32_t> values(6);
   std::memcpy(values.data(), raw.data.data(), 24);
   EXPECT_EQ(values, (std::vector<int32_t>{10, 13, 16, 10, 8, 6}));

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "grpcpp/client_context.h"
 #include "server/grpc_status.h"
+#include "server/writer/insert_stream_codecs.h"
 
 namespace tf_reverb {
 namespace {
@@ -90,6 +91,7 @@ absl::StatusOr<std::shared_ptr<Chunker>> TrajectoryWriter::GetOrCreateChunker(in
     absl::StatusOr<std::shared_ptr<Chunker>> chunker = Chunker::Create(
         index, it == overrides_.end() ? options_.chunker_options : it->second);
     if (!chunker.ok()) return chunker.status();
+    (*chunker)->SetCodec(chunk_codec_);
     chunkers_.push_back(*std::move(chunker));
   }
   return chunkers_[column];
@@ -345,6 +347,7 @@ absl::Status TrajectoryWriter::ConfigureChunker(int column, ChunkerOptions optio
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
   if (column < static_cast<int>(chunkers_.size())) {
     if (absl::Status s = chunkers_[column]->ApplyConfig(options); !s.ok()) return s;
+    chunkers_[column]->SetCodec(chunk_codec_);
   }
   overrides_[column] = options;
   return absl::OkStatus();
@@ -425,7 +428,19 @@ absl::Status TrajectoryWriter::RunStream() {
     ++streams_opened_;
   }
   std::unique_ptr<Stream> stream = stub_->InsertStream(&context);
-  std::thread reader([this, s = stream.get()] { RunReader(s); });
+  // Chunk codec negotiation (insert_stream_codecs.h): new chunks use what
+  // this stream's server announced; requests are made sendable before Write.
+  InsertStreamCodecs codecs;
+  std::thread reader([this, s = stream.get(), &context, &codecs] {
+    const CodecPolicy codec = codecs.ReadAnnouncement(s, context);
+    {
+      absl::MutexLock lock(&mu_);
+      chunk_codec_ = codec;
+      for (const auto& chunker : chunkers_) chunker->SetCodec(codec);
+    }
+    RunReader(s);
+  });
+  absl::Status codec_error;
   absl::flat_hash_set<uint64_t> sent_chunks;
   while (true) {
     InsertStreamRequest request;
@@ -438,10 +453,16 @@ absl::Status TrajectoryWriter::RunStream() {
       if (closed_ || stream_broken_) break;
       BuildRequest(&request, &sent_chunks);
     }
+    codec_error = codecs.PrepareRequest(&request);
+    if (!codec_error.ok()) {
+      context.TryCancel();
+      break;
+    }
     if (!stream->Write(request, grpc::WriteOptions().set_no_compression())) break;
   }
   reader.join();
   absl::Status status = FromGrpcStatus(stream->Finish());
+  if (!codec_error.ok()) status = codec_error;
   absl::MutexLock lock(&mu_);
   context_ = nullptr;
   return status;

@@ -194,6 +194,9 @@ class TrajectoryWriter {
   bool stream_broken_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
   int streams_opened_ ABSL_GUARDED_BY(mu_) = 0;
+  // Codec policy of new chunks: from what the last stream's server announced
+  // (Snappy until one announces zstd; insert_stream_codecs.h).
+  CodecPolicy chunk_codec_ ABSL_GUARDED_BY(mu_) = CodecPolicy::kSnappy;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread worker_;
 };

@@ -7,6 +7,9 @@ Expects (see tests/test_writer_interop.py::write_items):
     1..3, 'r': float32 scalar 3.0 (squeezed), 'text': b'step3' (squeezed)}
   * table 'legacy': one legacy Writer item (delta_encoded) of 3 timesteps
     [int32[3] = [10, 13, 16] * (t + 1), float32 t].
+  * table 'frames': two items {'frame': uint8[2, 84, 84], 'step': int32[2]}
+    whose frames are tests/test_writer_interop.py::frame(step) (written as
+    zstd on our servers: what dm-reverb receives must be Snappy).
 Exits non-zero on the first mismatch; prints ALL OK otherwise.
 """
 
@@ -15,6 +18,18 @@ import sys
 import numpy as np
 import reverb
 import tensorflow as tf
+
+
+def frame(step):
+  return ((np.arange(84 * 84, dtype=np.int64).reshape(84, 84) // 84 + 3 * step)
+          % 256).astype(np.uint8)
+
+
+def check_frames(frames, steps):
+  assert frames.shape == (2, 84, 84) and frames.dtype == np.uint8, frames.shape
+  assert list(steps) in ([0, 1], [10, 11]), steps
+  for f, s in zip(frames, steps):
+    np.testing.assert_array_equal(f, frame(int(s)))
 
 
 def main(address: str) -> None:
@@ -54,6 +69,23 @@ def main(address: str) -> None:
     np.testing.assert_array_equal(step.data[0].numpy(), expected[t])
     assert float(step.data[1].numpy()) == t
   print('TimestepDataset ok')
+
+  seen = set()
+  for sample in client.sample('frames', num_samples=20, emit_timesteps=False):
+    frames, steps = sample.data
+    check_frames(frames, steps)
+    seen.add(int(steps[0]))
+  dataset = reverb.TrajectoryDataset(
+      server_address=address, table='frames',
+      dtypes={'frame': tf.uint8, 'step': tf.int32},
+      shapes={'frame': tf.TensorShape([2, 84, 84]),
+              'step': tf.TensorShape([2])},
+      max_in_flight_samples_per_worker=2)
+  for item in dataset.take(20):
+    check_frames(item.data['frame'].numpy(), item.data['step'].numpy())
+    seen.add(int(item.data['step'].numpy()[0]))
+  assert seen == {0, 10}, seen
+  print('frames ok')
   print('ALL OK')
 
 

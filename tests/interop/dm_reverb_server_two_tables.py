@@ -1,4 +1,4 @@
-"""Runs a dm-reverb 0.14 server with tables 'my_table' and 'legacy'.
+"""Runs a dm-reverb 0.14 server with tables 'my_table', 'legacy', 'frames'.
 
   /path/to/dm-venv/bin/python tests/interop/dm_reverb_server_two_tables.py PORT
 """
@@ -14,7 +14,8 @@ def table(name):
                       1000, reverb.rate_limiters.MinSize(1))
 
 
-server = reverb.Server(tables=[table('my_table'), table('legacy')],
+server = reverb.Server(tables=[table('my_table'), table('legacy'),
+                               table('frames')],
                        port=int(sys.argv[1]))
 print('serving', flush=True)
 while True:
