@@ -28,19 +28,19 @@ CellRef::CellRef(std::weak_ptr<Chunker> chunker, uint64_t chunk_key, int32_t off
       episode_step_(episode_step),
       spec_(std::move(spec)) {}
 
-bool CellRef::IsReady() const {
-  absl::MutexLock lock(&mu_);
-  return chunk_ != nullptr;
-}
+bool CellRef::IsReady() const { return ready_.load(std::memory_order_acquire); }
 
 std::shared_ptr<const deepmind::reverb::ChunkData> CellRef::GetChunk() const {
-  absl::MutexLock lock(&mu_);
+  if (!ready_.load(std::memory_order_acquire)) return nullptr;
   return chunk_;
 }
 
 void CellRef::SetChunk(std::shared_ptr<const deepmind::reverb::ChunkData> chunk) {
-  absl::MutexLock lock(&mu_);
+  // Only the encoding of the cell's chunk calls this (once), so there is one
+  // writer.
+  if (chunk == nullptr || ready_.load(std::memory_order_relaxed)) return;
   chunk_ = std::move(chunk);
+  ready_.store(true, std::memory_order_release);
 }
 
 absl::StatusOr<Tensor> CellRef::GetData() const {

@@ -7,9 +7,11 @@
 // a cell can be described (FlatTrajectory) before its chunk exists.
 //
 // Contract:
-//  * Thread-safety: thread-safe. The chunk is set once by the Chunker (under
-//    the Chunker's lock; lock order is Chunker then CellRef) and read from any
-//    thread.
+//  * Thread-safety: thread-safe and lock-free. The chunk is set at most once
+//    when its Chunker's buffer is encoded (SetChunk, possibly on another
+//    thread than the appends; published with a release store) and read from
+//    any thread; IsReady() is a single atomic load, so the writer can poll
+//    readiness cheaply.
 //  * Ownership: owned by std::shared_ptr. The Chunker's keep-alive ring and
 //    queued/unconfirmed items hold strong references; users hold
 //    std::weak_ptr, which expires once the cell is neither kept alive nor
@@ -20,14 +22,13 @@
 #ifndef TF_REVERB_SERVER_WRITER_CELL_REF_H_
 #define TF_REVERB_SERVER_WRITER_CELL_REF_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "schema.pb.h"
 #include "server/tensor.h"
 
@@ -71,7 +72,8 @@ class CellRef {
   // The cell's value (per-step shape), from the chunk or the open buffer.
   absl::StatusOr<Tensor> GetData() const;
 
-  // Called by the Chunker when it finalizes the cell's chunk.
+  // Called by the Chunker when it finalizes the cell's chunk; later calls
+  // (and a null chunk) are ignored.
   void SetChunk(std::shared_ptr<const deepmind::reverb::ChunkData> chunk);
 
  private:
@@ -82,8 +84,10 @@ class CellRef {
   const int32_t episode_step_;
   const CellSpec spec_;
 
-  mutable absl::Mutex mu_;
-  std::shared_ptr<const deepmind::reverb::ChunkData> chunk_ ABSL_GUARDED_BY(mu_);
+  // Written once by SetChunk before `ready_` is set (release); read only
+  // after `ready_` was seen set (acquire), so it needs no lock.
+  std::shared_ptr<const deepmind::reverb::ChunkData> chunk_;
+  std::atomic<bool> ready_{false};
 };
 
 }  // namespace tf_reverb

@@ -67,6 +67,7 @@ absl::StatusOr<std::unique_ptr<TrajectoryWriter>> TrajectoryWriter::Create(
   std::unique_ptr<TrajectoryWriter> writer(
       new TrajectoryWriter(std::move(channel), std::move(options)));
   writer->worker_ = std::thread([w = writer.get()] { w->RunWorker(); });
+  writer->encoder_ = std::thread([w = writer.get()] { w->RunEncoder(); });
   return writer;
 }
 
@@ -91,6 +92,10 @@ absl::StatusOr<std::shared_ptr<Chunker>> TrajectoryWriter::GetOrCreateChunker(in
     absl::StatusOr<std::shared_ptr<Chunker>> chunker = Chunker::Create(
         index, it == overrides_.end() ? options_.chunker_options : it->second);
     if (!chunker.ok()) return chunker.status();
+    (*chunker)->SetEncodeExecutor(
+        [this](int64_t raw_bytes, std::function<absl::Status()>* job) {
+          return TakeEncodeJob(raw_bytes, job);
+        });
     (*chunker)->SetCodec(chunk_codec_);
     chunkers_.push_back(*std::move(chunker));
   }
@@ -108,43 +113,85 @@ absl::Status TrajectoryWriter::AppendPartial(std::vector<std::optional<Tensor>> 
 
 absl::Status TrajectoryWriter::AppendInternal(std::vector<std::optional<Tensor>> data,
                                               bool partial, StepRefs* refs) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status s = CheckUsable(); !s.ok()) return s;
+  absl::MutexLock caller_lock(&caller_mu_);
   refs->clear();
   // Check every value before buffering any, so a failed append changes nothing.
   std::vector<std::shared_ptr<Chunker>> chunkers(data.size());
-  for (size_t i = 0; i < data.size(); ++i) {
-    if (!data[i].has_value()) continue;
-    const int column = static_cast<int>(i);
-    if (open_step_columns_.contains(column)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Column ", column, " has already been set in the active step by a previous "
-          "(partial) append call and thus must be omitted or set to None."));
+  uint64_t episode_id;
+  int32_t episode_step;
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s = CheckUsable(); !s.ok()) return s;
+    for (size_t i = 0; i < data.size(); ++i) {
+      if (!data[i].has_value()) continue;
+      const int column = static_cast<int>(i);
+      if (open_step_columns_.contains(column)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Column ", column, " has already been set in the active step by a previous "
+            "(partial) append call and thus must be omitted or set to None."));
+      }
+      absl::StatusOr<std::shared_ptr<Chunker>> chunker = GetOrCreateChunker(column);
+      if (!chunker.ok()) return chunker.status();
+      if (absl::Status s = (*chunker)->CheckSpec(*data[i]); !s.ok()) return s;
+      chunkers[i] = *std::move(chunker);
     }
-    absl::StatusOr<std::shared_ptr<Chunker>> chunker = GetOrCreateChunker(column);
-    if (!chunker.ok()) return chunker.status();
-    if (absl::Status s = (*chunker)->CheckSpec(*data[i]); !s.ok()) return s;
-    chunkers[i] = *std::move(chunker);
+    episode_id = episode_id_;
+    episode_step = episode_step_;
   }
+  // Buffering (and stacking/compressing full chunks) runs without mu_, so the
+  // sending thread is not held up; caller_mu_ keeps the episode state fixed.
   refs->reserve(data.size());
+  absl::Status status;
   for (size_t i = 0; i < data.size(); ++i) {
-    if (!data[i].has_value()) {
+    if (!data[i].has_value() || !status.ok()) {
       refs->push_back(std::nullopt);
       continue;
     }
     absl::StatusOr<std::weak_ptr<CellRef>> ref =
-        chunkers[i]->Append(*std::move(data[i]), episode_id_, episode_step_);
-    if (!ref.ok()) return ref.status();
+        chunkers[i]->Append(*std::move(data[i]), episode_id, episode_step);
+    if (!ref.ok()) {
+      status = ref.status();
+      refs->push_back(std::nullopt);
+      continue;
+    }
     refs->push_back(*std::move(ref));
-    open_step_columns_.insert(static_cast<int>(i));
   }
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < refs->size(); ++i) {
+    if ((*refs)[i].has_value()) open_step_columns_.insert(static_cast<int>(i));
+  }
+  if (!status.ok()) return status;
   if (!partial) {
     ++episode_step_;
     open_step_columns_.clear();
   }
   // Appends may finalize chunks the head item waits for.
-  if (!queue_.empty() && queue_.front().IsReady()) cv_.SignalAll();
+  SignalIfHeadReady();
   return absl::OkStatus();
+}
+
+void TrajectoryWriter::SignalIfHeadReady() {
+  if (!queue_.empty() && queue_.front()->IsReady()) worker_cv_.Signal();
+}
+
+void TrajectoryWriter::PushBack(ItemPtr item) {
+  for (uint64_t key : item->chunk_keys) ++queued_chunk_refs_[key];
+  queue_.push_back(std::move(item));
+}
+
+void TrajectoryWriter::PushFront(ItemPtr item) {
+  for (uint64_t key : item->chunk_keys) ++queued_chunk_refs_[key];
+  queue_.push_front(std::move(item));
+}
+
+TrajectoryWriter::ItemPtr TrajectoryWriter::PopFront() {
+  ItemPtr item = std::move(queue_.front());
+  queue_.pop_front();
+  for (uint64_t key : item->chunk_keys) {
+    auto it = queued_chunk_refs_.find(key);
+    if (--it->second == 0) queued_chunk_refs_.erase(it);
+  }
+  return item;
 }
 
 absl::Status TrajectoryWriter::ValidateItem(const std::string& table,
@@ -198,7 +245,13 @@ absl::Status TrajectoryWriter::ValidateItem(const std::string& table,
         slice->set_length(1);
         slice->set_index(0);
       }
-      if (seen.insert(ref.get()).second) item->cells.push_back(std::move(ref));
+      if (seen.insert(ref.get()).second) {
+        if (std::find(item->chunk_keys.begin(), item->chunk_keys.end(), ref->chunk_key()) ==
+            item->chunk_keys.end()) {
+          item->chunk_keys.push_back(ref->chunk_key());
+        }
+        item->cells.push_back(std::move(ref));
+      }
     }
     specs.push_back(*spec);
     rows.push_back(static_cast<int64_t>(column.refs.size()));
@@ -245,12 +298,12 @@ absl::Status TrajectoryWriter::ValidateItem(const std::string& table,
 absl::Status TrajectoryWriter::CreateItem(const std::string& table, double priority,
                                           const std::vector<TrajectoryColumn>& trajectory) {
   if (std::isnan(priority)) return absl::InvalidArgumentError("Priority must not be NaN.");
-  Item item;
-  if (absl::Status s = ValidateItem(table, trajectory, &item); !s.ok()) return s;
-  item.proto.set_key(NewRandomKey());
-  item.proto.set_table(table);
-  item.proto.set_priority(priority);
-  item.proto.set_times_sampled(0);
+  auto item = std::make_shared<Item>();
+  if (absl::Status s = ValidateItem(table, trajectory, item.get()); !s.ok()) return s;
+  item->proto.set_key(NewRandomKey());
+  item->proto.set_table(table);
+  item->proto.set_priority(priority);
+  item->proto.set_times_sampled(0);
 
   absl::MutexLock lock(&mu_);
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
@@ -261,22 +314,22 @@ absl::Status TrajectoryWriter::CreateItem(const std::string& table, double prior
   };
   if (!has_room()) {
     if (absl::Status s = FinalizeChunksOfQueued(queue_.size()); !s.ok()) return s;
-    cv_.SignalAll();
-    while (!has_room()) cv_.Wait(&mu_);
+    SignalIfHeadReady();
+    while (!has_room()) pending_cv_.Wait(&mu_);
     if (absl::Status s = CheckUsable(); !s.ok()) return s;
   }
-  item.seq = next_seq_++;
-  queue_.push_back(std::move(item));
+  item->seq = next_seq_++;
+  PushBack(std::move(item));
   // Only a new head can unblock the worker; otherwise it is busy sending or
   // waits for the head's chunks, and picks this item up with the head.
-  if (queue_.size() == 1) cv_.SignalAll();
+  if (queue_.size() == 1) SignalIfHeadReady();
   return absl::OkStatus();
 }
 
 absl::Status TrajectoryWriter::FinalizeChunksOfQueued(size_t end) {
   end = std::min(end, queue_.size());
   for (size_t i = 0; i < end; ++i) {
-    for (const auto& cell : queue_[i].cells) {
+    for (const auto& cell : queue_[i]->cells) {
       if (cell->IsReady()) continue;
       if (std::shared_ptr<Chunker> chunker = cell->chunker().lock()) {
         if (absl::Status s = chunker->FlushIfOpen(cell->chunk_key()); !s.ok()) return s;
@@ -292,7 +345,7 @@ absl::Status TrajectoryWriter::WaitForPending(int max_pending, absl::Duration ti
       timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
   while (static_cast<int>(queue_.size() + unconfirmed_.size()) > max_pending &&
          error_.ok() && !closed_) {
-    if (cv_.WaitWithDeadline(&mu_, deadline) &&
+    if (pending_cv_.WaitWithDeadline(&mu_, deadline) &&
         static_cast<int>(queue_.size() + unconfirmed_.size()) > max_pending) {
       return absl::DeadlineExceededError(absl::StrCat(
           what, " call did not complete within provided timeout of ",
@@ -315,15 +368,16 @@ absl::Status TrajectoryWriter::Flush(int block_until_num_items, absl::Duration t
       return s;
     }
   }
-  cv_.SignalAll();
+  SignalIfHeadReady();
   return WaitForPending(block_until_num_items, timeout, "Flush");
 }
 
 absl::Status TrajectoryWriter::EndEpisode(bool clear_buffers, absl::Duration timeout) {
+  absl::MutexLock caller_lock(&caller_mu_);
   absl::MutexLock lock(&mu_);
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
   if (absl::Status s = FinalizeChunksOfQueued(queue_.size()); !s.ok()) return s;
-  cv_.SignalAll();
+  SignalIfHeadReady();
   if (absl::Status s = WaitForPending(0, timeout, "End episode"); !s.ok()) return s;
   for (const auto& chunker : chunkers_) {
     if (clear_buffers) {
@@ -343,6 +397,7 @@ absl::Status TrajectoryWriter::ConfigureChunker(int column, ChunkerOptions optio
     return absl::InvalidArgumentError(absl::StrCat("Invalid column index ", column, "."));
   }
   if (absl::Status s = options.Validate(); !s.ok()) return s;
+  absl::MutexLock caller_lock(&caller_mu_);
   absl::MutexLock lock(&mu_);
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
   if (column < static_cast<int>(chunkers_.size())) {
@@ -353,16 +408,53 @@ absl::Status TrajectoryWriter::ConfigureChunker(int column, ChunkerOptions optio
   return absl::OkStatus();
 }
 
+bool TrajectoryWriter::TakeEncodeJob(int64_t raw_bytes, std::function<absl::Status()>* job) {
+  if (raw_bytes < kAsyncEncodeMinBytes) return false;
+  absl::MutexLock lock(&encode_mu_);
+  if (encoder_stopped_) return false;
+  encode_jobs_.push_back(std::move(*job));
+  encode_cv_.Signal();
+  return true;
+}
+
+void TrajectoryWriter::RunEncoder() {
+  while (true) {
+    std::function<absl::Status()> job;
+    {
+      absl::MutexLock lock(&encode_mu_);
+      while (encode_jobs_.empty() && !encoder_stopped_) encode_cv_.Wait(&encode_mu_);
+      if (encode_jobs_.empty()) return;
+      job = std::move(encode_jobs_.front());
+      encode_jobs_.pop_front();
+    }
+    absl::Status status = job();
+    job = nullptr;
+    absl::MutexLock lock(&mu_);
+    if (!status.ok() && error_.ok()) {
+      error_ = status;
+      pending_cv_.SignalAll();
+    }
+    SignalIfHeadReady();
+  }
+}
+
 void TrajectoryWriter::Close() {
   {
     absl::MutexLock lock(&mu_);
     if (!closed_) {
       closed_ = true;
       if (context_ != nullptr) context_->TryCancel();
-      cv_.SignalAll();
+      worker_cv_.SignalAll();
+      pending_cv_.SignalAll();
     }
   }
   if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
+  {
+    absl::MutexLock lock(&encode_mu_);
+    encoder_stopped_ = true;
+    encode_cv_.Signal();
+  }
+  if (encoder_.joinable() && encoder_.get_id() != std::this_thread::get_id()) encoder_.join();
 }
 
 int TrajectoryWriter::episode_steps() const {
@@ -395,24 +487,22 @@ void TrajectoryWriter::RunWorker() {
     absl::MutexLock lock(&mu_);
     if (closed_) return;
     // Unconfirmed items go back to the front of the queue, in creation order.
-    std::vector<Item> requeue;
+    std::vector<ItemPtr> requeue;
     requeue.reserve(unconfirmed_.size());
     for (auto& entry : unconfirmed_) requeue.push_back(std::move(entry.second));
     unconfirmed_.clear();
     std::sort(requeue.begin(), requeue.end(),
-              [](const Item& a, const Item& b) { return a.seq < b.seq; });
-    for (auto it = requeue.rbegin(); it != requeue.rend(); ++it) {
-      queue_.push_front(std::move(*it));
-    }
+              [](const ItemPtr& a, const ItemPtr& b) { return a->seq < b->seq; });
+    for (auto it = requeue.rbegin(); it != requeue.rend(); ++it) PushFront(std::move(*it));
     if (!IsRetryable(status)) {
       error_ = status;
-      cv_.SignalAll();
+      pending_cv_.SignalAll();
       return;
     }
     backoff = absl::Now() - started < kFastFailure ? std::min(2 * backoff, kMaxBackoff)
                                                    : kMinBackoff;
     const absl::Time wake = absl::Now() + backoff;
-    while (!closed_ && absl::Now() < wake) cv_.WaitWithDeadline(&mu_, wake);
+    while (!closed_ && absl::Now() < wake) worker_cv_.WaitWithDeadline(&mu_, wake);
     if (closed_) return;
   }
 }
@@ -443,16 +533,25 @@ absl::Status TrajectoryWriter::RunStream() {
   absl::Status codec_error;
   absl::flat_hash_set<uint64_t> sent_chunks;
   while (true) {
-    InsertStreamRequest request;
+    Batch batch;
     {
       absl::MutexLock lock(&mu_);
       auto can_proceed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return closed_ || stream_broken_ || (!queue_.empty() && queue_.front().IsReady());
+        return closed_ || stream_broken_ || (!queue_.empty() && queue_.front()->IsReady());
       };
-      while (!can_proceed()) cv_.Wait(&mu_);
+      while (!can_proceed()) worker_cv_.Wait(&mu_);
       if (closed_ || stream_broken_) break;
-      BuildRequest(&request, &sent_chunks);
+      TakeBatch(&batch, &sent_chunks);
     }
+    // The copies into the request happen without the lock; the items and
+    // chunks are immutable and kept alive by `batch`.
+    InsertStreamRequest request;
+    request.mutable_chunks()->Reserve(static_cast<int>(batch.chunks.size()));
+    for (const auto& chunk : batch.chunks) *request.add_chunks() = *chunk;
+    request.mutable_items()->Reserve(static_cast<int>(batch.items.size()));
+    for (const ItemPtr& item : batch.items) *request.add_items() = item->proto;
+    request.mutable_keep_chunk_keys()->Add(batch.keep_chunk_keys.begin(),
+                                           batch.keep_chunk_keys.end());
     codec_error = codecs.PrepareRequest(&request);
     if (!codec_error.ok()) {
       context.TryCancel();
@@ -470,52 +569,58 @@ absl::Status TrajectoryWriter::RunStream() {
 
 void TrajectoryWriter::RunReader(Stream* stream) {
   InsertStreamResponse response;
+  std::vector<ItemPtr> confirmed;
   while (stream->Read(&response)) {
-    absl::MutexLock lock(&mu_);
-    for (uint64_t key : response.keys()) unconfirmed_.erase(key);
-    cv_.SignalAll();
+    {
+      absl::MutexLock lock(&mu_);
+      for (uint64_t key : response.keys()) {
+        auto it = unconfirmed_.find(key);
+        if (it == unconfirmed_.end()) continue;
+        confirmed.push_back(std::move(it->second));
+        unconfirmed_.erase(it);
+      }
+      pending_cv_.SignalAll();
+    }
+    // Releasing the items may free their chunks: not under the lock.
+    confirmed.clear();
   }
   absl::MutexLock lock(&mu_);
   stream_broken_ = true;
-  cv_.SignalAll();
+  worker_cv_.SignalAll();
 }
 
-bool TrajectoryWriter::BuildRequest(InsertStreamRequest* request,
-                                    absl::flat_hash_set<uint64_t>* sent_chunks) {
+bool TrajectoryWriter::TakeBatch(Batch* batch, absl::flat_hash_set<uint64_t>* sent_chunks) {
   int64_t bytes = 0;
-  while (!queue_.empty() && queue_.front().IsReady() &&
-         (request->items_size() == 0 || bytes < kMaxInsertRequestBytes)) {
-    Item item = std::move(queue_.front());
-    queue_.pop_front();
-    for (const auto& cell : item.cells) {
+  while (!queue_.empty() && queue_.front()->IsReady() &&
+         (batch->items.empty() || bytes < kMaxInsertRequestBytes)) {
+    ItemPtr item = PopFront();
+    for (const auto& cell : item->cells) {
       if (sent_chunks->insert(cell->chunk_key()).second) {
         std::shared_ptr<const deepmind::reverb::ChunkData> chunk = cell->GetChunk();
-        *request->add_chunks() = *chunk;
         bytes += ChunkBytes(*chunk);
+        batch->chunks.push_back(std::move(chunk));
       }
     }
-    *request->add_items() = item.proto;
-    const uint64_t key = item.proto.key();
-    unconfirmed_.insert_or_assign(key, std::move(item));
+    unconfirmed_.insert_or_assign(item->proto.key(), item);
+    batch->items.push_back(std::move(item));
   }
-  if (request->items_size() == 0) return false;
+  if (batch->items.empty()) return false;
   // The server keeps exactly the chunks named here: those later items may
   // still reference (live keep-alive cells, queued items) that it has.
-  absl::flat_hash_set<uint64_t> wanted;
+  // A chunk wrongly dropped is merely sent again (it leaves sent_chunks).
+  absl::flat_hash_set<uint64_t> keep_alive;
   for (const auto& chunker : chunkers_) {
-    for (uint64_t key : chunker->KeepAliveChunkKeys()) wanted.insert(key);
+    for (uint64_t key : chunker->KeepAliveChunkKeys()) keep_alive.insert(key);
   }
-  for (const Item& item : queue_) {
-    for (const auto& cell : item.cells) wanted.insert(cell->chunk_key());
-  }
-  absl::flat_hash_set<uint64_t> kept;
-  for (uint64_t key : *sent_chunks) {
-    if (wanted.contains(key)) {
-      kept.insert(key);
-      request->add_keep_chunk_keys(key);
+  for (auto it = sent_chunks->begin(); it != sent_chunks->end();) {
+    const uint64_t key = *it;
+    if (queued_chunk_refs_.contains(key) || keep_alive.contains(key)) {
+      batch->keep_chunk_keys.push_back(key);
+      ++it;
+    } else {
+      sent_chunks->erase(it++);
     }
   }
-  *sent_chunks = std::move(kept);
   return true;
 }
 

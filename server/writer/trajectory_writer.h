@@ -10,6 +10,15 @@
 // server (keep_chunk_keys) which chunks later items may still need. A second
 // thread reads the confirmations.
 //
+// Locking: `mu_` guards the state shared with the background threads and is
+// only held for bookkeeping. Chunks are stacked and compressed without it
+// (large ones on a third background thread, the encoder, so appends overlap
+// their compression; items wait until their chunks are encoded); requests
+// are assembled (chunk copies) and freed, and confirmed items destroyed,
+// outside it. `caller_mu_` serializes the caller-side mutations (Append,
+// EndEpisode, ConfigureChunker) so the episode state cannot change while an
+// Append runs unlocked.
+//
 // Contract:
 //  * Thread-safety: every public method is thread-safe, but a writer models
 //    one actor: calls are expected from one thread at a time (Append then
@@ -37,6 +46,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,6 +68,9 @@ namespace tf_reverb {
 
 // A request is sent early once its chunks reach this size.
 inline constexpr int64_t kMaxInsertRequestBytes = 40 << 20;
+// Chunks of at least this many raw bytes are stacked and compressed on the
+// writer's encoder thread instead of the appending thread.
+inline constexpr int64_t kAsyncEncodeMinBytes = 32 << 10;
 
 // One column of a table signature: dtype and shape, where -1 is an unknown
 // dimension and an absent shape an unknown rank.
@@ -138,13 +151,25 @@ class TrajectoryWriter {
   int num_streams_opened() const;
 
  private:
+  // Immutable once queued (shared between the queue, the unconfirmed map and
+  // the request being built).
   struct Item {
     deepmind::reverb::PrioritizedItem proto;
     // Every distinct cell of the item, which keeps its chunk alive.
     std::vector<std::shared_ptr<CellRef>> cells;
+    // The distinct chunk keys of `cells`.
+    std::vector<uint64_t> chunk_keys;
     // Creation order, restored when unconfirmed items are requeued.
     uint64_t seq = 0;
     bool IsReady() const;
+  };
+  using ItemPtr = std::shared_ptr<const Item>;
+  // What the sending thread takes from the queue for one request.
+  struct Batch {
+    std::vector<ItemPtr> items;
+    // Chunks not yet sent on this stream, in first-use order.
+    std::vector<std::shared_ptr<const deepmind::reverb::ChunkData>> chunks;
+    std::vector<uint64_t> keep_chunk_keys;
   };
   using Stream = grpc::ClientReaderWriter<deepmind::reverb::InsertStreamRequest,
                                           deepmind::reverb::InsertStreamResponse>;
@@ -169,26 +194,43 @@ class TrajectoryWriter {
   // returns the stream's final status.
   absl::Status RunStream();
   void RunReader(Stream* stream);
-  // Builds the next request from the ready head of the queue; false when
-  // nothing is ready.
-  bool BuildRequest(deepmind::reverb::InsertStreamRequest* request,
-                    absl::flat_hash_set<uint64_t>* sent_chunks)
+  // Runs the encode jobs the chunkers hand over until Close; then drains.
+  void RunEncoder();
+  // The chunkers' EncodeExecutor: takes jobs of large chunks.
+  bool TakeEncodeJob(int64_t raw_bytes, std::function<absl::Status()>* job);
+  // Moves the ready head of the queue (up to kMaxInsertRequestBytes of new
+  // chunks) to unconfirmed_ and into `batch`; false when nothing is ready.
+  // The request is built from `batch` without the lock.
+  bool TakeBatch(Batch* batch, absl::flat_hash_set<uint64_t>* sent_chunks)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queue bookkeeping of the chunks queued items reference.
+  void PushBack(ItemPtr item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PushFront(ItemPtr item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ItemPtr PopFront() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wakes the sending thread if the head of the queue is ready.
+  void SignalIfHeadReady() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<deepmind::reverb::ReverbService::Stub> stub_;
   const TrajectoryWriterOptions options_;
 
+  // Serializes Append/AppendPartial/EndEpisode/ConfigureChunker.
+  absl::Mutex caller_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
-  absl::CondVar cv_;
+  // The sending thread waits on it (ready head, close, broken stream, backoff).
+  absl::CondVar worker_cv_;
+  // Flush/EndEpisode/CreateItem wait on it (confirmations, errors, close).
+  absl::CondVar pending_cv_;
   std::vector<std::shared_ptr<Chunker>> chunkers_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int, ChunkerOptions> overrides_ ABSL_GUARDED_BY(mu_);
   uint64_t episode_id_ ABSL_GUARDED_BY(mu_);
   int32_t episode_step_ ABSL_GUARDED_BY(mu_) = 0;
   // Columns set in the open (partial) step.
   absl::flat_hash_set<int> open_step_columns_ ABSL_GUARDED_BY(mu_);
-  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, Item> unconfirmed_ ABSL_GUARDED_BY(mu_);
+  std::deque<ItemPtr> queue_ ABSL_GUARDED_BY(mu_);
+  // Chunk key -> number of queued items referencing it.
+  absl::flat_hash_map<uint64_t, int> queued_chunk_refs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, ItemPtr> unconfirmed_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);  // sticky
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool stream_broken_ ABSL_GUARDED_BY(mu_) = false;
@@ -199,6 +241,13 @@ class TrajectoryWriter {
   CodecPolicy chunk_codec_ ABSL_GUARDED_BY(mu_) = CodecPolicy::kSnappy;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread worker_;
+
+  // Lock order: mu_, then a Chunker's lock, then encode_mu_.
+  absl::Mutex encode_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  absl::CondVar encode_cv_;
+  std::deque<std::function<absl::Status()>> encode_jobs_ ABSL_GUARDED_BY(encode_mu_);
+  bool encoder_stopped_ ABSL_GUARDED_BY(encode_mu_) = false;
+  std::thread encoder_;
 };
 
 }  // namespace tf_reverb

@@ -140,6 +140,49 @@ TEST(TrajectoryWriterTest, ItemsOverHistorySlicesArriveIntact) {
   EXPECT_TRUE(columns[1].squeeze());
 }
 
+// Rows of 16 KiB: chunks of 2+ rows reach kAsyncEncodeMinBytes and are
+// encoded on the writer's encoder thread.
+Tensor LargeRow(int i) {
+  std::vector<int32_t> values(4096);
+  for (size_t j = 0; j < values.size(); ++j) values[j] = i * 100000 + static_cast<int>(j);
+  return Int32Row(values);
+}
+
+TEST(TrajectoryWriterTest, LargeChunksEncodedInTheBackgroundArriveIntact) {
+  // Every item is sampled once, in insertion order.
+  auto server = StartServer({Table::Create(Table::Config{"t", CreateSelector(Fifo()).value(),
+                                                         CreateSelector(Fifo()).value(), 1000,
+                                                         1, MinSize1(), ""})
+                                 .value()});
+  auto writer = NewWriter(server->port(), /*keep_alive=*/4, /*chunk_length=*/4);
+  std::vector<TrajectoryWriter::StepRefs> steps;
+  for (int i = 0; i < 12; ++i) {
+    TrajectoryWriter::StepRefs refs;
+    ASSERT_TRUE(writer->Append({LargeRow(i)}, &refs).ok());
+    // Readable at once, whether buffered, being encoded or encoded.
+    absl::StatusOr<Tensor> data = (*refs[0]).lock()->GetData();
+    ASSERT_TRUE(data.ok()) << data.status();
+    EXPECT_EQ(Values<int32_t>(*data)[1], i * 100000 + 1);
+    steps.push_back(std::move(refs));
+    if (i >= 2) {
+      ASSERT_TRUE(writer
+                      ->CreateItem("t", 1.0,
+                                   {Column({Ref(steps[i - 2], 0), Ref(steps[i - 1], 0),
+                                            Ref(steps[i], 0)})})
+                      .ok());
+    }
+  }
+  ASSERT_TRUE(writer->Flush().ok());
+  std::vector<Sample> samples = SampleN(server->port(), "t", 10);
+  ASSERT_EQ(samples.size(), 10u);
+  for (int n = 0; n < 10; ++n) {
+    Tensor column = samples[n].UnpackColumn(0).value();
+    EXPECT_EQ(column.shape, (std::vector<int64_t>{3, 4096}));
+    std::vector<int32_t> values = Values<int32_t>(column);
+    for (int t = 0; t < 3; ++t) EXPECT_EQ(values[t * 4096 + 7], (n + t) * 100000 + 7);
+  }
+}
+
 TEST(TrajectoryWriterTest, LaterItemsReuseChunksSentEarlierOnTheStream) {
   auto server = StartServer({MakeTable("t"), MakeTable("u")});
   auto writer = NewWriter(server->port(), /*keep_alive=*/6, /*chunk_length=*/2);
