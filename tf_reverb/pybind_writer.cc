@@ -49,15 +49,6 @@ struct WeakCellRef {
   }
 };
 
-void RaiseWriterStatus(const absl::Status& status) {
-  if (status.code() == absl::StatusCode::kDeadlineExceeded) {
-    py::object error = py::module_::import("tf_reverb.errors").attr("DeadlineExceededError");
-    PyErr_SetString(error.ptr(), std::string(status.message()).c_str());
-    throw py::error_already_set();
-  }
-  MaybeRaise(status);
-}
-
 py::dtype NumpyDtype(DataType dtype) {
   if (dtype == tf::DT_STRING) return py::dtype("O");
   Tensor empty;
@@ -330,7 +321,7 @@ void RegisterWriterBindings(py::module_& m) {
                py::gil_scoped_release release;
                status = writer.Flush(block_until_num_items, TimeoutFromMs(timeout_ms));
              }
-             RaiseWriterStatus(status);
+             MaybeRaiseWithDeadline(status);
            },
            py::arg("block_until_num_items"), py::arg("timeout_ms"))
       .def("end_episode",
@@ -340,7 +331,7 @@ void RegisterWriterBindings(py::module_& m) {
                py::gil_scoped_release release;
                status = writer.EndEpisode(clear_buffers, TimeoutFromMs(timeout_ms));
              }
-             RaiseWriterStatus(status);
+             MaybeRaiseWithDeadline(status);
            },
            py::arg("clear_buffers"), py::arg("timeout_ms"))
       .def("configure",

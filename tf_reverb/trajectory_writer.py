@@ -14,7 +14,6 @@ memory grow without bound.
 """
 
 import collections
-import datetime
 import itertools
 import re
 from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -537,12 +536,9 @@ class TrajectoryWriter:
       raise ValueError(
           f'block_until_num_items must be >= 0, got {block_until_num_items}')
     timeout = -1 if timeout_ms is None or timeout_ms <= 0 else int(timeout_ms)
-    try:
-      self._writer.flush(block_until_num_items, timeout)
-    except errors.DeadlineExceededError as e:
-      raise errors.DeadlineExceededError(
-          'Flush call did not complete within provided timeout of '
-          f'{datetime.timedelta(milliseconds=timeout)}') from e
+    errors.call_with_deadline(
+        'Flush', timeout,
+        lambda: self._writer.flush(block_until_num_items, timeout))
 
   def end_episode(self,
                   clear_buffers: bool = True,
@@ -558,12 +554,9 @@ class TrajectoryWriter:
       DeadlineExceededError: on timeout; nothing is reset then.
     """
     timeout = -1 if timeout_ms is None else max(0, int(timeout_ms))
-    try:
-      self._writer.end_episode(clear_buffers, timeout)
-    except errors.DeadlineExceededError as e:
-      raise errors.DeadlineExceededError(
-          'End episode call did not complete within provided timeout of '
-          f'{datetime.timedelta(milliseconds=max(timeout, 0))}') from e
+    errors.call_with_deadline(
+        'End episode', timeout,
+        lambda: self._writer.end_episode(clear_buffers, timeout))
     if clear_buffers:
       self._num_steps = 0
       for history in self._column_history:
