@@ -15,14 +15,13 @@ Ratios are what matter: absolute figures on a shared 2-core machine are
 noise, so both libraries are measured in one run.
 """
 
-import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import side_by_side
+
 
 # name -> (step builder args): small ~ a low-dimensional control transition,
 # large ~ a stack of 4 Atari frames (random bytes: incompressible).
@@ -174,29 +173,8 @@ def measure(impl, where, seconds):
   return results
 
 
-def dm_python(args):
-  if args.dm_python:
-    return args.dm_python
-  if os.environ.get('TF_REVERB_DM_PYTHON'):
-    return os.environ['TF_REVERB_DM_PYTHON']
-  try:
-    return subprocess.check_output(
-        ['bash', os.path.join(ROOT, 'scripts', 'setup_dm_reverb.sh')],
-        text=True).strip().splitlines()[-1]
-  except (subprocess.CalledProcessError, OSError):
-    return None
-
-
 def main():
-  parser = argparse.ArgumentParser()
-  parser.add_argument('--seconds', type=float, default=2.0)
-  parser.add_argument('--repeats', type=int, default=3)
-  parser.add_argument('--no_dm', action='store_true')
-  parser.add_argument('--dm_python')
-  parser.add_argument('--impl', default='ours')
-  parser.add_argument('--serve', type=int)
-  parser.add_argument('--measure', action='store_true')
-  args = parser.parse_args()
+  args = side_by_side.parse_args()
   if args.serve is not None:
     serve(args.impl, args.serve)
     return
@@ -207,30 +185,7 @@ def main():
     print(json.dumps(results))
     return
 
-  pythons = {'ours': sys.executable}
-  if not args.no_dm:
-    dm = dm_python(args)
-    if dm:
-      pythons['dm'] = dm
-    else:
-      print('dm-reverb not available; measuring tf_reverb only')
-  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='3')
-  # The libraries take turns, --repeats times, and each figure is the best of
-  # its runs: the load of a shared machine then biases neither side.
-  by_key = {}
-  for _ in range(args.repeats):
-    for impl, python in pythons.items():
-      out = subprocess.run(
-          [python, __file__, '--measure', '--impl', impl, '--seconds',
-           str(args.seconds)], capture_output=True, text=True, env=env,
-          check=False)
-      if out.returncode != 0:
-        print(f'{impl} failed:\n{out.stderr[-3000:]}')
-        continue
-      for r in json.loads(out.stdout.strip().splitlines()[-1]):
-        key = (r['impl'], r['where'], r['size'], r['method'])
-        if key not in by_key or r['items_per_s'] > by_key[key]['items_per_s']:
-          by_key[key] = r
+  by_key = side_by_side.best_results(__file__, args, ('impl', 'where', 'size', 'method'))
   print(f'{"server":14} {"size":6} {"method":28} {"tf_reverb items/s":>18} '
         f'{"MB/s":>8} {"dm-reverb items/s":>18} {"MB/s":>8} {"ratio":>7}')
   for (impl, where, size, method), r in by_key.items():

@@ -16,14 +16,13 @@ rate of each is kept, so a burst of load from elsewhere does not decide a
 ratio.
 """
 
-import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import side_by_side
+
 SEQUENCE = {'small': 1, 'large': 10}
 
 
@@ -123,55 +122,15 @@ def measure(impl, seconds):
   return results
 
 
-def dm_python(args):
-  if args.dm_python:
-    return args.dm_python
-  try:
-    return subprocess.check_output(
-        ['bash', os.path.join(ROOT, 'scripts', 'setup_dm_reverb.sh')],
-        text=True).strip().splitlines()[-1]
-  except (subprocess.CalledProcessError, OSError):
-    return None
-
-
 def main():
-  parser = argparse.ArgumentParser()
-  parser.add_argument('--seconds', type=float, default=2.0)
-  parser.add_argument('--repeats', type=int, default=3)
-  parser.add_argument('--no_dm', action='store_true')
-  parser.add_argument('--dm_python')
-  parser.add_argument('--impl', default='ours')
-  parser.add_argument('--serve', type=int)
-  parser.add_argument('--measure', action='store_true')
-  args = parser.parse_args()
+  args = side_by_side.parse_args()
   if args.serve is not None:
     serve(args.impl, args.serve)
     return
   if args.measure:
     print(json.dumps(measure(args.impl, args.seconds)))
     return
-  pythons = {'ours': sys.executable}
-  if not args.no_dm:
-    dm = dm_python(args)
-    if dm:
-      pythons['dm'] = dm
-    else:
-      print('dm-reverb not available; measuring tf_reverb only')
-  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='3')
-  by_key = {}
-  for _ in range(max(1, args.repeats)):
-    for impl, python in pythons.items():
-      out = subprocess.run(
-          [python, __file__, '--measure', '--impl', impl, '--seconds',
-           str(args.seconds)], capture_output=True, text=True, env=env,
-          check=False)
-      if out.returncode != 0:
-        print(f'{impl} failed:\n{out.stderr[-3000:]}')
-        continue
-      for r in json.loads(out.stdout.strip().splitlines()[-1]):
-        key = (r['impl'], r['size'], r['method'])
-        if key not in by_key or r['items_per_s'] > by_key[key]['items_per_s']:
-          by_key[key] = r
+  by_key = side_by_side.best_results(__file__, args, ('impl', 'size', 'method'))
   print(f'{"workload":8} {"method":18} {"ours items/s":>13} {"ours MB/s":>10} '
         f'{"dm items/s":>11} {"dm MB/s":>8} {"ratio":>6}')
   for (impl, size, method), r in by_key.items():
