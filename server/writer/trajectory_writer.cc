@@ -67,7 +67,6 @@ absl::StatusOr<std::unique_ptr<TrajectoryWriter>> TrajectoryWriter::Create(
   std::unique_ptr<TrajectoryWriter> writer(
       new TrajectoryWriter(std::move(channel), std::move(options)));
   writer->worker_ = std::thread([w = writer.get()] { w->RunWorker(); });
-  writer->encoder_ = std::thread([w = writer.get()] { w->RunEncoder(); });
   return writer;
 }
 
@@ -412,6 +411,8 @@ bool TrajectoryWriter::TakeEncodeJob(int64_t raw_bytes, std::function<absl::Stat
   if (raw_bytes < kAsyncEncodeMinBytes) return false;
   absl::MutexLock lock(&encode_mu_);
   if (encoder_stopped_) return false;
+  // Started by the first large chunk: writers of small steps never pay for it.
+  if (!encoder_.joinable()) encoder_ = std::thread([this] { RunEncoder(); });
   encode_jobs_.push_back(std::move(*job));
   encode_cv_.Signal();
   return true;
@@ -449,12 +450,20 @@ void TrajectoryWriter::Close() {
     }
   }
   if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
+  std::thread encoder;
   {
     absl::MutexLock lock(&encode_mu_);
     encoder_stopped_ = true;
     encode_cv_.Signal();
+    encoder = std::move(encoder_);
   }
-  if (encoder_.joinable() && encoder_.get_id() != std::this_thread::get_id()) encoder_.join();
+  if (encoder.joinable()) {
+    if (encoder.get_id() != std::this_thread::get_id()) {
+      encoder.join();
+    } else {
+      encoder.detach();
+    }
+  }
 }
 
 int TrajectoryWriter::episode_steps() const {

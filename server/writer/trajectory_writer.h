@@ -12,8 +12,9 @@
 //
 // Locking: `mu_` guards the state shared with the background threads and is
 // only held for bookkeeping. Chunks are stacked and compressed without it
-// (large ones on a third background thread, the encoder, so appends overlap
-// their compression; items wait until their chunks are encoded); requests
+// (large ones on a third background thread, the encoder, started by the
+// first large chunk, so appends overlap their compression; items wait until
+// their chunks are encoded); requests
 // are assembled (chunk copies) and freed, and confirmed items destroyed,
 // outside it. `caller_mu_` serializes the caller-side mutations (Append,
 // EndEpisode, ConfigureChunker) so the episode state cannot change while an
@@ -247,7 +248,8 @@ class TrajectoryWriter {
   absl::CondVar encode_cv_;
   std::deque<std::function<absl::Status()>> encode_jobs_ ABSL_GUARDED_BY(encode_mu_);
   bool encoder_stopped_ ABSL_GUARDED_BY(encode_mu_) = false;
-  std::thread encoder_;
+  // Started by the first chunk worth encoding in the background.
+  std::thread encoder_ ABSL_GUARDED_BY(encode_mu_);
 };
 
 }  // namespace tf_reverb
