@@ -541,6 +541,7 @@ absl::Status TrajectoryWriter::RunStream() {
   });
   absl::Status codec_error;
   absl::flat_hash_set<uint64_t> sent_chunks;
+  absl::Time last_send = absl::InfinitePast();
   while (true) {
     Batch batch;
     {
@@ -550,6 +551,13 @@ absl::Status TrajectoryWriter::RunStream() {
       };
       while (!can_proceed()) worker_cv_.Wait(&mu_);
       if (closed_ || stream_broken_) break;
+      // Under a steady stream of items, requests of one item cost a send and
+      // a wake-up each: a lone item right after a send waits a moment for
+      // company (Flush and EndEpisode cut the wait short).
+      if (queue_.size() == 1 && absl::Now() - last_send < kCoalesceAfter) {
+        worker_cv_.WaitWithTimeout(&mu_, kCoalesceWindow);
+        if (closed_ || stream_broken_) break;
+      }
       TakeBatch(&batch, &sent_chunks);
     }
     // The copies into the request happen without the lock; the items and
@@ -567,6 +575,7 @@ absl::Status TrajectoryWriter::RunStream() {
       break;
     }
     if (!stream->Write(request, grpc::WriteOptions().set_no_compression())) break;
+    last_send = absl::Now();
   }
   reader.join();
   absl::Status status = FromGrpcStatus(stream->Finish());

@@ -69,6 +69,10 @@ namespace tf_reverb {
 
 // A request is sent early once its chunks reach this size.
 inline constexpr int64_t kMaxInsertRequestBytes = 40 << 20;
+// A lone ready item less than kCoalesceAfter after the previous send waits
+// up to kCoalesceWindow for more items to share its request.
+inline constexpr absl::Duration kCoalesceAfter = absl::Milliseconds(1);
+inline constexpr absl::Duration kCoalesceWindow = absl::Microseconds(100);
 // Chunks of at least this many raw bytes are stacked and compressed on the
 // writer's encoder thread instead of the appending thread.
 inline constexpr int64_t kAsyncEncodeMinBytes = 32 << 10;
