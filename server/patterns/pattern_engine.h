@@ -67,10 +67,6 @@ class PatternEngine {
   static absl::StatusOr<std::unique_ptr<PatternEngine>> Create(
       std::vector<deepmind::reverb::StructuredWriterConfig> configs);
 
-  // The completed configs.
-  const std::vector<deepmind::reverb::StructuredWriterConfig>& configs() const {
-    return configs_;
-  }
   // Whether some node or data condition reads `column`; other columns can
   // be dropped before writing.
   bool UsesColumn(int column) const;
