@@ -205,6 +205,7 @@ const char* __tsan_default_suppressions() {
          "called_from_lib:libgpr.so\n"
          "called_from_lib:libupb.so\n"
          "called_from_lib:libabsl_cord.so\n"
+         "called_from_lib:libabsl_cord_internal.so\n"
          "called_from_lib:libabsl_graphcycles_internal.so\n"
          "called_from_lib:libabsl_status.so\n"
          "called_from_lib:libabsl_time.so\n";
