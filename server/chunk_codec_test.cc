@@ -1,4 +1,5 @@
 #include "server/chunk_codec.h"
+#include "server/testing/tensor_testing.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -16,6 +17,10 @@
 namespace tf_reverb {
 namespace {
 
+using ::tf_reverb::tensor_testing::FromValues;
+using ::tf_reverb::tensor_testing::StringTensor;
+using ::tf_reverb::tensor_testing::Values;
+
 namespace tfp = ::tf_reverb::tf;
 using ::testing::HasSubstr;
 
@@ -31,32 +36,6 @@ Tensor NumericTensor(DataType dtype, std::vector<int64_t> shape, uint32_t seed) 
   t.dtype = dtype;
   t.shape = std::move(shape);
   t.data = RandomBytes(t.num_elements() * DataTypeSize(dtype).value(), seed);
-  return t;
-}
-
-template <typename T>
-Tensor FromValues(DataType dtype, std::vector<int64_t> shape,
-                  const std::vector<T>& values) {
-  Tensor t;
-  t.dtype = dtype;
-  t.shape = std::move(shape);
-  t.data.assign(reinterpret_cast<const char*>(values.data()),
-                values.size() * sizeof(T));
-  return t;
-}
-
-template <typename T>
-std::vector<T> Values(const Tensor& t) {
-  std::vector<T> out(t.data.size() / sizeof(T));
-  std::memcpy(out.data(), t.data.data(), t.data.size());
-  return out;
-}
-
-Tensor StringTensor(std::vector<int64_t> shape, std::vector<std::string> values) {
-  Tensor t;
-  t.dtype = tfp::DT_STRING;
-  t.shape = std::move(shape);
-  t.strings = std::move(values);
   return t;
 }
 

@@ -25,9 +25,12 @@
 #include "server/reverb_service.h"
 #include "server/server.h"
 #include "server/writer/trajectory_writer.h"
+#include "server/testing/tensor_testing.h"
 
 namespace tf_reverb {
 namespace {
+
+using ::tf_reverb::tensor_testing::Int32Scalar;
 
 namespace tfp = ::tf_reverb::tf;
 using ::deepmind::reverb::KeyDistributionOptions;
@@ -59,13 +62,6 @@ Tensor Frame(int step) {
   return t;
 }
 
-Tensor Action(int step) {
-  Tensor t;
-  t.dtype = tfp::DT_INT32;
-  t.data.assign(reinterpret_cast<const char*>(&step), 4);
-  return t;
-}
-
 std::unique_ptr<TrajectoryWriter> NewWriter(int port) {
   TrajectoryWriterOptions options;
   options.chunker_options.num_keep_alive_refs = kChunkLength;
@@ -81,7 +77,7 @@ std::unique_ptr<TrajectoryWriter> NewWriter(int port) {
 void WriteSteps(TrajectoryWriter& writer, bool flush = true) {
   for (int i = 0; i < kSteps; ++i) {
     TrajectoryWriter::StepRefs refs;
-    ASSERT_TRUE(writer.Append({Frame(i), Action(i)}, &refs).ok());
+    ASSERT_TRUE(writer.Append({Frame(i), Int32Scalar(i)}, &refs).ok());
     ASSERT_TRUE(writer
                     .CreateItem("t", 1.0,
                                 {TrajectoryColumn{{*refs[0]}, true},

@@ -22,9 +22,12 @@
 #include "server/selectors/selector.h"
 #include "server/server.h"
 #include "server/table.h"
+#include "server/testing/tensor_testing.h"
 
 namespace tf_reverb {
 namespace {
+
+using ::tf_reverb::tensor_testing::Int32Scalar;
 
 namespace tfp = ::tf_reverb::tf;
 using ::deepmind::reverb::KeyDistributionOptions;
@@ -347,13 +350,6 @@ std::shared_ptr<Table> UniformTable(const std::string& name) {
                            CreateSelector(Fifo()).value(), 1000, 0,
                            RateLimiter::Create(1.0, 1, -DBL_MAX, DBL_MAX).value(), ""})
       .value();
-}
-
-Tensor Int32Scalar(int32_t v) {
-  Tensor t;
-  t.dtype = tfp::DT_INT32;
-  t.data.assign(reinterpret_cast<const char*>(&v), 4);
-  return t;
 }
 
 int32_t ValueOf(const Sample& sample) {

@@ -30,10 +30,16 @@
 #include "server/chunk_codec.h"
 #include "server/client.h"
 #include "server/selectors/selector.h"
+#include "server/testing/tensor_testing.h"
 
 
 namespace tf_reverb {
 namespace {
+
+using ::tf_reverb::tensor_testing::FloatScalar;
+using ::tf_reverb::tensor_testing::Int32Tensor;
+using ::tf_reverb::tensor_testing::StringScalar;
+using ::tf_reverb::tensor_testing::Values;
 
 namespace tfp = ::tf_reverb::tf;
 using ::deepmind::reverb::ChunkData;
@@ -144,32 +150,6 @@ std::unique_ptr<ReverbService::Stub> RawStub(int port) {
   args.SetMaxSendMessageSize(-1);
   return ReverbService::NewStub(grpc::CreateCustomChannel(
       absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials(), args));
-}
-
-Tensor Int32Tensor(std::vector<int64_t> shape, std::vector<int32_t> values) {
-  Tensor t;
-  t.dtype = tfp::DT_INT32;
-  t.shape = std::move(shape);
-  t.data.assign(reinterpret_cast<const char*>(values.data()), values.size() * 4);
-  return t;
-}
-Tensor FloatScalar(float v) {
-  Tensor t;
-  t.dtype = tfp::DT_FLOAT;
-  t.data.assign(reinterpret_cast<const char*>(&v), 4);
-  return t;
-}
-Tensor StringScalar(std::string s) {
-  Tensor t;
-  t.dtype = tfp::DT_STRING;
-  t.strings = {std::move(s)};
-  return t;
-}
-template <typename T>
-std::vector<T> Values(const Tensor& t) {
-  std::vector<T> out(t.data.size() / sizeof(T));
-  std::memcpy(out.data(), t.data.data(), t.data.size());
-  return out;
 }
 
 // A chunk of `rows` int32 rows [v, v+1] with v = key * 10 + row.

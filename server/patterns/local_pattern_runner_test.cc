@@ -1,4 +1,5 @@
 #include "server/patterns/local_pattern_runner.h"
+#include "server/testing/tensor_testing.h"
 
 #include <cstring>
 #include <vector>
@@ -9,6 +10,10 @@
 
 namespace tf_reverb {
 namespace {
+
+using ::tf_reverb::tensor_testing::Int32Row;
+using ::tf_reverb::tensor_testing::StringScalar;
+using ::tf_reverb::tensor_testing::Values;
 
 using ::deepmind::reverb::StructuredWriterConfig;
 using ::testing::ElementsAre;
@@ -27,21 +32,7 @@ std::unique_ptr<LocalPatternRunner> Runner(std::vector<std::string> texts) {
 
 // obs = [i, -i] (int32), name = "s<i>" (string).
 std::vector<Tensor> Step(int32_t i) {
-  Tensor obs;
-  obs.dtype = tf::DT_INT32;
-  obs.shape = {2};
-  const int32_t values[2] = {i, -i};
-  obs.data.assign(reinterpret_cast<const char*>(values), 8);
-  Tensor name;
-  name.dtype = tf::DT_STRING;
-  name.strings = {"s" + std::to_string(i)};
-  return {obs, name};
-}
-
-std::vector<int32_t> Int32s(const Tensor& t) {
-  std::vector<int32_t> out(t.data.size() / 4);
-  std::memcpy(out.data(), t.data.data(), t.data.size());
-  return out;
+  return {Int32Row({i, -i}), StringScalar("s" + std::to_string(i))};
 }
 
 TEST(LocalPatternRunnerTest, StacksSlicesAndSqueezesSingleRows) {
@@ -54,12 +45,12 @@ TEST(LocalPatternRunnerTest, StacksSlicesAndSqueezesSingleRows) {
   auto first = runner->Pop();
   ASSERT_TRUE(first.has_value());
   EXPECT_THAT((*first)[0].shape, ElementsAre(2, 2));
-  EXPECT_THAT(Int32s((*first)[0]), ElementsAre(0, 0, 1, -1));
+  EXPECT_THAT(Values<int32_t>((*first)[0]), ElementsAre(0, 0, 1, -1));
   EXPECT_TRUE((*first)[1].shape.empty());
   EXPECT_THAT((*first)[1].strings, ElementsAre("s1"));
   auto second = runner->Pop();
   ASSERT_TRUE(second.has_value());
-  EXPECT_THAT(Int32s((*second)[0]), ElementsAre(1, -1, 2, -2));
+  EXPECT_THAT(Values<int32_t>((*second)[0]), ElementsAre(1, -1, 2, -2));
   EXPECT_FALSE(runner->Pop().has_value());
 }
 

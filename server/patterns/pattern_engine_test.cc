@@ -7,9 +7,13 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "server/testing/tensor_testing.h"
 
 namespace tf_reverb {
 namespace {
+
+using ::tf_reverb::tensor_testing::FromValues;
+using ::tf_reverb::tensor_testing::Values;
 
 using ::deepmind::reverb::StructuredWriterConfig;
 using ::testing::ElementsAre;
@@ -31,19 +35,10 @@ std::unique_ptr<PatternEngine> Engine(std::vector<std::string> texts) {
 
 template <typename T>
 std::optional<PatternCell> Cell(T value, DataType dtype) {
-  auto tensor = std::make_shared<Tensor>();
-  tensor->dtype = dtype;
-  tensor->data.assign(reinterpret_cast<const char*>(&value), sizeof(T));
-  return PatternCell{tensor, {}};
-}
-std::optional<PatternCell> I32(int32_t value) { return Cell(value, tf::DT_INT32); }
+  return PatternCell{std::make_shared<Tensor>(FromValues<T>(dtype, {}, {value})), {}};
+}std::optional<PatternCell> I32(int32_t value) { return Cell(value, tf::DT_INT32); }
 
-int32_t ValueOf(const PatternCell& cell) {
-  int32_t value;
-  std::memcpy(&value, cell.value->data.data(), 4);
-  return value;
-}
-std::vector<int32_t> Rows(const PatternColumn& column) {
+int32_t ValueOf(const PatternCell& cell) { return Values<int32_t>(*cell.value)[0]; }std::vector<int32_t> Rows(const PatternColumn& column) {
   std::vector<int32_t> out;
   for (const PatternCell& cell : column.rows) out.push_back(ValueOf(cell));
   return out;

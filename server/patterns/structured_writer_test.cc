@@ -13,9 +13,13 @@
 #include "server/client.h"
 #include "server/selectors/selector.h"
 #include "server/server.h"
+#include "server/testing/tensor_testing.h"
 
 namespace tf_reverb {
 namespace {
+
+using ::tf_reverb::tensor_testing::Int32Scalar;
+using ::tf_reverb::tensor_testing::Values;
 
 using ::deepmind::reverb::KeyDistributionOptions;
 using ::deepmind::reverb::StructuredWriterConfig;
@@ -35,19 +39,6 @@ StructuredWriterConfig Config(const std::string& text) {
   StructuredWriterConfig config;
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &config)) << text;
   return config;
-}
-
-Tensor I32(int32_t value) {
-  Tensor t;
-  t.dtype = tf::DT_INT32;
-  t.data.assign(reinterpret_cast<const char*>(&value), 4);
-  return t;
-}
-
-std::vector<int32_t> Int32s(const Tensor& t) {
-  std::vector<int32_t> out(t.data.size() / 4);
-  std::memcpy(out.data(), t.data.data(), t.data.size());
-  return out;
 }
 
 class StructuredWriterTest : public ::testing::Test {
@@ -81,7 +72,7 @@ class StructuredWriterTest : public ::testing::Test {
     for (const SampledItem& item : sampled) {
       absl::StatusOr<Tensor> data = Sample::FromSampledItem(item).UnpackColumn(column);
       EXPECT_TRUE(data.ok()) << data.status();
-      if (data.ok()) out.push_back(Int32s(*data));
+      if (data.ok()) out.push_back(Values<int32_t>(*data));
     }
     return out;
   }
@@ -95,7 +86,7 @@ TEST_F(StructuredWriterTest, ConfigsTurnStepsIntoItemsOfTheirTables) {
                            "priority { constant_fn { value: 3 } }",
                            "flat { flat_source_index: 1 stop: -1 } table: 'last' "
                            "conditions { is_end_episode: true eq: 1 }"});
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(writer->Append({I32(i), I32(100 + i)}, false).ok());
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(writer->Append({Int32Scalar(i), Int32Scalar(100 + i)}, false).ok());
   ASSERT_TRUE(writer->EndEpisode(true, absl::Seconds(10)).ok());
   ASSERT_TRUE(writer->Flush(0, absl::Seconds(10)).ok());
   EXPECT_EQ(writer->num_items_created(), 4);
@@ -109,7 +100,7 @@ TEST_F(StructuredWriterTest, ConfigsTurnStepsIntoItemsOfTheirTables) {
 TEST_F(StructuredWriterTest, PrioritiesReachTheTable) {
   auto writer = NewWriter({"flat { stop: -1 } table: 'window' "
                            "priority { td_error { max_priority_weight: 1 flat_source_index: 0 } }"});
-  ASSERT_TRUE(writer->Append({I32(-7)}, false).ok());
+  ASSERT_TRUE(writer->Append({Int32Scalar(-7)}, false).ok());
   ASSERT_TRUE(writer->Flush(0, absl::Seconds(10)).ok());
   std::vector<SampledItem> sampled;
   ASSERT_TRUE(window_->SampleBatch(1, absl::Seconds(5), &sampled).ok());
@@ -124,8 +115,8 @@ TEST_F(StructuredWriterTest, UnusedColumnsAreNeverSent) {
   odd.dtype = tf::DT_FLOAT;
   odd.shape = {2};
   odd.data.assign(8, '\0');
-  ASSERT_TRUE(writer->Append({I32(0), I32(1)}, false).ok());
-  ASSERT_TRUE(writer->Append({odd, I32(2)}, false).ok());
+  ASSERT_TRUE(writer->Append({Int32Scalar(0), Int32Scalar(1)}, false).ok());
+  ASSERT_TRUE(writer->Append({odd, Int32Scalar(2)}, false).ok());
   ASSERT_TRUE(writer->Flush(0, absl::Seconds(10)).ok());
   EXPECT_THAT(Columns(*window_, 0), ElementsAre(ElementsAre(1), ElementsAre(2)));
 }
@@ -133,19 +124,19 @@ TEST_F(StructuredWriterTest, UnusedColumnsAreNeverSent) {
 TEST_F(StructuredWriterTest, PartialAppendsAndErrors) {
   auto writer = NewWriter({"flat { flat_source_index: 0 stop: -1 } "
                            "flat { flat_source_index: 1 stop: -1 } table: 'window'"});
-  ASSERT_TRUE(writer->Append({I32(1), std::nullopt}, true).ok());
+  ASSERT_TRUE(writer->Append({Int32Scalar(1), std::nullopt}, true).ok());
   EXPECT_TRUE(writer->step_is_open());
-  absl::Status twice = writer->Append({I32(1), std::nullopt}, true);
+  absl::Status twice = writer->Append({Int32Scalar(1), std::nullopt}, true);
   EXPECT_EQ(twice.code(), absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(writer->Append({std::nullopt, I32(2)}, false).ok());
+  ASSERT_TRUE(writer->Append({std::nullopt, Int32Scalar(2)}, false).ok());
   EXPECT_FALSE(writer->step_is_open());
-  absl::Status length = writer->Append({I32(1)}, false);
+  absl::Status length = writer->Append({Int32Scalar(1)}, false);
   EXPECT_THAT(length.message(), HasSubstr("Flattened data has an unexpected length"));
   // A dtype change of a used column comes from the TrajectoryWriter.
   Tensor f;
   f.dtype = tf::DT_FLOAT;
   f.data.assign(4, '\0');
-  EXPECT_EQ(writer->Append({f, I32(2)}, false).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(writer->Append({f, Int32Scalar(2)}, false).code(), absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(writer->Flush(0, absl::Seconds(10)).ok());
   EXPECT_EQ(window_->size(), 1);
 }

@@ -6,23 +6,13 @@
 
 #include "gtest/gtest.h"
 #include "server/writer/chunker.h"
+#include "server/testing/tensor_testing.h"
 
 namespace tf_reverb {
 namespace {
 
-Tensor Int32Row(std::vector<int32_t> values) {
-  Tensor t;
-  t.dtype = ::tf_reverb::tf::DT_INT32;
-  t.shape = {static_cast<int64_t>(values.size())};
-  t.data.assign(reinterpret_cast<const char*>(values.data()), values.size() * 4);
-  return t;
-}
-
-std::vector<int32_t> Values(const Tensor& t) {
-  std::vector<int32_t> out(t.data.size() / 4);
-  std::memcpy(out.data(), t.data.data(), t.data.size());
-  return out;
-}
+using ::tf_reverb::tensor_testing::Int32Row;
+using ::tf_reverb::tensor_testing::Values;
 
 TEST(CellRefTest, DataComesFromBufferThenFromChunk) {
   auto chunker = Chunker::Create(0, {/*num_keep_alive_refs=*/2, /*max_chunk_length=*/2}).value();
@@ -30,7 +20,7 @@ TEST(CellRefTest, DataComesFromBufferThenFromChunk) {
   ASSERT_NE(first, nullptr);
   EXPECT_FALSE(first->IsReady());
   EXPECT_EQ(first->GetChunk(), nullptr);
-  EXPECT_EQ(Values(first->GetData().value()), (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(Values<int32_t>(first->GetData().value()), (std::vector<int32_t>{1, 2}));
   EXPECT_EQ(first->episode_id(), 7u);
   EXPECT_EQ(first->offset(), 0);
 
@@ -39,7 +29,7 @@ TEST(CellRefTest, DataComesFromBufferThenFromChunk) {
   EXPECT_EQ(first->GetChunk(), second->GetChunk());
   EXPECT_EQ(first->chunk_key(), first->GetChunk()->chunk_key());
   EXPECT_EQ(second->offset(), 1);
-  EXPECT_EQ(Values(second->GetData().value()), (std::vector<int32_t>{3, 4}));
+  EXPECT_EQ(Values<int32_t>(second->GetData().value()), (std::vector<int32_t>{3, 4}));
   EXPECT_EQ(second->spec().DebugString(), "int32[2]");
 }
 

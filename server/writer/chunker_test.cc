@@ -7,26 +7,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/chunk_codec.h"
+#include "server/testing/tensor_testing.h"
 
 namespace tf_reverb {
 namespace {
 
+using ::tf_reverb::tensor_testing::FloatScalar;
+using ::tf_reverb::tensor_testing::Int32Row;
+
 using ::testing::HasSubstr;
-
-Tensor Int32Row(std::vector<int32_t> values) {
-  Tensor t;
-  t.dtype = ::tf_reverb::tf::DT_INT32;
-  t.shape = {static_cast<int64_t>(values.size())};
-  t.data.assign(reinterpret_cast<const char*>(values.data()), values.size() * 4);
-  return t;
-}
-
-Tensor FloatScalar(float v) {
-  Tensor t;
-  t.dtype = ::tf_reverb::tf::DT_FLOAT;
-  t.data.assign(reinterpret_cast<const char*>(&v), 4);
-  return t;
-}
 
 TEST(ChunkerOptionsTest, Validation) {
   EXPECT_TRUE(ChunkerOptions({1, 1}).Validate().ok());

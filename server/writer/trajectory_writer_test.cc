@@ -15,9 +15,14 @@
 #include "server/client.h"
 #include "server/selectors/selector.h"
 #include "server/server.h"
+#include "server/testing/tensor_testing.h"
 
 namespace tf_reverb {
 namespace {
+
+using ::tf_reverb::tensor_testing::FloatScalar;
+using ::tf_reverb::tensor_testing::Int32Row;
+using ::tf_reverb::tensor_testing::Values;
 
 namespace tfp = ::tf_reverb::tf;
 using ::deepmind::reverb::KeyDistributionOptions;
@@ -56,26 +61,6 @@ std::unique_ptr<TrajectoryWriter> NewWriter(int port, int keep_alive = 4, int ch
   options.chunker_options = {keep_alive, chunk_length};
   options.max_queued_items = max_queued_items;
   return TrajectoryWriter::Create(ChannelTo(port), options).value();
-}
-
-Tensor Int32Row(std::vector<int32_t> values) {
-  Tensor t;
-  t.dtype = tfp::DT_INT32;
-  t.shape = {static_cast<int64_t>(values.size())};
-  t.data.assign(reinterpret_cast<const char*>(values.data()), values.size() * 4);
-  return t;
-}
-Tensor FloatScalar(float v) {
-  Tensor t;
-  t.dtype = tfp::DT_FLOAT;
-  t.data.assign(reinterpret_cast<const char*>(&v), 4);
-  return t;
-}
-template <typename T>
-std::vector<T> Values(const Tensor& t) {
-  std::vector<T> out(t.data.size() / sizeof(T));
-  std::memcpy(out.data(), t.data.data(), t.data.size());
-  return out;
 }
 
 // Appends step i = {obs: [i, 10 i], reward: i}; returns its refs.
