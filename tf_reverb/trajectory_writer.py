@@ -437,13 +437,26 @@ class TrajectoryWriter:
       # and numbers; errors name the column index, rewritten to the path).
       columns[index] = value
       set_indices.append(index)
+    refs = self._append_columns(columns, set_indices, partial_step)
+    if not partial_step:
+      key = _flat_step_key(data)
+      if key is not None and _all_leaves(
+          data.values() if type(data) is dict else data):  # pylint: disable=unidiomatic-typecheck
+        self._flat_plans[key] = tuple(
+            path_to_column[(k,)] for k in (data if type(data) is dict else  # pylint: disable=unidiomatic-typecheck
+                                           range(len(data))))
+    return _unflatten_as(data, [refs[index] for index in indices])
+
+  def _append_columns(self, columns: List[Any], set_indices: Sequence[int],
+                      partial_step: bool) -> List[Any]:
+    """Appends core `columns` (set at `set_indices`) and records the returned
+    references, one per column, in the history."""
     try:
       refs = self._writer.append(columns, partial_step)
     except ValueError as e:
       raise self._rewrite_error(e) from e
     if not self._last_step_is_open:
       self._num_steps += 1
-      # `refs` has one entry per column (None where no value was given).
       for history, ref in zip(self._column_history, refs):
         history._append(ref)  # pylint: disable=protected-access
     else:
@@ -454,13 +467,7 @@ class TrajectoryWriter:
       self._open_step_paths.update(self._column_paths[i] for i in set_indices)
     else:
       self._open_step_paths.clear()
-      key = _flat_step_key(data)
-      if key is not None and _all_leaves(
-          data.values() if type(data) is dict else data):  # pylint: disable=unidiomatic-typecheck
-        self._flat_plans[key] = tuple(
-            path_to_column[(k,)] for k in (data if type(data) is dict else  # pylint: disable=unidiomatic-typecheck
-                                           range(len(data))))
-    return _unflatten_as(data, [refs[index] for index in indices])
+    return refs
 
   def _append_flat(self, data: Any, key: Any, plan: Tuple[int, ...],
                    partial_step: bool) -> Any:
@@ -469,24 +476,11 @@ class TrajectoryWriter:
     columns: List[Any] = [None] * len(self._column_paths)
     for index, value in zip(plan, values):
       columns[index] = value
-    try:
-      refs = self._writer.append(columns, partial_step)
-    except ValueError as e:
-      raise self._rewrite_error(e) from e
-    if not self._last_step_is_open:
-      self._num_steps += 1
-      for history, ref in zip(self._column_history, refs):
-        history._append(ref)  # pylint: disable=protected-access
-    else:
-      for index, value in zip(plan, values):
-        if value is not None:
-          self._column_history[index]._set_last(refs[index])  # pylint: disable=protected-access
-    self._last_step_is_open = partial_step
-    if partial_step:
-      self._open_step_paths.update(
-          self._column_paths[index]
-          for index, value in zip(plan, values)
-          if value is not None)
+    # The set columns only matter when a step is (or stays) open.
+    set_indices = [index for index, value in zip(plan, values)
+                   if value is not None] if (
+                       partial_step or self._last_step_is_open) else ()
+    refs = self._append_columns(columns, set_indices, partial_step)
     step_refs = [refs[index] for index in plan]
     if key[0] is dict:
       return dict(zip(key[1], step_refs))
