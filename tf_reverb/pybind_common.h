@@ -31,6 +31,18 @@ void MaybeRaise(const absl::Status& status);
 // tf_reverb.errors.DeadlineExceededError (writer flush / end_episode).
 void MaybeRaiseWithDeadline(const absl::Status& status);
 
+// Runs `fn` (returning absl::Status) with the GIL released, then raises as
+// MaybeRaiseWithDeadline does. For the writers' blocking calls.
+template <typename Fn>
+void CallWithoutGil(Fn&& fn) {
+  absl::Status status;
+  {
+    pybind11::gil_scoped_release release;
+    status = fn();
+  }
+  MaybeRaiseWithDeadline(status);
+}
+
 template <typename T>
 T ValueOrRaise(absl::StatusOr<T> value) {
   MaybeRaise(value.status());

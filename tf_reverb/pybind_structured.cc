@@ -38,16 +38,6 @@ std::unique_ptr<StructuredWriter> MakeStructuredWriter(Client& client,
   return ValueOrRaise(std::move(writer));
 }
 
-template <typename Fn>
-void CallWriter(Fn&& fn) {
-  absl::Status status;
-  {
-    py::gil_scoped_release release;
-    status = fn();
-  }
-  MaybeRaiseWithDeadline(status);
-}
-
 }  // namespace
 
 void RegisterStructuredBindings(py::module_& m) {
@@ -57,18 +47,18 @@ void RegisterStructuredBindings(py::module_& m) {
       .def("append",
            [](StructuredWriter& writer, const py::list& data, bool partial) {
              std::vector<std::optional<Tensor>> step = StepFromPython(data);
-             CallWriter([&] { return writer.Append(std::move(step), partial); });
+             CallWithoutGil([&] { return writer.Append(std::move(step), partial); });
            },
            py::arg("data"), py::arg("partial"))
       .def("flush",
            [](StructuredWriter& writer, int block_until_num_items, int64_t timeout_ms) {
-             CallWriter(
+             CallWithoutGil(
                  [&] { return writer.Flush(block_until_num_items, TimeoutFromMs(timeout_ms)); });
            },
            py::arg("block_until_num_items"), py::arg("timeout_ms"))
       .def("end_episode",
            [](StructuredWriter& writer, bool clear_buffers, int64_t timeout_ms) {
-             CallWriter(
+             CallWithoutGil(
                  [&] { return writer.EndEpisode(clear_buffers, TimeoutFromMs(timeout_ms)); });
            },
            py::arg("clear_buffers"), py::arg("timeout_ms"))

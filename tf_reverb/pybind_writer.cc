@@ -316,22 +316,14 @@ void RegisterWriterBindings(py::module_& m) {
            py::arg("columns"))
       .def("flush",
            [](TrajectoryWriter& writer, int block_until_num_items, int64_t timeout_ms) {
-             absl::Status status;
-             {
-               py::gil_scoped_release release;
-               status = writer.Flush(block_until_num_items, TimeoutFromMs(timeout_ms));
-             }
-             MaybeRaiseWithDeadline(status);
+             CallWithoutGil(
+                 [&] { return writer.Flush(block_until_num_items, TimeoutFromMs(timeout_ms)); });
            },
            py::arg("block_until_num_items"), py::arg("timeout_ms"))
       .def("end_episode",
            [](TrajectoryWriter& writer, bool clear_buffers, int64_t timeout_ms) {
-             absl::Status status;
-             {
-               py::gil_scoped_release release;
-               status = writer.EndEpisode(clear_buffers, TimeoutFromMs(timeout_ms));
-             }
-             MaybeRaiseWithDeadline(status);
+             CallWithoutGil(
+                 [&] { return writer.EndEpisode(clear_buffers, TimeoutFromMs(timeout_ms)); });
            },
            py::arg("clear_buffers"), py::arg("timeout_ms"))
       .def("configure",
