@@ -170,6 +170,7 @@ absl::Status TrajectoryWriter::AppendInternal(std::vector<std::optional<Tensor>>
 }
 
 void TrajectoryWriter::SignalIfHeadReady() {
+  if (coalescing_ && !SendNow()) return;  // it waits for the window's end
   if (!queue_.empty() && queue_.front()->IsReady()) worker_cv_.Signal();
 }
 
@@ -314,14 +315,15 @@ absl::Status TrajectoryWriter::CreateItem(const std::string& table, double prior
   if (!has_room()) {
     if (absl::Status s = FinalizeChunksOfQueued(queue_.size()); !s.ok()) return s;
     SignalIfHeadReady();
-    while (!has_room()) pending_cv_.Wait(&mu_);
+    while (!has_room()) WaitAsUrgent();
     if (absl::Status s = CheckUsable(); !s.ok()) return s;
   }
   item->seq = next_seq_++;
   PushBack(std::move(item));
-  // Only a new head can unblock the worker; otherwise it is busy sending or
-  // waits for the head's chunks, and picks this item up with the head.
-  if (queue_.size() == 1) SignalIfHeadReady();
+  // Only a new head (or a full coalescing batch) can unblock the worker;
+  // otherwise it is busy sending, coalescing or waiting for the head's
+  // chunks, and picks this item up with the head.
+  if (queue_.size() == 1 || (coalescing_ && SendNow())) SignalIfHeadReady();
   return absl::OkStatus();
 }
 
@@ -338,19 +340,40 @@ absl::Status TrajectoryWriter::FinalizeChunksOfQueued(size_t end) {
   return absl::OkStatus();
 }
 
+void TrajectoryWriter::WaitAsUrgent() {
+  ++urgent_waiters_;
+  if (coalescing_) worker_cv_.Signal();
+  pending_cv_.Wait(&mu_);
+  --urgent_waiters_;
+}
+
+bool TrajectoryWriter::SendNow() const {
+  return closed_ || stream_broken_ || urgent_waiters_ > 0 ||
+         queue_.size() >= kCoalesceMaxItems;
+}
+
 absl::Status TrajectoryWriter::WaitForPending(int max_pending, absl::Duration timeout,
                                               const char* what) {
   const absl::Time deadline =
       timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
-  while (static_cast<int>(queue_.size() + unconfirmed_.size()) > max_pending &&
-         error_.ok() && !closed_) {
-    if (pending_cv_.WaitWithDeadline(&mu_, deadline) &&
-        static_cast<int>(queue_.size() + unconfirmed_.size()) > max_pending) {
-      return absl::DeadlineExceededError(absl::StrCat(
+  auto pending = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return static_cast<int>(queue_.size() + unconfirmed_.size()) > max_pending;
+  };
+  if (!pending()) return CheckUsable();
+  // The sending thread stops coalescing while a caller waits.
+  ++urgent_waiters_;
+  if (coalescing_) worker_cv_.Signal();
+  absl::Status status;
+  while (pending() && error_.ok() && !closed_) {
+    if (pending_cv_.WaitWithDeadline(&mu_, deadline) && pending()) {
+      status = absl::DeadlineExceededError(absl::StrCat(
           what, " call did not complete within provided timeout of ",
           absl::FormatDuration(timeout)));
+      break;
     }
   }
+  --urgent_waiters_;
+  if (!status.ok()) return status;
   return CheckUsable();
 }
 
@@ -551,11 +574,16 @@ absl::Status TrajectoryWriter::RunStream() {
       };
       while (!can_proceed()) worker_cv_.Wait(&mu_);
       if (closed_ || stream_broken_) break;
-      // Under a steady stream of items, requests of one item cost a send and
-      // a wake-up each: a lone item right after a send waits a moment for
-      // company (Flush and EndEpisode cut the wait short).
-      if (queue_.size() == 1 && absl::Now() - last_send < kCoalesceAfter) {
-        worker_cv_.WaitWithTimeout(&mu_, kCoalesceWindow);
+      // Under a steady stream of items, each request costs a send, a
+      // confirmation and wake-ups on both ends: ready items right after a
+      // send wait a moment for company (kCoalesceWindow), unless a caller
+      // waits for them.
+      if (!SendNow() && absl::Now() - last_send < kCoalesceAfter) {
+        const absl::Time deadline = absl::Now() + kCoalesceWindow;
+        coalescing_ = true;
+        while (!SendNow() && !worker_cv_.WaitWithDeadline(&mu_, deadline)) {
+        }
+        coalescing_ = false;
         if (closed_ || stream_broken_) break;
       }
       TakeBatch(&batch, &sent_chunks);
@@ -575,6 +603,7 @@ absl::Status TrajectoryWriter::RunStream() {
       break;
     }
     if (!stream->Write(request, grpc::WriteOptions().set_no_compression())) break;
+    requests_sent_.fetch_add(1, std::memory_order_relaxed);
     last_send = absl::Now();
   }
   reader.join();

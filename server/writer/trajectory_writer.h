@@ -4,9 +4,11 @@
 // Append() buffers one value per column in per-column Chunkers and returns a
 // weak CellRef per value; CreateItem() turns slices of those references into
 // an item (FlatTrajectory of ChunkSlices) and queues it. A background thread
-// owns one InsertStream: it sends queued items strictly in creation order as
-// soon as every chunk they reference is finalized, batching all ready items
-// with the chunks not yet sent on this stream into one request, and tells the
+// owns one InsertStream: it sends queued items strictly in creation order
+// once every chunk they reference is finalized, batching all ready items
+// with the chunks not yet sent on this stream into one request (under a
+// steady stream of items, ready items wait up to kCoalesceWindow for company
+// unless a caller waits for them), and tells the
 // server (keep_chunk_keys) which chunks later items may still need. A second
 // thread reads the confirmations.
 //
@@ -45,6 +47,7 @@
 #ifndef TF_REVERB_SERVER_WRITER_TRAJECTORY_WRITER_H_
 #define TF_REVERB_SERVER_WRITER_TRAJECTORY_WRITER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -69,10 +72,14 @@ namespace tf_reverb {
 
 // A request is sent early once its chunks reach this size.
 inline constexpr int64_t kMaxInsertRequestBytes = 40 << 20;
-// A lone ready item less than kCoalesceAfter after the previous send waits
-// up to kCoalesceWindow for more items to share its request.
-inline constexpr absl::Duration kCoalesceAfter = absl::Milliseconds(1);
-inline constexpr absl::Duration kCoalesceWindow = absl::Microseconds(100);
+// Coalescing: ready items less than kCoalesceAfter after the previous send
+// wait up to kCoalesceWindow (or until kCoalesceMaxItems are queued) for more
+// items to share their request, unless a caller waits for them (Flush,
+// EndEpisode, CreateItem at the max_queued_items bound). An item after a
+// quiet period is sent at once.
+inline constexpr absl::Duration kCoalesceAfter = absl::Milliseconds(2);
+inline constexpr absl::Duration kCoalesceWindow = absl::Milliseconds(1);
+inline constexpr size_t kCoalesceMaxItems = 256;
 // Chunks of at least this many raw bytes are stacked and compressed on the
 // writer's encoder thread instead of the appending thread.
 inline constexpr int64_t kAsyncEncodeMinBytes = 32 << 10;
@@ -154,6 +161,8 @@ class TrajectoryWriter {
   int num_pending_items() const;
   // Streams opened so far (1 + reconnects).
   int num_streams_opened() const;
+  // InsertStream requests written so far (items are coalesced into them).
+  int64_t num_requests_sent() const { return requests_sent_.load(std::memory_order_relaxed); }
 
  private:
   // Immutable once queued (shared between the queue, the unconfirmed map and
@@ -191,6 +200,11 @@ class TrajectoryWriter {
   // Finalizes the open chunks referenced by queue_[0, end).
   absl::Status FinalizeChunksOfQueued(size_t end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckUsable() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Waits on pending_cv_ as a caller the sending thread must not keep
+  // waiting (see urgent_waiters_).
+  void WaitAsUrgent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the sending thread should send now rather than coalesce more.
+  bool SendNow() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::Status WaitForPending(int max_pending, absl::Duration timeout,
                               const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -239,12 +253,18 @@ class TrajectoryWriter {
   absl::Status error_ ABSL_GUARDED_BY(mu_);  // sticky
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool stream_broken_ ABSL_GUARDED_BY(mu_) = false;
+  // Callers blocked until items are confirmed; while any, nothing coalesces.
+  int urgent_waiters_ ABSL_GUARDED_BY(mu_) = 0;
+  // The sending thread is holding ready items back to coalesce them; only
+  // SendNow() conditions wake it then.
+  bool coalescing_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
   int streams_opened_ ABSL_GUARDED_BY(mu_) = 0;
   // Codec policy of new chunks: from what the last stream's server announced
   // (Snappy until one announces zstd; insert_stream_codecs.h).
   CodecPolicy chunk_codec_ ABSL_GUARDED_BY(mu_) = CodecPolicy::kSnappy;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<int64_t> requests_sent_{0};
   std::thread worker_;
 
   // Lock order: mu_, then a Chunker's lock, then encode_mu_.

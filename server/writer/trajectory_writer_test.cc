@@ -204,6 +204,27 @@ TEST(TrajectoryWriterTest, ItemsWaitForTheirChunksUnlessFlushed) {
   EXPECT_EQ(server->service()->GetTable("t").value()->size(), 1);
 }
 
+TEST(TrajectoryWriterTest, ReadyItemsAreSentWithoutFlushInSharedRequests) {
+  auto server = StartServer({MakeTable("t")});
+  auto writer = NewWriter(server->port(), /*keep_alive=*/1, /*chunk_length=*/1);
+  constexpr int kItems = 200;
+  for (int i = 0; i < kItems; ++i) {
+    auto step = AppendStep(*writer, i);
+    ASSERT_TRUE(writer->CreateItem("t", 1, {Column({Ref(step, 1)})}).ok());
+    // An actor's pace: slower than a send, so that without coalescing
+    // every item would go out on its own.
+    absl::SleepFor(absl::Microseconds(200));
+  }
+  // No Flush: the coalescing window ends by itself.
+  for (int i = 0; i < 10000 && writer->num_pending_items() > 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(writer->num_pending_items(), 0);
+  EXPECT_EQ(server->service()->GetTable("t").value()->size(), kItems);
+  // A steady stream of items shares requests.
+  EXPECT_LE(writer->num_requests_sent(), kItems / 3);
+}
+
 TEST(TrajectoryWriterTest, CreateItemValidation) {
   auto server = StartServer({MakeTable("t")});
   auto writer = NewWriter(server->port(), /*keep_alive=*/1, /*chunk_length=*/1);
