@@ -187,6 +187,11 @@ Client::Client(std::string server_address)
   stub_ = deepmind::reverb::ReverbService::NewStub(channel_);
 }
 
+Client::~Client() {
+  absl::MutexLock lock(&insert_streams_mu_);
+  for (auto& insert : idle_insert_streams_) insert->Close().IgnoreError();
+}
+
 absl::StatusOr<deepmind::reverb::ServerInfoResponse> Client::ServerInfo(
     absl::Duration timeout) {
   grpc::ClientContext context;
@@ -265,25 +270,61 @@ absl::Status Client::InsertStep(
   }
   // A connection broken by a server restart surfaces as UNAVAILABLE: resend
   // the same request. The item keys are fixed above, so an item the server
-  // already inserted is only re-prioritised, never duplicated.
+  // already inserted is only re-prioritised, never duplicated. A reused idle
+  // stream that turns out dead is replaced without counting an attempt.
   absl::Duration backoff = absl::Milliseconds(10);
-  for (int attempt = 1;; ++attempt) {
-    grpc::ClientContext context;
-    context.set_wait_for_ready(true);
-    auto stream = stub_->InsertStream(&context);
-    if (stream->Write(request)) {
-      stream->WritesDone();
-      deepmind::reverb::InsertStreamResponse response;
-      size_t confirmed = 0;
-      while (confirmed < keys.size() && stream->Read(&response)) {
-        confirmed += response.keys_size();
-      }
-    }
-    absl::Status status = FromGrpcStatus(stream->Finish());
-    if (!absl::IsUnavailable(status) || attempt == kMaxInsertAttempts) return status;
+  for (int attempt = 1;;) {
+    bool reused = false;
+    absl::Status status = InsertOnce(request, static_cast<int>(keys.size()), &reused);
+    if (status.ok()) return status;
+    const bool retryable = absl::IsUnavailable(status) || (reused && absl::IsCancelled(status));
+    if (!retryable) return status;
+    if (reused) continue;
+    if (attempt++ == kMaxInsertAttempts) return status;
     absl::SleepFor(backoff);
     backoff = std::min(2 * backoff, absl::Seconds(1));
   }
+}
+
+absl::Status Client::InsertStream::Close() {
+  context.TryCancel();
+  return FromGrpcStatus(stream->Finish());
+}
+
+absl::Status Client::InsertOnce(const deepmind::reverb::InsertStreamRequest& request,
+                                int num_items, bool* reused) {
+  std::unique_ptr<InsertStream> insert;
+  {
+    absl::MutexLock lock(&insert_streams_mu_);
+    if (!idle_insert_streams_.empty()) {
+      insert = std::move(idle_insert_streams_.back());
+      idle_insert_streams_.pop_back();
+    }
+  }
+  *reused = insert != nullptr;
+  if (insert == nullptr) {
+    insert = std::make_unique<InsertStream>();
+    insert->context.set_wait_for_ready(true);
+    insert->stream = stub_->InsertStream(&insert->context);
+  }
+  bool ok = insert->stream->Write(request);
+  deepmind::reverb::InsertStreamResponse response;
+  for (int confirmed = 0; ok && confirmed < num_items; confirmed += response.keys_size()) {
+    ok = insert->stream->Read(&response);
+  }
+  if (!ok) {
+    // The server ended the stream (an error, or it is going away).
+    insert->stream->WritesDone();
+    absl::Status status = FromGrpcStatus(insert->stream->Finish());
+    return status.ok() ? absl::UnavailableError("The insert stream ended.") : status;
+  }
+  absl::MutexLock lock(&insert_streams_mu_);
+  if (static_cast<int>(idle_insert_streams_.size()) < kMaxIdleInsertStreams) {
+    idle_insert_streams_.push_back(std::move(insert));
+  } else {
+    insert->Close().IgnoreError();
+  }
+  return absl::OkStatus();
 }
 
 int Client::LoopbackPort() const {

@@ -5,6 +5,10 @@
 //  * Thread-safety: thread-safe; the gRPC channel is shared by every call.
 //    Samplers are thread-safe too (sampler.h).
 //  * Ownership: the Client owns its channel; samplers keep the channel alive.
+//    It also owns the insert streams InsertStep reuses between calls (one
+//    per concurrent caller, up to kMaxIdleInsertStreams kept open; each
+//    holds one stream of the server while idle); destroying the Client
+//    cancels them.
 //  * Errors: server statuses are returned as they are (NOT_FOUND for unknown
 //    tables, INVALID_ARGUMENT for bad input, DEADLINE_EXCEEDED for timeouts);
 //    transport failures are UNAVAILABLE. Sampler errors: see sampler.h.
@@ -22,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -35,7 +40,13 @@ namespace tf_reverb {
 
 class Client {
  public:
+  // Idle insert streams kept for reuse by InsertStep.
+  static constexpr int kMaxIdleInsertStreams = 4;
+
   explicit Client(std::string server_address);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
 
   const std::string& server_address() const { return server_address_; }
   // The channel every call of this client uses (writers and samplers too).
@@ -51,8 +62,11 @@ class Client {
 
   // Writes one step (one tensor per column) as one chunk and creates one item
   // per (table, priority) over it; returns once every item is confirmed.
-  // UNAVAILABLE (e.g. a server restart) is retried a few times with the same
-  // item keys, so a retry never duplicates an item.
+  // The request goes over an insert stream kept open from an earlier call
+  // (or a new one), so a call costs one round trip. UNAVAILABLE (e.g. a
+  // server restart) is retried a few times with the same item keys, so a
+  // retry never duplicates an item. Thread-safe; concurrent calls use
+  // separate streams.
   absl::Status InsertStep(const std::vector<Tensor>& step,
                           const std::vector<std::pair<std::string, double>>& priorities);
 
@@ -71,9 +85,28 @@ class Client {
   // or -1; any other form (e.g. "ipv4:127.0.0.1:P") always uses gRPC.
   int LoopbackPort() const;
 
+  // An open InsertStream (and its call context) InsertStep may reuse.
+  struct InsertStream {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReaderWriter<deepmind::reverb::InsertStreamRequest,
+                                             deepmind::reverb::InsertStreamResponse>>
+        stream;
+    // Cancels the call and collects its status.
+    absl::Status Close();
+  };
+  // Sends `request` over one stream and waits for `num_items` confirmations;
+  // on failure the stream is closed and its status returned (UNAVAILABLE if
+  // it ended without an error). `reused`: whether the stream came idle from
+  // the pool (it may have died since).
+  absl::Status InsertOnce(const deepmind::reverb::InsertStreamRequest& request, int num_items,
+                          bool* reused);
+
   const std::string server_address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<deepmind::reverb::ReverbService::Stub> stub_;
+  absl::Mutex insert_streams_mu_;
+  std::vector<std::unique_ptr<InsertStream>> idle_insert_streams_
+      ABSL_GUARDED_BY(insert_streams_mu_);
 };
 
 }  // namespace tf_reverb

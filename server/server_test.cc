@@ -439,6 +439,37 @@ TEST(ServerTest, ServerInfoListsTables) {
   EXPECT_EQ(again->tables_state_id().low(), info->tables_state_id().low());
 }
 
+TEST(ServerTest, InsertStepsReuseOneStream) {
+  auto server = StartServer({MakeTable("t")});
+  ASSERT_NE(server, nullptr);
+  Client client(GrpcOnlyAddress(server->port()));
+  const int before = Calls()->count(kInsertStream);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(client.InsertStep({FloatScalar(i)}, {{"t", 1.0}}).ok());
+  EXPECT_EQ(Calls()->count(kInsertStream), before + 1);
+  EXPECT_EQ(server->service()->GetTable("t").value()->size(), 5);
+}
+
+TEST(ServerTest, InsertStepAfterAnErrorOrAServerRestartOpensANewStream) {
+  auto server = StartServer({MakeTable("t")});
+  ASSERT_NE(server, nullptr);
+  const int port = server->port();
+  Client client(GrpcOnlyAddress(port));
+  ASSERT_TRUE(client.InsertStep({FloatScalar(1)}, {{"t", 1.0}}).ok());
+  // The server ends the stream on an unknown table; the next call still works.
+  EXPECT_EQ(client.InsertStep({FloatScalar(2)}, {{"x", 1.0}}).code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_TRUE(client.InsertStep({FloatScalar(3)}, {{"t", 1.0}}).ok());
+  EXPECT_EQ(server->service()->GetTable("t").value()->size(), 2);
+  // The idle stream dies with the server; a new server on the same port gets
+  // the next insert, exactly once.
+  server->Stop();
+  server.reset();
+  absl::StatusOr<std::unique_ptr<Server>> restarted = Server::Start({MakeTable("t")}, port);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  ASSERT_TRUE(client.InsertStep({FloatScalar(4)}, {{"t", 1.0}}).ok());
+  EXPECT_EQ((*restarted)->service()->GetTable("t").value()->size(), 1);
+}
+
 TEST(ServerTest, UnknownTableIsNotFound) {
   auto server = StartServer({MakeTable("t")});
   ASSERT_NE(server, nullptr);
