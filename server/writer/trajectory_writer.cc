@@ -44,6 +44,12 @@ int64_t ChunkBytes(const deepmind::reverb::ChunkData& chunk) {
   return bytes;
 }
 
+int64_t CellBytes(const CellSpec& spec) {
+  int64_t bytes = DataTypeSize(spec.dtype).value_or(8);
+  for (int64_t d : spec.shape) bytes *= d;
+  return bytes;
+}
+
 bool IsRetryable(const absl::Status& status) {
   return status.ok() || absl::IsUnavailable(status) || absl::IsCancelled(status);
 }
@@ -176,17 +182,20 @@ void TrajectoryWriter::SignalIfHeadReady() {
 
 void TrajectoryWriter::PushBack(ItemPtr item) {
   for (uint64_t key : item->chunk_keys) ++queued_chunk_refs_[key];
+  queued_bytes_ += item->data_bytes;
   queue_.push_back(std::move(item));
 }
 
 void TrajectoryWriter::PushFront(ItemPtr item) {
   for (uint64_t key : item->chunk_keys) ++queued_chunk_refs_[key];
+  queued_bytes_ += item->data_bytes;
   queue_.push_front(std::move(item));
 }
 
 TrajectoryWriter::ItemPtr TrajectoryWriter::PopFront() {
   ItemPtr item = std::move(queue_.front());
   queue_.pop_front();
+  queued_bytes_ -= item->data_bytes;
   for (uint64_t key : item->chunk_keys) {
     auto it = queued_chunk_refs_.find(key);
     if (--it->second == 0) queued_chunk_refs_.erase(it);
@@ -246,6 +255,7 @@ absl::Status TrajectoryWriter::ValidateItem(const std::string& table,
         slice->set_index(0);
       }
       if (seen.insert(ref.get()).second) {
+        item->data_bytes += CellBytes(ref->spec());
         if (std::find(item->chunk_keys.begin(), item->chunk_keys.end(), ref->chunk_key()) ==
             item->chunk_keys.end()) {
           item->chunk_keys.push_back(ref->chunk_key());
@@ -349,7 +359,7 @@ void TrajectoryWriter::WaitAsUrgent() {
 
 bool TrajectoryWriter::SendNow() const {
   return closed_ || stream_broken_ || urgent_waiters_ > 0 ||
-         queue_.size() >= kCoalesceMaxItems;
+         queue_.size() >= kCoalesceMaxItems || queued_bytes_ >= kCoalesceMaxBytes;
 }
 
 absl::Status TrajectoryWriter::WaitForPending(int max_pending, absl::Duration timeout,

@@ -73,13 +73,16 @@ namespace tf_reverb {
 // A request is sent early once its chunks reach this size.
 inline constexpr int64_t kMaxInsertRequestBytes = 40 << 20;
 // Coalescing: ready items less than kCoalesceAfter after the previous send
-// wait up to kCoalesceWindow (or until kCoalesceMaxItems are queued) for more
-// items to share their request, unless a caller waits for them (Flush,
-// EndEpisode, CreateItem at the max_queued_items bound). An item after a
-// quiet period is sent at once.
+// wait up to kCoalesceWindow (or until kCoalesceMaxItems items or
+// kCoalesceMaxBytes of the data they reference are queued) for more items to
+// share their request, unless a caller waits for them (Flush, EndEpisode,
+// CreateItem at the max_queued_items bound). An item after a quiet period is
+// sent at once; so are items over large steps, whose requests are dominated
+// by their data.
 inline constexpr absl::Duration kCoalesceAfter = absl::Milliseconds(2);
 inline constexpr absl::Duration kCoalesceWindow = absl::Milliseconds(1);
 inline constexpr size_t kCoalesceMaxItems = 256;
+inline constexpr int64_t kCoalesceMaxBytes = 64 << 10;
 // Chunks of at least this many raw bytes are stacked and compressed on the
 // writer's encoder thread instead of the appending thread.
 inline constexpr int64_t kAsyncEncodeMinBytes = 32 << 10;
@@ -175,6 +178,8 @@ class TrajectoryWriter {
     std::vector<uint64_t> chunk_keys;
     // Creation order, restored when unconfirmed items are requeued.
     uint64_t seq = 0;
+    // Uncompressed bytes of the referenced cells (strings: 8 per element).
+    int64_t data_bytes = 0;
     bool IsReady() const;
   };
   using ItemPtr = std::shared_ptr<const Item>;
@@ -247,6 +252,8 @@ class TrajectoryWriter {
   // Columns set in the open (partial) step.
   absl::flat_hash_set<int> open_step_columns_ ABSL_GUARDED_BY(mu_);
   std::deque<ItemPtr> queue_ ABSL_GUARDED_BY(mu_);
+  // Sum of the queued items' data_bytes.
+  int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Chunk key -> number of queued items referencing it.
   absl::flat_hash_map<uint64_t, int> queued_chunk_refs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, ItemPtr> unconfirmed_ ABSL_GUARDED_BY(mu_);
