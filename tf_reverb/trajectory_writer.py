@@ -133,6 +133,15 @@ class TrajectoryColumn:
     return list(self._data_references), self._squeeze
 
 
+class _EpisodeSteps:
+  """The number of history steps of the episode, shared by all columns."""
+
+  __slots__ = ('count',)
+
+  def __init__(self):
+    self.count = 0
+
+
 class _ColumnHistory:
   """The references of one column over the steps of the current episode.
 
@@ -140,50 +149,40 @@ class _ColumnHistory:
   last `buffer_size` references are retained, older positions read as None.
   """
 
-  def __init__(self, path: Path, num_steps: int, buffer_size: int):
+  __slots__ = ('_path', '_refs', '_steps')
+
+  def __init__(self, path: Path, steps: '_EpisodeSteps', buffer_size: int):
     self._path = path
+    # The writer appends to (and clears) _refs directly.
     self._refs: Deque[Any] = collections.deque(
-        [None] * min(num_steps, buffer_size), maxlen=buffer_size)
-    self._num_steps = num_steps
-
-  def _append(self, ref: Any) -> None:
-    self._refs.append(ref)
-    self._num_steps += 1
-
-  def _set_last(self, ref: Any) -> None:
-    self._refs[-1] = ref
-
-  def _slice(self, index: slice) -> TrajectoryColumn:
-    start, stop, step = index.indices(self._num_steps)
-    if step == 1 and start < stop:
-      # Contiguous: slice the retained references in one go.
-      first = self._num_steps - len(self._refs)  # episode index of _refs[0]
-      if start >= first:
-        refs = tuple(itertools.islice(self._refs, start - first, stop - first))
-        if None not in refs:
-          return TrajectoryColumn._trusted(refs, False, self._path)  # pylint: disable=protected-access
-        return TrajectoryColumn(refs, path=self._path)
-    return TrajectoryColumn([self._ref_at(i) for i in range(start, stop, step)],
-                            path=self._path)
-
-  def _reset(self) -> None:
-    self._refs.clear()
-    self._num_steps = 0
+        [None] * min(steps.count, buffer_size), maxlen=buffer_size)
+    self._steps = steps
 
   def __len__(self) -> int:
-    return self._num_steps
+    return self._steps.count
 
   def _ref_at(self, index: int) -> Any:
+    num_steps = self._steps.count
     if index < 0:
-      index += self._num_steps
-    if not 0 <= index < self._num_steps:
+      index += num_steps
+    if not 0 <= index < num_steps:
       raise IndexError(f'History index out of range for column {self._path}')
-    position = index - (self._num_steps - len(self._refs))
+    position = index - (num_steps - len(self._refs))
     return self._refs[position] if position >= 0 else None
 
   def __getitem__(self, index) -> TrajectoryColumn:
     if type(index) is slice:  # pylint: disable=unidiomatic-typecheck
-      return self._slice(index)
+      num_steps = self._steps.count
+      start, stop, step = index.indices(num_steps)
+      first = num_steps - len(self._refs)  # episode index of _refs[0]
+      if step == 1 and first <= start < stop:
+        # Contiguous and retained: slice the references in one go.
+        refs = tuple(itertools.islice(self._refs, start - first, stop - first))
+        if None not in refs:
+          return TrajectoryColumn._trusted(refs, False, self._path)  # pylint: disable=protected-access
+        return TrajectoryColumn(refs, path=self._path)
+      return TrajectoryColumn([self._ref_at(i) for i in range(start, stop, step)],
+                              path=self._path)
     if isinstance(index, (int, np.integer)):
       return TrajectoryColumn([self._ref_at(int(index))], squeeze=True,
                               path=self._path)
@@ -288,7 +287,10 @@ class TrajectoryWriter:
     self._path_to_column: Dict[Path, int] = {}
     self._column_paths: List[Path] = []
     self._pending_configs: Dict[Path, Tuple[int, int]] = {}
-    self._num_steps = 0  # history steps, including an open partial step
+    # History steps, including an open partial step (shared by the columns).
+    self._steps = _EpisodeSteps()
+    # Bound deque.append of every column's history, in column order.
+    self._history_appends: List[Any] = []
     self._last_step_is_open = False
     self._open_step_paths: set = set()
     self._closed = False
@@ -373,8 +375,9 @@ class TrajectoryWriter:
       self._writer.configure(index, *self._pending_configs.pop(path))
     self._path_to_column[path] = index
     self._column_paths.append(path)
-    self._column_history.append(
-        _ColumnHistory(path, self._num_steps, self.max_num_keep_alive_refs))
+    history = _ColumnHistory(path, self._steps, self.max_num_keep_alive_refs)
+    self._column_history.append(history)
+    self._history_appends.append(history._refs.append)  # pylint: disable=protected-access
     return index
 
   def _rewrite_error(self, error: Exception) -> Exception:
@@ -456,12 +459,12 @@ class TrajectoryWriter:
     except ValueError as e:
       raise self._rewrite_error(e) from e
     if not self._last_step_is_open:
-      self._num_steps += 1
-      for history, ref in zip(self._column_history, refs):
-        history._append(ref)  # pylint: disable=protected-access
+      self._steps.count += 1
+      for append, ref in zip(self._history_appends, refs):
+        append(ref)
     else:
       for index in set_indices:
-        self._column_history[index]._set_last(refs[index])  # pylint: disable=protected-access
+        self._column_history[index]._refs[-1] = refs[index]  # pylint: disable=protected-access
     self._last_step_is_open = partial_step
     if partial_step:
       self._open_step_paths.update(self._column_paths[i] for i in set_indices)
@@ -552,9 +555,9 @@ class TrajectoryWriter:
         'End episode', timeout,
         lambda: self._writer.end_episode(clear_buffers, timeout))
     if clear_buffers:
-      self._num_steps = 0
+      self._steps.count = 0
       for history in self._column_history:
-        history._reset()  # pylint: disable=protected-access
+        history._refs.clear()  # pylint: disable=protected-access
     self._last_step_is_open = False
     self._open_step_paths.clear()
 
