@@ -12,9 +12,9 @@ per cell.
 """
 
 import logging
+import math
 from typing import Any, Optional
 
-import numpy as np
 import tree
 
 from tf_reverb import _dtypes
@@ -124,7 +124,7 @@ class Writer:
       raise ValueError(
           'Argument `num_timesteps` is larger than number of buffered '
           'timesteps.')
-    if np.isnan(priority):
+    if math.isnan(priority):
       raise ValueError('Priority must not be NaN.')
     self._steps.create_item(self._writer, table, float(priority),
                             num_timesteps)

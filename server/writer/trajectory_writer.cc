@@ -358,8 +358,13 @@ void TrajectoryWriter::WaitAsUrgent() {
 }
 
 bool TrajectoryWriter::SendNow() const {
+  // Past half the max_queued_items bound, holding items back would soon
+  // block CreateItem until they are confirmed: send them, so confirmations
+  // come back while the caller goes on.
+  const size_t pending = queue_.size() + unconfirmed_.size();
   return closed_ || stream_broken_ || urgent_waiters_ > 0 ||
-         queue_.size() >= kCoalesceMaxItems || queued_bytes_ >= kCoalesceMaxBytes;
+         queue_.size() >= kCoalesceMaxItems || queued_bytes_ >= kCoalesceMaxBytes ||
+         2 * pending >= static_cast<size_t>(options_.max_queued_items);
 }
 
 absl::Status TrajectoryWriter::WaitForPending(int max_pending, absl::Duration timeout,

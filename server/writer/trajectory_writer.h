@@ -74,7 +74,8 @@ namespace tf_reverb {
 inline constexpr int64_t kMaxInsertRequestBytes = 40 << 20;
 // Coalescing: ready items less than kCoalesceAfter after the previous send
 // wait up to kCoalesceWindow (or until kCoalesceMaxItems items or
-// kCoalesceMaxBytes of the data they reference are queued) for more items to
+// kCoalesceMaxBytes of the data they reference are queued, or half the
+// max_queued_items bound is pending) for more items to
 // share their request, unless a caller waits for them (Flush, EndEpisode,
 // CreateItem at the max_queued_items bound). An item after a quiet period is
 // sent at once; so are items over large steps, whose requests are dominated
