@@ -134,6 +134,49 @@ def test_new_columns_are_added_and_back_filled(client):
   assert float(b) == 1.0
 
 
+def test_repeated_flat_step_layouts_map_values_to_their_columns(client):
+  # A layout seen before takes the writer's fast path: values must still land
+  # in the columns of their paths, whatever the key order or the columns
+  # added since, and references come back in the step's own structure.
+  writer = client.trajectory_writer(num_keep_alive_refs=8)
+
+  def values(step_refs):
+    return {k: None if r is None else int(r.numpy()) for k, r in
+            step_refs.items()}
+
+  for i in range(2):
+    refs = writer.append({'b': np.int32(10 + i), 'a': np.int32(i)})
+    assert list(refs) == ['b', 'a']
+    assert values(refs) == {'b': 10 + i, 'a': i}
+  refs = writer.append({'a': np.int32(2), 'b': np.int32(12)})
+  assert list(refs) == ['a', 'b'] and values(refs) == {'a': 2, 'b': 12}
+  writer.append({'c': np.int32(23), 'a': np.int32(3), 'b': np.int32(13)})
+  refs = writer.append({'b': np.int32(14), 'a': np.int32(4)})  # c unset
+  assert values(refs) == {'b': 14, 'a': 4}
+  refs = writer.append({'b': None, 'a': np.int32(5)})
+  assert values(refs) == {'b': None, 'a': 5}
+  # Same keys, but a value of another Python type (same dtype).
+  refs = writer.append({'b': np.int32(16), 'a': np.array(6, np.int32)})
+  assert values(refs) == {'b': 16, 'a': 6}
+  history = writer.history
+  np.testing.assert_array_equal(history['a'][0:7].numpy(), [0, 1, 2, 3, 4, 5, 6])
+  np.testing.assert_array_equal(history['b'][0:5].numpy(), [10, 11, 12, 13, 14])
+  assert int(history['b'][6].numpy()) == 16
+  assert int(history['c'][3].numpy()) == 23
+  for index in (4, 5, 6):
+    with pytest.raises(ValueError, match='None data references'):
+      history['c'][index]
+
+  tuples = client.trajectory_writer(num_keep_alive_refs=2)
+  for i in range(3):
+    refs = tuples.append((np.int32(i), np.float32(-i)))
+    assert isinstance(refs, tuple) and float(refs[1].numpy()) == -i
+  lists = client.trajectory_writer(num_keep_alive_refs=2)
+  for i in range(3):
+    refs = lists.append([np.int32(i)])
+    assert isinstance(refs, list) and int(refs[0].numpy()) == i
+
+
 def test_none_leaves_and_returned_references(client):
   writer = client.trajectory_writer(num_keep_alive_refs=2)
   refs = writer.append({'a': np.int32(0), 'b': None})

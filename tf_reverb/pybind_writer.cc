@@ -193,7 +193,7 @@ std::unique_ptr<TrajectoryWriter> MakeWriter(Client& client, int num_keep_alive_
   return ValueOrRaise(TrajectoryWriter::Create(client.channel(), std::move(options)));
 }
 
-py::list Append(TrajectoryWriter& writer, const py::list& data, bool partial) {
+py::list Append(TrajectoryWriter& writer, const py::sequence& data, bool partial) {
   TrajectoryWriter::StepRefs refs;
   MaybeRaise(AppendStep(writer, data, partial, &refs));
   py::list out(refs.size());

@@ -15,6 +15,7 @@ memory grow without bound.
 
 import collections
 import itertools
+import operator
 import re
 from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -224,27 +225,53 @@ def _is_leaf(value: Any) -> bool:
   return not isinstance(value, (dict, list, tuple, collections.abc.Mapping))
 
 
-# type -> whether its instances are dm-tree leaves (filled on first sight, so
-# `all(map(_LEAF_TYPES.get, map(type, values)))` checks a step in C).
-_LEAF_TYPES: Dict[type, bool] = {}
+def _flat_step_layout(data: Any) -> Tuple[Any, Any]:
+  """(layout key, values) of a dict/list/tuple step, else (None, None).
 
-
-def _all_leaves(values: Any) -> bool:
-  if all(map(_LEAF_TYPES.get, map(type, values))):
-    return True
-  for value in values:
-    _LEAF_TYPES.setdefault(type(value), _is_leaf(value))
-  return all(map(_LEAF_TYPES.get, map(type, values)))
-
-
-def _flat_step_key(data: Any) -> Any:
-  """Key of a flat dict/list/tuple step's layout, or None for other steps."""
+  The key names the container, its keys or length and the type of every
+  value, so a step of a known key is flat exactly when the first one was.
+  """
   kind = type(data)
   if kind is dict:
-    return (kind, tuple(data))
+    values = tuple(data.values())
+    return (tuple(data), tuple(map(type, values))), values
   if kind is list or kind is tuple:
-    return (kind, len(data))
-  return None
+    return (kind, tuple(map(type, data))), data
+  return None, None
+
+
+def _getter(indices: Sequence[int]) -> Any:
+  """seq -> tuple(seq[i] for i in indices), in C."""
+  if len(indices) == 1:
+    index = indices[0]
+    return lambda seq: (seq[index],)
+  return operator.itemgetter(*indices)
+
+
+class _FlatPlan:
+  """How the values of a flat step layout map to the writer's columns."""
+
+  __slots__ = ('columns', 'num_columns', 'to_columns', 'from_columns', 'keys',
+               'kind')
+
+  def __init__(self, data: Any, columns: Sequence[int], num_columns: int):
+    # columns[i]: the column of the i-th value of `data`.
+    self.columns = tuple(columns)
+    self.num_columns = num_columns
+    position = {column: i for i, column in enumerate(columns)}
+    # Only used while the layout sets every column exactly once.
+    self.to_columns = (_getter([position[c] for c in range(num_columns)])
+                       if sorted(columns) == list(range(num_columns)) else None)
+    self.from_columns = _getter(columns)
+    self.kind = type(data)
+    self.keys = tuple(data) if self.kind is dict else None
+
+  def structure(self, refs: Sequence[Any]) -> Any:
+    """The step's references (one per column) in the layout's structure."""
+    step_refs = self.from_columns(refs)
+    if self.kind is dict:
+      return dict(zip(self.keys, step_refs))
+    return list(step_refs) if self.kind is list else step_refs
 
 
 def _flatten_with_path(structure: Any) -> List[Tuple[Path, Any]]:
@@ -407,12 +434,11 @@ class TrajectoryWriter:
     """
     if self._closed:
       raise RuntimeError('TrajectoryWriter::Close has been called.')
-    if not self._open_step_paths:
-      key = _flat_step_key(data)
-      plan = self._flat_plans.get(key) if key is not None else None
-      if plan is not None and _all_leaves(
-          data.values() if type(data) is dict else data):  # pylint: disable=unidiomatic-typecheck
-        return self._append_flat(data, key, plan, partial_step)
+    layout, values = _flat_step_layout(data)
+    if layout is not None and not self._open_step_paths:
+      plan = self._flat_plans.get(layout)
+      if plan is not None:
+        return self._append_flat(values, plan, partial_step)
     flat = _flatten_with_path(data)
     if self._structure is None or any(
         path not in self._path_to_column for path, _ in flat):
@@ -441,13 +467,12 @@ class TrajectoryWriter:
       columns[index] = value
       set_indices.append(index)
     refs = self._append_columns(columns, set_indices, partial_step)
-    if not partial_step:
-      key = _flat_step_key(data)
-      if key is not None and _all_leaves(
-          data.values() if type(data) is dict else data):  # pylint: disable=unidiomatic-typecheck
-        self._flat_plans[key] = tuple(
-            path_to_column[(k,)] for k in (data if type(data) is dict else  # pylint: disable=unidiomatic-typecheck
-                                           range(len(data))))
+    if not partial_step and layout is not None and all(
+        map(_is_leaf, values)):
+      self._flat_plans[layout] = _FlatPlan(
+          data, [path_to_column[(k,)] for k in (
+              data if type(data) is dict else range(len(data)))],  # pylint: disable=unidiomatic-typecheck
+          len(self._column_paths))
     return _unflatten_as(data, [refs[index] for index in indices])
 
   def _append_columns(self, columns: List[Any], set_indices: Sequence[int],
@@ -472,22 +497,25 @@ class TrajectoryWriter:
       self._open_step_paths.clear()
     return refs
 
-  def _append_flat(self, data: Any, key: Any, plan: Tuple[int, ...],
+  def _append_flat(self, values: Sequence[Any], plan: _FlatPlan,
                    partial_step: bool) -> Any:
-    """append() of a flat step whose layout was seen (no open partial step)."""
-    values = list(data.values()) if type(data) is dict else data  # pylint: disable=unidiomatic-typecheck
+    """append() of the `values` of a flat step whose layout was seen (no open
+    partial step)."""
+    if (plan.to_columns is not None and
+        plan.num_columns == len(self._column_paths) and
+        not partial_step and not self._last_step_is_open):
+      # The step sets every column: no scatter, no open-step bookkeeping.
+      refs = self._append_columns(plan.to_columns(values), (), False)
+      return plan.structure(refs)
     columns: List[Any] = [None] * len(self._column_paths)
-    for index, value in zip(plan, values):
+    for index, value in zip(plan.columns, values):
       columns[index] = value
     # The set columns only matter when a step is (or stays) open.
-    set_indices = [index for index, value in zip(plan, values)
+    set_indices = [index for index, value in zip(plan.columns, values)
                    if value is not None] if (
                        partial_step or self._last_step_is_open) else ()
-    refs = self._append_columns(columns, set_indices, partial_step)
-    step_refs = [refs[index] for index in plan]
-    if key[0] is dict:
-      return dict(zip(key[1], step_refs))
-    return step_refs if key[0] is list else tuple(step_refs)
+    return plan.structure(
+        self._append_columns(columns, set_indices, partial_step))
 
   def create_item(self, table: str, priority: float, trajectory: Any) -> None:
     """Queues an item of `table` whose columns are the leaves of `trajectory`.
