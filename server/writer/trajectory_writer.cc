@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "grpcpp/client_context.h"
@@ -603,16 +604,40 @@ absl::Status TrajectoryWriter::RunStream() {
       }
       TakeBatch(&batch, &sent_chunks);
     }
-    // The copies into the request happen without the lock; the items and
-    // chunks are immutable and kept alive by `batch`.
+    // The request is built without the lock. The items and chunks are
+    // immutable and kept alive by `batch`, so the request borrows them
+    // instead of copying them (serializing only reads them), unless zstd
+    // chunks may have to be transcoded for this server.
+    bool any_zstd = false;
+    for (const auto& chunk : batch.chunks) any_zstd |= chunk->compression() != kSnappy;
+    const bool borrow = !any_zstd || codecs.server_takes_zstd();
     InsertStreamRequest request;
+    auto give_back = absl::MakeCleanup([&request, borrow] {
+      if (!borrow) return;
+      request.mutable_chunks()->ExtractSubrange(0, request.chunks_size(), nullptr);
+      request.mutable_items()->ExtractSubrange(0, request.items_size(), nullptr);
+    });
     request.mutable_chunks()->Reserve(static_cast<int>(batch.chunks.size()));
-    for (const auto& chunk : batch.chunks) *request.add_chunks() = *chunk;
+    for (const auto& chunk : batch.chunks) {
+      if (borrow) {
+        request.mutable_chunks()->AddAllocated(
+            const_cast<deepmind::reverb::ChunkData*>(chunk.get()));
+      } else {
+        *request.add_chunks() = *chunk;
+      }
+    }
     request.mutable_items()->Reserve(static_cast<int>(batch.items.size()));
-    for (const ItemPtr& item : batch.items) *request.add_items() = item->proto;
+    for (const ItemPtr& item : batch.items) {
+      if (borrow) {
+        request.mutable_items()->AddAllocated(
+            const_cast<deepmind::reverb::PrioritizedItem*>(&item->proto));
+      } else {
+        *request.add_items() = item->proto;
+      }
+    }
     request.mutable_keep_chunk_keys()->Add(batch.keep_chunk_keys.begin(),
                                            batch.keep_chunk_keys.end());
-    codec_error = codecs.PrepareRequest(&request);
+    if (!borrow) codec_error = codecs.PrepareRequest(&request);
     if (!codec_error.ok()) {
       context.TryCancel();
       break;
