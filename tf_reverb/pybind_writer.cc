@@ -261,6 +261,7 @@ void CreateItem(TrajectoryWriter& writer, const std::string& table, double prior
   for (const py::handle& column : columns) {
     py::tuple parts = column.cast<py::tuple>();
     TrajectoryColumn out;
+    out.refs.reserve(py::len(parts[0]));
     for (const py::handle& ref : parts[0]) out.refs.push_back(ref.cast<const WeakCellRef&>().ref);
     out.squeeze = parts[1].cast<bool>();
     trajectory.push_back(std::move(out));

@@ -211,37 +211,43 @@ absl::Status TrajectoryWriter::ValidateItem(const std::string& table,
     return absl::InvalidArgumentError("Items must reference at least one column.");
   }
   auto* flat = item->proto.mutable_flat_trajectory();
-  std::vector<CellSpec> specs;
-  std::vector<int64_t> rows;
+  flat->mutable_columns()->Reserve(static_cast<int>(trajectory.size()));
+  // Column c's spec (of its first cell, which the item keeps alive).
+  std::vector<const CellSpec*> specs;
+  specs.reserve(trajectory.size());
+  size_t num_refs = 0;
+  for (const TrajectoryColumn& column : trajectory) num_refs += column.refs.size();
   absl::flat_hash_set<const CellRef*> seen;
+  seen.reserve(num_refs);
+  item->cells.reserve(num_refs);
   for (size_t c = 0; c < trajectory.size(); ++c) {
     const TrajectoryColumn& column = trajectory[c];
-    const std::string where = absl::StrCat("Error in column ", c, ": ");
     if (column.refs.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where, "Column must reference at least one cell."));
+          absl::StrCat("Error in column ", c, ": Column must reference at least one cell."));
     }
     if (column.squeeze && column.refs.size() != 1) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where, "Column must contain exactly one row when squeeze is set but got ",
+          "Error in column ", c,
+          ": Column must contain exactly one row when squeeze is set but got ",
           column.refs.size(), "."));
     }
     auto* out = flat->add_columns();
     out->set_squeeze(column.squeeze);
-    std::optional<CellSpec> spec;
+    const CellSpec* spec = nullptr;
     for (const std::weak_ptr<CellRef>& weak : column.refs) {
       std::shared_ptr<CellRef> ref = weak.lock();
       if (ref == nullptr) {
         return absl::InvalidArgumentError(absl::StrCat(
-            where, "Column contains expired CellRef (its data is no longer kept alive; "
-                   "raise num_keep_alive_refs)."));
+            "Error in column ", c, ": Column contains expired CellRef (its data is no longer "
+            "kept alive; raise num_keep_alive_refs)."));
       }
-      if (!spec.has_value()) {
-        spec = ref->spec();
+      if (spec == nullptr) {
+        spec = &ref->spec();
       } else if (!(ref->spec() == *spec)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            where, "Column references cells of different specs: ", spec->DebugString(),
-            " and ", ref->spec().DebugString(), "."));
+            "Error in column ", c, ": Column references cells of different specs: ",
+            spec->DebugString(), " and ", ref->spec().DebugString(), "."));
       }
       const int n = out->chunk_slices_size();
       auto* last = n > 0 ? out->mutable_chunk_slices(n - 1) : nullptr;
@@ -264,8 +270,7 @@ absl::Status TrajectoryWriter::ValidateItem(const std::string& table,
         item->cells.push_back(std::move(ref));
       }
     }
-    specs.push_back(*spec);
-    rows.push_back(static_cast<int64_t>(column.refs.size()));
+    specs.push_back(spec);
   }
   if (!options_.signatures.has_value()) return absl::OkStatus();
   auto it = options_.signatures->find(table);
@@ -289,18 +294,20 @@ absl::Status TrajectoryWriter::ValidateItem(const std::string& table,
         signature.size(), "."));
   }
   for (size_t c = 0; c < trajectory.size(); ++c) {
-    std::vector<int64_t> shape = specs[c].shape;
-    if (!trajectory[c].squeeze) shape.insert(shape.begin(), rows[c]);
-    bool ok = signature[c].dtype == specs[c].dtype && IsCompatible(signature[c].shape, shape);
+    const CellSpec& spec = *specs[c];
+    std::vector<int64_t> shape = spec.shape;
+    if (!trajectory[c].squeeze) {
+      shape.insert(shape.begin(), static_cast<int64_t>(trajectory[c].refs.size()));
+    }
+    bool ok = signature[c].dtype == spec.dtype && IsCompatible(signature[c].shape, shape);
     if (!ok && options_.accept_step_shape_signatures && !trajectory[c].squeeze) {
-      ok = signature[c].dtype == specs[c].dtype &&
-           IsCompatible(signature[c].shape, specs[c].shape);
+      ok = signature[c].dtype == spec.dtype && IsCompatible(signature[c].shape, spec.shape);
     }
     if (!ok) {
       return absl::InvalidArgumentError(absl::StrCat(
           prefix, "The table signature specifies column ", c, " as ",
           SignatureString(signature[c]), " but the item provides ",
-          DataTypeName(specs[c].dtype), ShapeString(shape), "."));
+          DataTypeName(spec.dtype), ShapeString(shape), "."));
     }
   }
   return absl::OkStatus();
