@@ -621,8 +621,8 @@ absl::Status TrajectoryWriter::RunStream() {
     InsertStreamRequest request;
     auto give_back = absl::MakeCleanup([&request, borrow] {
       if (!borrow) return;
-      request.mutable_chunks()->ExtractSubrange(0, request.chunks_size(), nullptr);
-      request.mutable_items()->ExtractSubrange(0, request.items_size(), nullptr);
+      request.mutable_chunks()->UnsafeArenaExtractSubrange(0, request.chunks_size(), nullptr);
+      request.mutable_items()->UnsafeArenaExtractSubrange(0, request.items_size(), nullptr);
     });
     request.mutable_chunks()->Reserve(static_cast<int>(batch.chunks.size()));
     for (const auto& chunk : batch.chunks) {

@@ -222,7 +222,7 @@ TEST(TrajectoryWriterTest, ReadyItemsAreSentWithoutFlushInSharedRequests) {
   EXPECT_EQ(writer->num_pending_items(), 0);
   EXPECT_EQ(server->service()->GetTable("t").value()->size(), kItems);
   // A steady stream of items shares requests.
-  EXPECT_LE(writer->num_requests_sent(), kItems / 3);
+  EXPECT_LE(writer->num_requests_sent(), kItems / 2);
 }
 
 TEST(TrajectoryWriterTest, CreateItemValidation) {
