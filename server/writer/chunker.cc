@@ -120,11 +120,12 @@ absl::Status Chunker::FinalizeLocked() {
   for (const Tensor& row : *rows) raw_bytes += static_cast<int64_t>(row.data.size());
   // Stacks (one allocation), compresses and hands the chunk to the cells; may
   // run on another thread (SetEncodeExecutor), so it captures what it needs.
-  auto encode = std::make_shared<std::function<absl::Status()>>(
+  auto encode = std::make_shared<EncodeJob>(
       [rows, refs = std::move(buffer_refs_), key = chunk_key_, episode_id = buffer_episode_id_,
        first = buffer_first_step_, last = buffer_last_step_, sparse = buffer_sparse_, raw_bytes,
        delta_encode = options_.delta_encode, codec = options_.codec,
-       zstd_level = options_.zstd_level]() -> absl::Status {
+       zstd_level = options_.zstd_level]()
+          -> absl::StatusOr<std::shared_ptr<const deepmind::reverb::ChunkData>> {
     absl::StatusOr<Tensor> stacked;
     if (rows->front().dtype == ::tf_reverb::tf::DT_STRING) {
       std::vector<const Tensor*> parts;
@@ -141,20 +142,16 @@ absl::Status Chunker::FinalizeLocked() {
       for (const Tensor& t : *rows) out.data.append(t.data);
       stacked = std::move(out);
     }
-    absl::Status status = stacked.status();
-    if (status.ok()) {
-      absl::StatusOr<deepmind::reverb::ChunkData> chunk = BuildChunk(
-          key, {*std::move(stacked)}, episode_id, first, last, delta_encode, codec, zstd_level);
-      status = chunk.status();
-      if (status.ok()) {
-        chunk->mutable_sequence_range()->set_sparse(sparse);
-        auto shared = std::make_shared<const deepmind::reverb::ChunkData>(*std::move(chunk));
-        for (const std::weak_ptr<CellRef>& weak : refs) {
-          if (std::shared_ptr<CellRef> ref = weak.lock()) ref->SetChunk(shared);
-        }
-      }
+    if (!stacked.ok()) return stacked.status();
+    absl::StatusOr<deepmind::reverb::ChunkData> chunk = BuildChunk(
+        key, {*std::move(stacked)}, episode_id, first, last, delta_encode, codec, zstd_level);
+    if (!chunk.ok()) return chunk.status();
+    chunk->mutable_sequence_range()->set_sparse(sparse);
+    auto shared = std::make_shared<const deepmind::reverb::ChunkData>(*std::move(chunk));
+    for (const std::weak_ptr<CellRef>& weak : refs) {
+      if (std::shared_ptr<CellRef> ref = weak.lock()) ref->SetChunk(shared);
     }
-    return status;
+    return shared;
   });
   buffer_.clear();
   buffer_refs_.clear();
@@ -162,20 +159,20 @@ absl::Status Chunker::FinalizeLocked() {
   chunk_key_ = NewRandomKey();
   if (executor_ != nullptr) {
     // Elsewhere: the rows stay readable (BufferedRow) until encoded.
-    std::function<absl::Status()> job = [self = weak_from_this(), key, encode]() {
-      absl::Status status = (*encode)();
+    EncodeJob job = [self = weak_from_this(), key, encode]() {
+      auto chunk = (*encode)();
       if (std::shared_ptr<Chunker> chunker = self.lock()) {
         absl::MutexLock lock(&chunker->mu_);
         chunker->encoding_.erase(key);
       }
-      return status;
+      return chunk;
     };
     if (executor_(raw_bytes, &job)) {
       encoding_.emplace(key, std::move(rows));
       return absl::OkStatus();
     }
   }
-  return (*encode)();
+  return (*encode)().status();
 }
 
 void Chunker::SetEncodeExecutor(EncodeExecutor executor) {

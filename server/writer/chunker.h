@@ -95,9 +95,10 @@ class Chunker : public std::enable_shared_from_this<Chunker> {
   // to report), or false to leave it to run inline. Called with the Chunker's
   // lock held: it must not call into the Chunker. `raw_bytes` is the size of
   // the rows. Until a taken job ran, the chunk's cells are not ready and
-  // BufferedRow still serves their rows.
-  using EncodeExecutor =
-      std::function<bool(int64_t raw_bytes, std::function<absl::Status()>* encode)>;
+  // BufferedRow still serves their rows. A job returns the chunk it made.
+  using EncodeJob =
+      std::function<absl::StatusOr<std::shared_ptr<const deepmind::reverb::ChunkData>>()>;
+  using EncodeExecutor = std::function<bool(int64_t raw_bytes, EncodeJob* encode)>;
   // nullptr (the default): encode inline.
   void SetEncodeExecutor(EncodeExecutor executor);
 

@@ -99,7 +99,7 @@ absl::StatusOr<std::shared_ptr<Chunker>> TrajectoryWriter::GetOrCreateChunker(in
         index, it == overrides_.end() ? options_.chunker_options : it->second);
     if (!chunker.ok()) return chunker.status();
     (*chunker)->SetEncodeExecutor(
-        [this](int64_t raw_bytes, std::function<absl::Status()>* job) {
+        [this](int64_t raw_bytes, Chunker::EncodeJob* job) {
           return TakeEncodeJob(raw_bytes, job);
         });
     (*chunker)->SetCodec(chunk_codec_);
@@ -370,7 +370,7 @@ bool TrajectoryWriter::SendNow() const {
   // block CreateItem until they are confirmed: send them, so confirmations
   // come back while the caller goes on.
   const size_t pending = queue_.size() + unconfirmed_.size();
-  return closed_ || stream_broken_ || urgent_waiters_ > 0 ||
+  return closed_ || stream_broken_ || urgent_waiters_ > 0 || !early_chunks_.empty() ||
          queue_.size() >= kCoalesceMaxItems || queued_bytes_ >= kCoalesceMaxBytes ||
          2 * pending >= static_cast<size_t>(options_.max_queued_items);
 }
@@ -453,7 +453,7 @@ absl::Status TrajectoryWriter::ConfigureChunker(int column, ChunkerOptions optio
   return absl::OkStatus();
 }
 
-bool TrajectoryWriter::TakeEncodeJob(int64_t raw_bytes, std::function<absl::Status()>* job) {
+bool TrajectoryWriter::TakeEncodeJob(int64_t raw_bytes, Chunker::EncodeJob* job) {
   if (raw_bytes < kAsyncEncodeMinBytes) return false;
   absl::MutexLock lock(&encode_mu_);
   if (encoder_stopped_) return false;
@@ -466,7 +466,7 @@ bool TrajectoryWriter::TakeEncodeJob(int64_t raw_bytes, std::function<absl::Stat
 
 void TrajectoryWriter::RunEncoder() {
   while (true) {
-    std::function<absl::Status()> job;
+    Chunker::EncodeJob job;
     {
       absl::MutexLock lock(&encode_mu_);
       while (encode_jobs_.empty() && !encoder_stopped_) encode_cv_.Wait(&encode_mu_);
@@ -474,12 +474,23 @@ void TrajectoryWriter::RunEncoder() {
       job = std::move(encode_jobs_.front());
       encode_jobs_.pop_front();
     }
-    absl::Status status = job();
+    absl::StatusOr<std::shared_ptr<const deepmind::reverb::ChunkData>> chunk = job();
     job = nullptr;
     absl::MutexLock lock(&mu_);
-    if (!status.ok() && error_.ok()) {
-      error_ = status;
-      pending_cv_.SignalAll();
+    if (!chunk.ok()) {
+      if (error_.ok()) {
+        error_ = chunk.status();
+        pending_cv_.SignalAll();
+      }
+    } else {
+      // While no stream takes them (server down), forget the expired ones.
+      if (early_chunks_.size() >= 64) {
+        early_chunks_.erase(std::remove_if(early_chunks_.begin(), early_chunks_.end(),
+                                           [](const auto& weak) { return weak.expired(); }),
+                            early_chunks_.end());
+      }
+      early_chunks_.push_back(*chunk);
+      worker_cv_.Signal();
     }
     SignalIfHeadReady();
   }
@@ -593,7 +604,8 @@ absl::Status TrajectoryWriter::RunStream() {
     {
       absl::MutexLock lock(&mu_);
       auto can_proceed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return closed_ || stream_broken_ || (!queue_.empty() && queue_.front()->IsReady());
+        return closed_ || stream_broken_ || !early_chunks_.empty() ||
+               (!queue_.empty() && queue_.front()->IsReady());
       };
       while (!can_proceed()) worker_cv_.Wait(&mu_);
       if (closed_ || stream_broken_) break;
@@ -609,7 +621,7 @@ absl::Status TrajectoryWriter::RunStream() {
         coalescing_ = false;
         if (closed_ || stream_broken_) break;
       }
-      TakeBatch(&batch, &sent_chunks);
+      if (!TakeBatch(&batch, &sent_chunks)) continue;
     }
     // The request is built without the lock. The items and chunks are
     // immutable and kept alive by `batch`, so the request borrows them
@@ -685,6 +697,13 @@ void TrajectoryWriter::RunReader(Stream* stream) {
 
 bool TrajectoryWriter::TakeBatch(Batch* batch, absl::flat_hash_set<uint64_t>* sent_chunks) {
   int64_t bytes = 0;
+  for (const auto& weak : early_chunks_) {
+    std::shared_ptr<const deepmind::reverb::ChunkData> chunk = weak.lock();
+    if (chunk == nullptr || !sent_chunks->insert(chunk->chunk_key()).second) continue;
+    bytes += ChunkBytes(*chunk);
+    batch->chunks.push_back(std::move(chunk));
+  }
+  early_chunks_.clear();
   while (!queue_.empty() && queue_.front()->IsReady() &&
          (batch->items.empty() || bytes < kMaxInsertRequestBytes)) {
     ItemPtr item = PopFront();
@@ -698,7 +717,8 @@ bool TrajectoryWriter::TakeBatch(Batch* batch, absl::flat_hash_set<uint64_t>* se
     unconfirmed_.insert_or_assign(item->proto.key(), item);
     batch->items.push_back(std::move(item));
   }
-  if (batch->items.empty()) return false;
+  // Chunk-only requests release nothing on the server (spec §4.3).
+  if (batch->items.empty()) return !batch->chunks.empty();
   // The server keeps exactly the chunks named here: those later items may
   // still reference (live keep-alive cells, queued items) that it has.
   // A chunk wrongly dropped is merely sent again (it leaves sent_chunks).

@@ -4,8 +4,9 @@
 // Append() buffers one value per column in per-column Chunkers and returns a
 // weak CellRef per value; CreateItem() turns slices of those references into
 // an item (FlatTrajectory of ChunkSlices) and queues it. A background thread
-// owns one InsertStream: it sends queued items strictly in creation order
-// once every chunk they reference is finalized, batching all ready items
+// owns one InsertStream: it sends large chunks as soon as they are encoded
+// (chunk-only requests, spec §4.3), and queued items strictly in creation
+// order once every chunk they reference is finalized, batching all ready items
 // with the chunks not yet sent on this stream into one request (under a
 // steady stream of items, ready items wait up to kCoalesceWindow for company
 // unless a caller waits for them), and tells the
@@ -222,9 +223,10 @@ class TrajectoryWriter {
   // Runs the encode jobs the chunkers hand over until Close; then drains.
   void RunEncoder();
   // The chunkers' EncodeExecutor: takes jobs of large chunks.
-  bool TakeEncodeJob(int64_t raw_bytes, std::function<absl::Status()>* job);
-  // Moves the ready head of the queue (up to kMaxInsertRequestBytes of new
-  // chunks) to unconfirmed_ and into `batch`; false when nothing is ready.
+  bool TakeEncodeJob(int64_t raw_bytes, Chunker::EncodeJob* job);
+  // Moves early_chunks_ not yet sent on this stream and the ready head of the
+  // queue (up to kMaxInsertRequestBytes of new chunks) to unconfirmed_ and
+  // into `batch`; false when there is nothing to send.
   // The request is built from `batch` without the lock.
   bool TakeBatch(Batch* batch, absl::flat_hash_set<uint64_t>* sent_chunks)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -253,6 +255,11 @@ class TrajectoryWriter {
   // Columns set in the open (partial) step.
   absl::flat_hash_set<int> open_step_columns_ ABSL_GUARDED_BY(mu_);
   std::deque<ItemPtr> queue_ ABSL_GUARDED_BY(mu_);
+  // Chunks the encoder made (large ones), sent ahead of the items that will
+  // reference them so that their bytes flow while the caller appends. Weak:
+  // a chunk no cell needs any more is not sent.
+  std::deque<std::weak_ptr<const deepmind::reverb::ChunkData>> early_chunks_
+      ABSL_GUARDED_BY(mu_);
   // Sum of the queued items' data_bytes.
   int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Chunk key -> number of queued items referencing it.
@@ -278,7 +285,7 @@ class TrajectoryWriter {
   // Lock order: mu_, then a Chunker's lock, then encode_mu_.
   absl::Mutex encode_mu_ ABSL_ACQUIRED_AFTER(mu_);
   absl::CondVar encode_cv_;
-  std::deque<std::function<absl::Status()>> encode_jobs_ ABSL_GUARDED_BY(encode_mu_);
+  std::deque<Chunker::EncodeJob> encode_jobs_ ABSL_GUARDED_BY(encode_mu_);
   bool encoder_stopped_ ABSL_GUARDED_BY(encode_mu_) = false;
   // Started by the first chunk worth encoding in the background.
   std::thread encoder_ ABSL_GUARDED_BY(encode_mu_);

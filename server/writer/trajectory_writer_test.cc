@@ -168,6 +168,35 @@ TEST(TrajectoryWriterTest, LargeChunksEncodedInTheBackgroundArriveIntact) {
   }
 }
 
+TEST(TrajectoryWriterTest, LargeChunksAreSentBeforeAnyItemNeedsThem) {
+  auto server = StartServer({MakeTable("t")});
+  auto writer = NewWriter(server->port(), /*keep_alive=*/4, /*chunk_length=*/2);
+  std::vector<TrajectoryWriter::StepRefs> steps;
+  for (int i = 0; i < 4; ++i) {
+    TrajectoryWriter::StepRefs refs;
+    ASSERT_TRUE(writer->Append({LargeRow(i)}, &refs).ok());
+    steps.push_back(std::move(refs));
+  }
+  // No item yet: the two finalized 32 KiB chunks go out on their own.
+  for (int i = 0; i < 10000 && writer->num_requests_sent() == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_GE(writer->num_requests_sent(), 1);
+  EXPECT_EQ(server->service()->GetTable("t").value()->size(), 0);
+  // Items over them find the chunks on the server.
+  ASSERT_TRUE(writer->CreateItem("t", 1.0, {Column({Ref(steps[1], 0), Ref(steps[2], 0)})}).ok());
+  ASSERT_TRUE(writer->CreateItem("t", 1.0, {Column({Ref(steps[3], 0)})}).ok());
+  ASSERT_TRUE(writer->Flush().ok());
+  std::vector<Sample> samples = SampleN(server->port(), "t", 2);
+  ASSERT_EQ(samples.size(), 2u);
+  for (const Sample& sample : samples) {
+    std::vector<int32_t> values = Values<int32_t>(sample.UnpackColumn(0).value());
+    const int first = values.size() == 2 * 4096 ? 1 : 3;
+    EXPECT_EQ(values[7], first * 100000 + 7);
+    if (first == 1) EXPECT_EQ(values[4096 + 7], 2 * 100000 + 7);
+  }
+}
+
 TEST(TrajectoryWriterTest, LaterItemsReuseChunksSentEarlierOnTheStream) {
   auto server = StartServer({MakeTable("t"), MakeTable("u")});
   auto writer = NewWriter(server->port(), /*keep_alive=*/6, /*chunk_length=*/2);
