@@ -242,7 +242,8 @@ def learner_main(address: str, config: Dict[str, Any], stop: Any,
       if self.batches % config['target_update_every'] == 0:
         learner.target_network.set_weights(learner.q_network.get_weights())
       if self.batches % 50 == 0:
-        stats.put(('learner', self.batches, float(logs['loss']), time.time()))
+        stats.put(('learner', self.batches, float(logs['loss']), time.time(),
+                   publisher.version))
       if stop.is_set():
         self.model.stop_training = True
 
@@ -423,7 +424,8 @@ class Run:
         self.return_steps.append(self.env_steps)
         self.weights_loaded += int(loaded)
       elif kind == 'learner':
-        self.learner_batches = message[1]
+        # Counted as it goes, so a learner stopped the hard way still counts.
+        self.learner_batches, self.weights_published = message[1], message[4]
       elif kind == 'learner_done':
         self.learner_batches, self.weights_published = message[1], message[2]
 

@@ -188,8 +188,12 @@ Client::Client(std::string server_address)
 }
 
 Client::~Client() {
-  absl::MutexLock lock(&insert_streams_mu_);
-  for (auto& insert : idle_insert_streams_) insert->Close().IgnoreError();
+  std::vector<std::unique_ptr<InsertStream>> idle;
+  {
+    absl::MutexLock lock(&insert_streams_mu_);
+    idle.swap(idle_insert_streams_);
+  }
+  for (auto& insert : idle) insert->Close().IgnoreError();
 }
 
 absl::StatusOr<deepmind::reverb::ServerInfoResponse> Client::ServerInfo(
@@ -318,12 +322,14 @@ absl::Status Client::InsertOnce(const deepmind::reverb::InsertStreamRequest& req
     absl::Status status = FromGrpcStatus(insert->stream->Finish());
     return status.ok() ? absl::UnavailableError("The insert stream ended.") : status;
   }
-  absl::MutexLock lock(&insert_streams_mu_);
-  if (static_cast<int>(idle_insert_streams_.size()) < kMaxIdleInsertStreams) {
-    idle_insert_streams_.push_back(std::move(insert));
-  } else {
-    insert->Close().IgnoreError();
+  {
+    absl::MutexLock lock(&insert_streams_mu_);
+    if (static_cast<int>(idle_insert_streams_.size()) < kMaxIdleInsertStreams) {
+      idle_insert_streams_.push_back(std::move(insert));
+      return absl::OkStatus();
+    }
   }
+  insert->Close().IgnoreError();  // a surplus stream
   return absl::OkStatus();
 }
 

@@ -7,8 +7,8 @@
 //  * Ownership: the Client owns its channel; samplers keep the channel alive.
 //    It also owns the insert streams InsertStep reuses between calls (one
 //    per concurrent caller, up to kMaxIdleInsertStreams kept open; each
-//    holds one stream of the server while idle); destroying the Client
-//    cancels them.
+//    holds one stream of the server while idle, so a server's Drain waits
+//    for them like for an open writer); destroying the Client cancels them.
 //  * Errors: server statuses are returned as they are (NOT_FOUND for unknown
 //    tables, INVALID_ARGUMENT for bad input, DEADLINE_EXCEEDED for timeouts);
 //    transport failures are UNAVAILABLE. Sampler errors: see sampler.h.
@@ -65,8 +65,9 @@ class Client {
   // The request goes over an insert stream kept open from an earlier call
   // (or a new one), so a call costs one round trip. UNAVAILABLE (e.g. a
   // server restart) is retried a few times with the same item keys, so a
-  // retry never duplicates an item. Thread-safe; concurrent calls use
-  // separate streams.
+  // retry never duplicates an item; so is any failure of a reused idle
+  // stream that may have died since its last use (UNAVAILABLE, CANCELLED),
+  // on a fresh stream. Thread-safe; concurrent calls use separate streams.
   absl::Status InsertStep(const std::vector<Tensor>& step,
                           const std::vector<std::pair<std::string, double>>& priorities);
 

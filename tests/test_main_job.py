@@ -23,6 +23,7 @@ def _run(run_dir, *flags, timeout=600):
 def test_quick_run_moves_data_through_every_stage_and_learns(tmp_path,
                                                              binary_server):
   summary, stdout = _run(tmp_path)
+  print(json.dumps(summary, indent=1), stdout[-3000:])  # shown on failure
   assert 'return(last 20)' in stdout and 'Learning curve' in stdout
   assert summary['items_inserted'] > 1000
   assert summary['samples_consumed'] > 1000

@@ -167,6 +167,11 @@ def test_repeated_flat_step_layouts_map_values_to_their_columns(client):
     with pytest.raises(ValueError, match='None data references'):
       history['c'][index]
 
+  empty = client.trajectory_writer(num_keep_alive_refs=2)
+  for _ in range(2):
+    assert empty.append({}) == {} and empty.append([]) == []
+  assert empty.episode_steps == 4
+
   tuples = client.trajectory_writer(num_keep_alive_refs=2)
   for i in range(3):
     refs = tuples.append((np.int32(i), np.float32(-i)))

@@ -242,6 +242,8 @@ def _flat_step_layout(data: Any) -> Tuple[Any, Any]:
 
 def _getter(indices: Sequence[int]) -> Any:
   """seq -> tuple(seq[i] for i in indices), in C."""
+  if not indices:
+    return lambda seq: ()
   if len(indices) == 1:
     index = indices[0]
     return lambda seq: (seq[index],)

@@ -482,13 +482,10 @@ void TrajectoryWriter::RunEncoder() {
         error_ = chunk.status();
         pending_cv_.SignalAll();
       }
-    } else {
-      // While no stream takes them (server down), forget the expired ones.
-      if (early_chunks_.size() >= 64) {
-        early_chunks_.erase(std::remove_if(early_chunks_.begin(), early_chunks_.end(),
-                                           [](const auto& weak) { return weak.expired(); }),
-                            early_chunks_.end());
-      }
+    } else if (queued_chunk_refs_.contains((*chunk)->chunk_key())) {
+      // Queued items wait for it (and maybe for other chunks): its bytes can
+      // go now. A chunk no queued item needs is only sent with an item, so
+      // columns or steps that items skip are never uploaded.
       early_chunks_.push_back(*chunk);
       worker_cv_.Signal();
     }
@@ -697,13 +694,13 @@ void TrajectoryWriter::RunReader(Stream* stream) {
 
 bool TrajectoryWriter::TakeBatch(Batch* batch, absl::flat_hash_set<uint64_t>* sent_chunks) {
   int64_t bytes = 0;
-  for (const auto& weak : early_chunks_) {
-    std::shared_ptr<const deepmind::reverb::ChunkData> chunk = weak.lock();
+  while (!early_chunks_.empty() && bytes < kMaxInsertRequestBytes) {
+    std::shared_ptr<const deepmind::reverb::ChunkData> chunk = early_chunks_.front().lock();
+    early_chunks_.pop_front();
     if (chunk == nullptr || !sent_chunks->insert(chunk->chunk_key()).second) continue;
     bytes += ChunkBytes(*chunk);
     batch->chunks.push_back(std::move(chunk));
   }
-  early_chunks_.clear();
   while (!queue_.empty() && queue_.front()->IsReady() &&
          (batch->items.empty() || bytes < kMaxInsertRequestBytes)) {
     ItemPtr item = PopFront();

@@ -4,24 +4,24 @@
 // Append() buffers one value per column in per-column Chunkers and returns a
 // weak CellRef per value; CreateItem() turns slices of those references into
 // an item (FlatTrajectory of ChunkSlices) and queues it. A background thread
-// owns one InsertStream: it sends large chunks as soon as they are encoded
-// (chunk-only requests, spec §4.3), and queued items strictly in creation
-// order once every chunk they reference is finalized, batching all ready items
-// with the chunks not yet sent on this stream into one request (under a
-// steady stream of items, ready items wait up to kCoalesceWindow for company
-// unless a caller waits for them), and tells the
-// server (keep_chunk_keys) which chunks later items may still need. A second
-// thread reads the confirmations.
+// owns one InsertStream. It sends queued items strictly in creation order once
+// every chunk they reference is finalized, batching all ready items with the
+// chunks not yet sent on this stream into one request (under a steady stream
+// of items, ready items wait up to kCoalesceWindow for company unless a caller
+// waits for them), and tells the server (keep_chunk_keys) which chunks later
+// items may still need. Large chunks that queued items reference go out as
+// soon as they are encoded (chunk-only requests, spec §4.3), even while those
+// items still wait for other chunks. A second thread reads the confirmations.
 //
 // Locking: `mu_` guards the state shared with the background threads and is
 // only held for bookkeeping. Chunks are stacked and compressed without it
 // (large ones on a third background thread, the encoder, started by the
 // first large chunk, so appends overlap their compression; items wait until
-// their chunks are encoded); requests
-// are assembled (chunk copies) and freed, and confirmed items destroyed,
-// outside it. `caller_mu_` serializes the caller-side mutations (Append,
-// EndEpisode, ConfigureChunker) so the episode state cannot change while an
-// Append runs unlocked.
+// their chunks are encoded). Requests are assembled (borrowing the immutable
+// chunk and item messages rather than copying them) and freed, and confirmed
+// items destroyed, outside it. `caller_mu_` serializes the caller-side
+// mutations (Append, EndEpisode, ConfigureChunker) so the episode state cannot
+// change while an Append runs unlocked.
 //
 // Contract:
 //  * Thread-safety: every public method is thread-safe, but a writer models
@@ -255,9 +255,10 @@ class TrajectoryWriter {
   // Columns set in the open (partial) step.
   absl::flat_hash_set<int> open_step_columns_ ABSL_GUARDED_BY(mu_);
   std::deque<ItemPtr> queue_ ABSL_GUARDED_BY(mu_);
-  // Chunks the encoder made (large ones), sent ahead of the items that will
-  // reference them so that their bytes flow while the caller appends. Weak:
-  // a chunk no cell needs any more is not sent.
+  // Chunks the encoder made (large ones) that queued items reference, sent
+  // ahead of those items (which may still wait for other chunks) so that
+  // their bytes flow while the caller appends. Weak: a chunk no cell needs
+  // any more is not sent.
   std::deque<std::weak_ptr<const deepmind::reverb::ChunkData>> early_chunks_
       ABSL_GUARDED_BY(mu_);
   // Sum of the queued items' data_bytes.

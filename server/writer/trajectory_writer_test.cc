@@ -168,33 +168,39 @@ TEST(TrajectoryWriterTest, LargeChunksEncodedInTheBackgroundArriveIntact) {
   }
 }
 
-TEST(TrajectoryWriterTest, LargeChunksAreSentBeforeAnyItemNeedsThem) {
+TEST(TrajectoryWriterTest, LargeChunksGoOutWhileTheirItemsWaitForOtherChunks) {
   auto server = StartServer({MakeTable("t")});
   auto writer = NewWriter(server->port(), /*keep_alive=*/4, /*chunk_length=*/2);
-  std::vector<TrajectoryWriter::StepRefs> steps;
-  for (int i = 0; i < 4; ++i) {
+  // Column 1 (scalars) is chunked 6 steps at a time, column 0 (16 KiB rows,
+  // encoded in the background) 2 at a time.
+  ASSERT_TRUE(writer->ConfigureChunker(1, {8, 6}).ok());
+  auto append = [&](int i) {
     TrajectoryWriter::StepRefs refs;
-    ASSERT_TRUE(writer->Append({LargeRow(i)}, &refs).ok());
-    steps.push_back(std::move(refs));
-  }
-  // No item yet: the two finalized 32 KiB chunks go out on their own.
+    EXPECT_TRUE(writer->Append({LargeRow(i), FloatScalar(static_cast<float>(i))}, &refs).ok());
+    return refs;
+  };
+  // Chunks no item references are not sent.
+  append(0);
+  append(1);
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(writer->num_requests_sent(), 0);
+  // An item over step 2 waits for the scalar chunk [0, 6); the frame chunk
+  // [2, 4) it references goes out as soon as step 3 completes it.
+  TrajectoryWriter::StepRefs step2 = append(2);
+  ASSERT_TRUE(writer->CreateItem("t", 1.0, {Column({Ref(step2, 0)}), Column({Ref(step2, 1)})})
+                  .ok());
+  append(3);
   for (int i = 0; i < 10000 && writer->num_requests_sent() == 0; ++i) {
     absl::SleepFor(absl::Milliseconds(1));
   }
-  EXPECT_GE(writer->num_requests_sent(), 1);
+  EXPECT_EQ(writer->num_requests_sent(), 1);
+  EXPECT_EQ(writer->num_pending_items(), 1);
   EXPECT_EQ(server->service()->GetTable("t").value()->size(), 0);
-  // Items over them find the chunks on the server.
-  ASSERT_TRUE(writer->CreateItem("t", 1.0, {Column({Ref(steps[1], 0), Ref(steps[2], 0)})}).ok());
-  ASSERT_TRUE(writer->CreateItem("t", 1.0, {Column({Ref(steps[3], 0)})}).ok());
   ASSERT_TRUE(writer->Flush().ok());
-  std::vector<Sample> samples = SampleN(server->port(), "t", 2);
-  ASSERT_EQ(samples.size(), 2u);
-  for (const Sample& sample : samples) {
-    std::vector<int32_t> values = Values<int32_t>(sample.UnpackColumn(0).value());
-    const int first = values.size() == 2 * 4096 ? 1 : 3;
-    EXPECT_EQ(values[7], first * 100000 + 7);
-    if (first == 1) EXPECT_EQ(values[4096 + 7], 2 * 100000 + 7);
-  }
+  std::vector<Sample> samples = SampleN(server->port(), "t", 1);
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_EQ(Values<int32_t>(samples[0].UnpackColumn(0).value())[7], 2 * 100000 + 7);
+  EXPECT_EQ(Values<float>(samples[0].UnpackColumn(1).value()), std::vector<float>{2.0f});
 }
 
 TEST(TrajectoryWriterTest, LaterItemsReuseChunksSentEarlierOnTheStream) {
