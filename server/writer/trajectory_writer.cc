@@ -333,7 +333,7 @@ absl::Status TrajectoryWriter::CreateItem(const std::string& table, double prior
   if (!has_room()) {
     if (absl::Status s = FinalizeChunksOfQueued(queue_.size()); !s.ok()) return s;
     SignalIfHeadReady();
-    while (!has_room()) WaitAsUrgent();
+    while (!has_room()) WaitAsUrgent(absl::InfiniteFuture());
     if (absl::Status s = CheckUsable(); !s.ok()) return s;
   }
   item->seq = next_seq_++;
@@ -358,11 +358,12 @@ absl::Status TrajectoryWriter::FinalizeChunksOfQueued(size_t end) {
   return absl::OkStatus();
 }
 
-void TrajectoryWriter::WaitAsUrgent() {
+bool TrajectoryWriter::WaitAsUrgent(absl::Time deadline) {
   ++urgent_waiters_;
-  if (coalescing_) worker_cv_.Signal();
-  pending_cv_.Wait(&mu_);
+  if (coalescing_) worker_cv_.Signal();  // it stops coalescing
+  const bool timed_out = pending_cv_.WaitWithDeadline(&mu_, deadline);
   --urgent_waiters_;
+  return timed_out;
 }
 
 bool TrajectoryWriter::SendNow() const {
@@ -382,21 +383,13 @@ absl::Status TrajectoryWriter::WaitForPending(int max_pending, absl::Duration ti
   auto pending = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return static_cast<int>(queue_.size() + unconfirmed_.size()) > max_pending;
   };
-  if (!pending()) return CheckUsable();
-  // The sending thread stops coalescing while a caller waits.
-  ++urgent_waiters_;
-  if (coalescing_) worker_cv_.Signal();
-  absl::Status status;
   while (pending() && error_.ok() && !closed_) {
-    if (pending_cv_.WaitWithDeadline(&mu_, deadline) && pending()) {
-      status = absl::DeadlineExceededError(absl::StrCat(
+    if (WaitAsUrgent(deadline) && pending()) {
+      return absl::DeadlineExceededError(absl::StrCat(
           what, " call did not complete within provided timeout of ",
           absl::FormatDuration(timeout)));
-      break;
     }
   }
-  --urgent_waiters_;
-  if (!status.ok()) return status;
   return CheckUsable();
 }
 

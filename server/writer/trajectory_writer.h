@@ -207,9 +207,9 @@ class TrajectoryWriter {
   // Finalizes the open chunks referenced by queue_[0, end).
   absl::Status FinalizeChunksOfQueued(size_t end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckUsable() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Waits on pending_cv_ as a caller the sending thread must not keep
-  // waiting (see urgent_waiters_).
-  void WaitAsUrgent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits on pending_cv_ (until `deadline`; true when it passed) as a caller
+  // the sending thread must not keep waiting (see urgent_waiters_).
+  bool WaitAsUrgent(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the sending thread should send now rather than coalesce more.
   bool SendNow() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::Status WaitForPending(int max_pending, absl::Duration timeout,
