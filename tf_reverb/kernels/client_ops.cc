@@ -26,8 +26,6 @@ using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
 using ::tensorflow::shape_inference::InferenceContext;
 
-constexpr size_t kErrorSize = 2048;
-
 REGISTER_OP("ReverbClient")
     .Output("handle: resource")
     .Attr("server_address: string")

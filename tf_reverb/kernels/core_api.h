@@ -40,6 +40,9 @@ struct CoreApi {
   static tensorflow::StatusOr<const CoreApi*> Get();
 };
 
+// Size of the error buffers kernels hand to the C ABI calls.
+inline constexpr size_t kErrorSize = 2048;
+
 // Turns a core status code + message into a TF status.
 tensorflow::Status CoreStatus(int code, const char* message);
 

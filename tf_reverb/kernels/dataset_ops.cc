@@ -56,7 +56,6 @@ using ::tensorflow::Status;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
 
-constexpr size_t kErrorSize = 2048;
 constexpr int kNumInfoColumns = 5;
 constexpr int kCodeCancelled = 1;
 constexpr int kCodeDeadlineExceeded = 4;

@@ -39,7 +39,6 @@ using ::tensorflow::TensorShape;
 using ::tensorflow::data::DatasetBase;
 using ::tensorflow::data::IteratorContext;
 
-constexpr size_t kErrorSize = 2048;
 constexpr int kCodeOutOfRange = 11;
 
 REGISTER_OP("ReverbPatternDataset")

@@ -29,8 +29,6 @@ using ::tensorflow::OpKernelContext;
 using ::tensorflow::Status;
 using ::tensorflow::Tensor;
 
-constexpr size_t kErrorSize = 2048;
-
 REGISTER_OP("ReverbStructuredWriter")
     .Output("handle: resource")
     .Attr("server_address: string")
