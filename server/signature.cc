@@ -1,0 +1,217 @@
+#include "signature.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace tf_reverb {
+namespace {
+
+namespace tfp = ::tf_reverb::tf;
+
+// Python's repr of a str, in single quotes.
+std::string PythonStringRepr(absl::string_view text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\\' || c == '\'') out += '\\';
+    out += c;
+  }
+  return out + "'";
+}
+
+// Python's repr of a path tuple.
+std::string PathString(const std::vector<std::string>& path) {
+  if (path.size() == 1) return absl::StrCat("(", path[0], ",)");
+  return absl::StrCat("(", absl::StrJoin(path, ", "), ")");
+}
+
+absl::StatusOr<std::optional<std::vector<int64_t>>> SpecShape(
+    const tfp::TensorShapeProto& proto, const std::vector<std::string>& path) {
+  if (proto.unknown_rank()) return std::optional<std::vector<int64_t>>();
+  std::vector<int64_t> dims;
+  dims.reserve(proto.dim_size());
+  for (const auto& dim : proto.dim()) {
+    if (dim.size() < -1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "The table signature's spec at ", PathString(path), " has dimension ", dim.size(),
+          "; dimensions are >= 0, or -1 for unknown."));
+    }
+    dims.push_back(dim.size());
+  }
+  return std::optional<std::vector<int64_t>>(std::move(dims));
+}
+
+absl::Status AddSpec(const std::string& name, const tfp::TensorShapeProto& shape,
+                     tfp::DataType dtype, const std::vector<std::string>& path,
+                     std::vector<ColumnSpec>* out) {
+  absl::StatusOr<std::optional<std::vector<int64_t>>> dims = SpecShape(shape, path);
+  if (!dims.ok()) return dims.status();
+  ColumnSpec spec;
+  spec.path = PathString(path);
+  spec.name = name;
+  spec.dtype = dtype;
+  spec.shape = *std::move(dims);
+  out->push_back(std::move(spec));
+  return absl::OkStatus();
+}
+
+const char* KindName(tfp::StructuredValue::KindCase kind) {
+  using Kind = tfp::StructuredValue;
+  switch (kind) {
+    case Kind::kNoneValue: return "None";
+    case Kind::kFloat64Value: return "a float";
+    case Kind::kInt64Value: return "an int";
+    case Kind::kStringValue: return "a str";
+    case Kind::kBoolValue: return "a bool";
+    case Kind::kTensorShapeValue: return "a TensorShape";
+    case Kind::kTensorDtypeValue: return "a DType";
+    case Kind::kTypeSpecValue: return "a composite TypeSpec";
+    case Kind::kTensorValue: return "a tensor";
+    case Kind::kNumpyValue: return "a numpy array";
+    case Kind::KIND_NOT_SET: return "an empty value";
+    default: return "an unknown value";
+  }
+}
+
+// Nests deeper than this are rejected (a malicious signature must not
+// overflow the stack; protobuf's parser already stops at 100 levels).
+constexpr int kMaxDepth = 100;
+
+absl::Status Flatten(const tfp::StructuredValue& value, std::vector<std::string>* path,
+                     std::vector<ColumnSpec>* out) {
+  using Kind = tfp::StructuredValue;
+  if (static_cast<int>(path->size()) > kMaxDepth) {
+    return absl::InvalidArgumentError("The table signature is nested too deeply.");
+  }
+  auto nested = [&](std::string element, const tfp::StructuredValue& child) {
+    path->push_back(std::move(element));
+    absl::Status status = Flatten(child, path, out);
+    path->pop_back();
+    return status;
+  };
+  switch (value.kind_case()) {
+    case Kind::kTensorSpecValue: {
+      const auto& spec = value.tensor_spec_value();
+      return AddSpec(spec.name(), spec.shape(), spec.dtype(), *path, out);
+    }
+    case Kind::kBoundedTensorSpecValue: {
+      const auto& spec = value.bounded_tensor_spec_value();
+      return AddSpec(spec.name(), spec.shape(), spec.dtype(), *path, out);
+    }
+    case Kind::kListValue:
+    case Kind::kTupleValue: {
+      const auto& values = value.kind_case() == Kind::kListValue
+                               ? value.list_value().values()
+                               : value.tuple_value().values();
+      for (int i = 0; i < values.size(); ++i) {
+        if (absl::Status s = nested(absl::StrCat(i), values[i]); !s.ok()) return s;
+      }
+      return absl::OkStatus();
+    }
+    case Kind::kNamedTupleValue:
+      for (const auto& pair : value.named_tuple_value().values()) {
+        if (absl::Status s = nested(PythonStringRepr(pair.key()), pair.value()); !s.ok()) {
+          return s;
+        }
+      }
+      return absl::OkStatus();
+    case Kind::kDictValue: {
+      std::vector<const std::string*> keys;
+      keys.reserve(value.dict_value().fields_size());
+      for (const auto& entry : value.dict_value().fields()) keys.push_back(&entry.first);
+      std::sort(keys.begin(), keys.end(),
+                [](const std::string* a, const std::string* b) { return *a < *b; });
+      for (const std::string* key : keys) {
+        if (absl::Status s = nested(PythonStringRepr(*key), value.dict_value().fields().at(*key));
+            !s.ok()) {
+          return s;
+        }
+      }
+      return absl::OkStatus();
+    }
+    default:
+      return absl::UnimplementedError(absl::StrCat(
+          "The table signature has ", KindName(value.kind_case()), " at ", PathString(*path),
+          " where tf_reverb expects a TensorSpec; items cannot be checked against it."));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<ColumnSpec>> ParseSignature(absl::string_view serialized) {
+  tfp::StructuredValue value;
+  if (!value.ParseFromArray(serialized.data(), static_cast<int>(serialized.size()))) {
+    return absl::InvalidArgumentError(
+        "The table signature is not a serialized tensorflow.StructuredValue.");
+  }
+  return FlattenSignature(value);
+}
+
+absl::StatusOr<std::vector<ColumnSpec>> FlattenSignature(const tfp::StructuredValue& signature) {
+  std::vector<ColumnSpec> columns;
+  std::vector<std::string> path;
+  if (absl::Status s = Flatten(signature, &path, &columns); !s.ok()) return s;
+  return columns;
+}
+
+bool IsCompatibleShape(const std::optional<std::vector<int64_t>>& spec,
+                       const std::vector<int64_t>& shape) {
+  if (!spec.has_value()) return true;
+  if (spec->size() != shape.size()) return false;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if ((*spec)[i] >= 0 && (*spec)[i] != shape[i]) return false;
+  }
+  return true;
+}
+
+std::string PartialShapeString(const std::optional<std::vector<int64_t>>& shape) {
+  if (!shape.has_value()) return "<unknown>";
+  std::vector<std::string> dims;
+  dims.reserve(shape->size());
+  for (int64_t d : *shape) dims.push_back(d < 0 ? "?" : absl::StrCat(d));
+  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
+}
+
+std::string ColumnSpecString(const ColumnSpec& spec) {
+  return absl::StrCat(DataTypeName(spec.dtype), PartialShapeString(spec.shape));
+}
+
+std::string SignatureString(const std::vector<ColumnSpec>& signature) {
+  std::vector<std::string> parts;
+  parts.reserve(signature.size());
+  for (const ColumnSpec& spec : signature) {
+    parts.push_back(absl::StrCat(spec.path, ": ", ColumnSpecString(spec)));
+  }
+  return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
+}
+
+absl::Status CheckItemColumns(absl::string_view table, const std::vector<ColumnSpec>& signature,
+                              const std::vector<ItemColumn>& columns) {
+  if (columns.size() != signature.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Item of table '", table, "' is inconsistent with the table signature: the item has ",
+        columns.size(), " columns but the signature has ", signature.size(),
+        ". Table signature: ", SignatureString(signature), "."));
+  }
+  for (size_t c = 0; c < columns.size(); ++c) {
+    const ItemColumn& column = columns[c];
+    const ColumnSpec& spec = signature[c];
+    bool ok = column.dtype == spec.dtype && IsCompatibleShape(spec.shape, column.shape);
+    if (!ok && column.dtype == spec.dtype && !column.squeeze && !column.shape.empty()) {
+      const std::vector<int64_t> step(column.shape.begin() + 1, column.shape.end());
+      ok = IsCompatibleShape(spec.shape, step);
+    }
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Item of table '", table, "' is inconsistent with the table signature: column ", c,
+          " ", spec.path, spec.name.empty() ? "" : absl::StrCat(" (name '", spec.name, "')"),
+          " is ", ColumnSpecString(spec), " in the signature but the item provides ",
+          DataTypeName(column.dtype), PartialShapeString(column.shape), "."));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tf_reverb

@@ -1,0 +1,87 @@
+// Table signatures: the flat column specs of a serialized
+// tensorflow.StructuredValue, and the check of an item's columns against
+// them (reverb-spec.md §2.3, §2.8; issue 12 item 6).
+//
+// A signature is a nest of TensorSpecs encoded by TensorFlow's
+// nested_structure_coder (or by tf_reverb/reverb_types.py without TF). Its
+// columns are its leaves in dm-tree order: dict keys sorted, lists, tuples
+// and namedtuples in order. BoundedTensorSpecs count as TensorSpecs (bounds
+// are not checked, as in Reverb).
+//
+// Item rule (both the server and the C++ client apply it): an item matches
+// when it has as many columns as the signature and each column has the
+// signature's dtype and a shape compatible with the column spec; a column's
+// shape is [rows, *step_shape], or step_shape when squeezed. An unsqueezed
+// column is also accepted when its step_shape alone is compatible: the
+// legacy Writer and Client.insert store [1, *step] items against
+// step-shaped signatures, and dm-reverb's clients do the same.
+//
+// Contract: pure functions and plain values; thread-safe. Errors:
+//  * ParseSignature: INVALID_ARGUMENT when the bytes are not a
+//    StructuredValue or a spec has a malformed shape; UNIMPLEMENTED when the
+//    nest is well-formed but has a leaf that is not a tensor spec (a
+//    composite TypeSpec, None, a Python value), against which items cannot
+//    be checked.
+//  * CheckItemColumns: INVALID_ARGUMENT naming the table, the column (index
+//    and dm-tree path) and both specs.
+#ifndef TF_REVERB_SERVER_SIGNATURE_H_
+#define TF_REVERB_SERVER_SIGNATURE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "struct.pb.h"
+#include "tensor.h"
+
+namespace tf_reverb {
+
+// One column of a table signature.
+struct ColumnSpec {
+  // The leaf's dm-tree path in Python tuple syntax: "('obs', 0)"; "()" when
+  // the signature is a single spec.
+  std::string path;
+  std::string name;  // the TensorSpec's name, often empty
+  DataType dtype = ::tf_reverb::tf::DT_INVALID;
+  // Dimensions with -1 for unknown ones; nullopt for an unknown rank.
+  std::optional<std::vector<int64_t>> shape;
+};
+
+// The columns of a serialized StructuredValue in dm-tree order.
+absl::StatusOr<std::vector<ColumnSpec>> ParseSignature(absl::string_view serialized);
+// The same for a parsed one.
+absl::StatusOr<std::vector<ColumnSpec>> FlattenSignature(
+    const ::tf_reverb::tf::StructuredValue& signature);
+
+// Whether a concrete `shape` is compatible with a spec's (partial) shape.
+bool IsCompatibleShape(const std::optional<std::vector<int64_t>>& spec,
+                       const std::vector<int64_t>& shape);
+
+// "[?,3]" for a partial shape, "<unknown>" for an unknown rank.
+std::string PartialShapeString(const std::optional<std::vector<int64_t>>& shape);
+// "float32[?,3]" (DataTypeName and PartialShapeString).
+std::string ColumnSpecString(const ColumnSpec& spec);
+// "[('a',): float32[?,3], ('b',): int64[]]".
+std::string SignatureString(const std::vector<ColumnSpec>& signature);
+
+// The dtype and shape of one column of an item as it would be sampled.
+struct ItemColumn {
+  DataType dtype = ::tf_reverb::tf::DT_INVALID;
+  // [rows, *step_shape], or step_shape when squeezed.
+  std::vector<int64_t> shape;
+  bool squeeze = false;
+};
+
+// Checks the columns of an item for `table` against its signature (see the
+// item rule above).
+absl::Status CheckItemColumns(absl::string_view table,
+                              const std::vector<ColumnSpec>& signature,
+                              const std::vector<ItemColumn>& columns);
+
+}  // namespace tf_reverb
+
+#endif  // TF_REVERB_SERVER_SIGNATURE_H_
