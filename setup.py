@@ -79,13 +79,24 @@ class BinaryDistribution(setuptools.Distribution):
     return True
 
 
+# The start-up hook of tf_reverb_as_reverb.py (TF_REVERB_AS_REVERB); it goes
+# into site-packages itself, where the interpreter reads .pth files.
+PTH_FILE = 'tf_reverb_as_reverb.pth'
+
+
 class BuildPy(build_py.build_py):
-  """build_py that first builds the native parts and the protos."""
+  """build_py that first builds the native parts and the protos, and puts the
+  start-up hook at the root of the wheel."""
 
   def run(self):
     build_native()
     generate_protos()
     super().run()
+    # An editable wheel carries only what lands in install_lib (its root);
+    # a regular one the whole build_lib.
+    root = (self.get_finalized_command('install').install_lib
+            if getattr(self, 'editable_mode', False) else self.build_lib)
+    self.copy_file(os.path.join(ROOT, PTH_FILE), os.path.join(root, PTH_FILE))
 
 
 if __name__ == '__main__':
@@ -94,6 +105,7 @@ if __name__ == '__main__':
       version='0.1.0',
       description='Experience replay for reinforcement learning, Reverb-compatible.',
       packages=setuptools.find_packages(include=['tf_reverb', 'tf_reverb.*']),
+      py_modules=['tf_reverb_as_reverb'],
       package_data={
           'tf_reverb': ['pybind.so', 'bin/reverb_server'],
           'tf_reverb.ops': ['libtf_reverb_ops.so'],

@@ -43,7 +43,11 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
 fi
 
 export PYTHON_BIN_PATH=$VENV_PY
-if ! "$VENV_PY" -m pip show -q tf_reverb >/dev/null 2>&1; then
+# The editable install also puts the `import reverb` start-up hook
+# (tf_reverb_as_reverb.pth) into site-packages; reinstall where it is missing.
+SITE_PACKAGES=$("$VENV_PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+if ! "$VENV_PY" -m pip show -q tf_reverb >/dev/null 2>&1 ||
+   [ ! -f "$SITE_PACKAGES/tf_reverb_as_reverb.pth" ]; then
   log "installing tf_reverb (editable; runs Bazel)"
   "$VENV_PY" -m pip install -q --no-build-isolation --no-deps -e .
 else

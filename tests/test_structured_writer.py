@@ -271,3 +271,21 @@ def test_flush_timeout_raises_deadline_exceeded(tables_server):
     writer.flush(timeout_ms=200)
   assert [int(s.data[0]) for s in client.sample('q', 1, emit_timesteps=False)] == [0]
   writer.flush(timeout_ms=10000)
+
+
+def test_reverb_type_names_for_annotations():
+  """rlds and Acme annotate with these names at import time."""
+  structured = reverb.structured
+  step = {'obs': np.zeros(2, np.float32), 'a': np.int32(0)}
+
+  def transform(ref: structured.ReferenceStep) -> structured.Pattern:
+    return {'obs': ref['obs'][-2:]}
+
+  fn: structured.PatternTransform = transform
+  pattern = structured.pattern_from_transform(step, fn)
+  assert isinstance(pattern['obs'], structured.PatternNode)
+  condition = structured.Condition.step_index() % 2 == 0
+  assert isinstance(condition, structured.ConditionProto)
+  assert structured.ConditionProto is reverb.structured.patterns_pb2.Condition
+  config = structured.create_config(pattern, 'my_table', conditions=[condition])
+  assert config.conditions[0] == condition

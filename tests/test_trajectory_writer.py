@@ -83,6 +83,28 @@ def test_history_access_and_indexing(client):
     history[5]
 
 
+def test_history_of_bare_value_steps_is_the_one_column(client):
+  with client.trajectory_writer(num_keep_alive_refs=3) as writer:
+    with pytest.raises(RuntimeError, match='before `append`'):
+      writer.history  # pylint: disable=pointless-statement
+    for i in range(3):
+      writer.append(np.array([i, 10 * i], np.int64))
+    history = writer.history
+    assert len(history) == 3
+    np.testing.assert_array_equal(history[-1].numpy(), [2, 20])
+    writer.create_item('my_table', 1.0, history[-2:])
+    scalar_writer = client.trajectory_writer(num_keep_alive_refs=2)
+    scalar_writer.append(7)
+    scalar_writer.append(8)
+    assert scalar_writer.history[-1].numpy() == 8
+    scalar_writer.create_item('my_table', 1.0, scalar_writer.history[-1])
+    scalar_writer.flush()
+  samples = {int(s.info.key): s.data for s in client.sample(
+      'my_table', num_samples=20, emit_timesteps=False)}
+  datas = {tuple(np.ravel(d[0]).tolist()) for d in samples.values()}
+  assert datas == {(1, 10, 2, 20), (8,)}
+
+
 def test_trajectory_column_api(client):
   writer = client.trajectory_writer(num_keep_alive_refs=4)
   for i in range(3):

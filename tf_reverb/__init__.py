@@ -4,6 +4,9 @@ A drop-in for DeepMind Reverb (``import tf_reverb as reverb``): the same
 Python API over a C++ core and gRPC server that is wire-compatible with
 Reverb's. Importing this package does not import TensorFlow; the names that
 need it (``TFClient``, ...) load it on first access.
+
+Code that does ``import reverb`` runs on tf_reverb after
+``tf_reverb.install_as_reverb()`` (see ``tf_reverb_as_reverb``).
 """
 
 import importlib
@@ -38,6 +41,7 @@ from tf_reverb.server import Table
 from tf_reverb.trajectory_writer import TrajectoryColumn
 from tf_reverb.trajectory_writer import TrajectoryWriter
 from tf_reverb.writer import Writer
+from tf_reverb_as_reverb import install_as_reverb
 
 # Names whose modules import TensorFlow: resolved on first access.
 _LAZY_NAMES = {

@@ -26,6 +26,18 @@ from tf_reverb.proto import patterns_pb2
 
 Config = patterns_pb2.StructuredWriterConfig
 PatternNode = patterns_pb2.PatternNode
+# A condition of a config (built with ``Condition``).
+ConditionProto = patterns_pb2.Condition
+
+# Type names of Reverb's module, used in annotations by rlds and Acme.
+# A reference step: the step structure with a ``_RefNode`` per leaf
+# (``create_reference_step``).
+ReferenceStep = Any
+# A pattern: a nest of ``PatternNode`` (what a transform of a reference step
+# returns).
+Pattern = Any
+# A function from a reference step to a pattern (``pattern_from_transform``).
+PatternTransform = Callable[[ReferenceStep], Pattern]
 
 
 class _RefNode:
@@ -59,7 +71,7 @@ class _RefNode:
     return f'_RefNode(flat_source_index={self._index})'
 
 
-def create_reference_step(step_structure: Any) -> Any:
+def create_reference_step(step_structure: Any) -> ReferenceStep:
   """`step_structure` with each leaf replaced by a reference node.
 
   Leaves are numbered in dm-tree order (dict keys sorted), the order in which
@@ -71,7 +83,7 @@ def create_reference_step(step_structure: Any) -> Any:
 
 
 def pattern_from_transform(step_structure: Any,
-                           transform: Callable[[Any], Any]) -> Any:
+                           transform: PatternTransform) -> Pattern:
   """``transform(create_reference_step(step_structure))``.
 
   Example: ``pattern_from_transform(step, lambda s: {'obs': s['obs'][-2:],
@@ -117,9 +129,9 @@ def td_error(max_priority_weight: float, step_structure: Any,
           flat_source_index=node.flat_source_index))
 
 
-def create_config(pattern: Any,
+def create_config(pattern: Pattern,
                   table: str,
-                  conditions: Sequence[patterns_pb2.Condition] = (),
+                  conditions: Sequence[ConditionProto] = (),
                   priority: Optional[patterns_pb2.Priority] = None) -> Config:
   """A ``Config``: items of `table` shaped like `pattern`.
 
@@ -140,7 +152,7 @@ def create_config(pattern: Any,
       conditions=conditions)
 
 
-def unpack_pattern(config: Config) -> Any:
+def unpack_pattern(config: Config) -> Pattern:
   """The pattern of `config` as a nest of ``PatternNode`` (a flat list when
   the config has no structure)."""
   if not config.pattern_structure:

@@ -311,7 +311,10 @@ class TrajectoryWriter:
   def __init__(self, cpp_writer: Any):
     """Wraps a ``pybind.TrajectoryWriter`` (use Client.trajectory_writer)."""
     self._writer = cpp_writer
+    # The union of the appended steps' structures (None leaves); a bare value
+    # step (``append(7)``) makes it None, the structure of one leaf.
     self._structure: Any = None
+    self._has_structure = False
     self._column_history: List[_ColumnHistory] = []
     self._path_to_column: Dict[Path, int] = {}
     self._column_paths: List[Path] = []
@@ -347,7 +350,7 @@ class TrajectoryWriter:
     Raises:
       RuntimeError: before the first ``append``.
     """
-    if self._structure is None:
+    if not self._has_structure:
       raise RuntimeError(
           'history cannot be accessed before `append` is called at least once.')
     if self._history_cache is None:
@@ -442,9 +445,10 @@ class TrajectoryWriter:
       if plan is not None:
         return self._append_flat(values, plan, partial_step)
     flat = _flatten_with_path(data)
-    if self._structure is None or any(
+    if not self._has_structure or any(
         path not in self._path_to_column for path, _ in flat):
       self._structure = _merge_structure(self._structure, data)
+      self._has_structure = True
       self._history_cache = None
     columns: List[Any] = [None] * len(self._column_paths)
     set_indices = []
