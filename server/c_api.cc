@@ -1,6 +1,7 @@
 #include "c_api.h"
 
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -164,6 +165,39 @@ absl::Status WriteTensors(const std::vector<tf_reverb::Tensor>& columns,
   return absl::OkStatus();
 }
 
+// Row 0 of every unsqueezed column of `sample`; a squeezed column (already
+// a single timestep) as it is.
+absl::StatusOr<std::vector<tf_reverb::Tensor>> FirstTimestep(const tf_reverb::Sample& sample) {
+  const auto& columns = sample.info().item().flat_trajectory().columns();
+  std::vector<tf_reverb::Tensor> timestep;
+  timestep.reserve(columns.size());
+  for (int c = 0; c < columns.size(); ++c) {
+    absl::StatusOr<tf_reverb::Tensor> column = sample.UnpackColumn(c);
+    if (!column.ok()) return column.status();
+    if (columns[c].squeeze()) {
+      timestep.push_back(*std::move(column));
+      continue;
+    }
+    if (column->shape.empty() || column->shape[0] < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Column ", c, " of the sampled item has no timesteps."));
+    }
+    const int64_t rows = column->shape[0];
+    tf_reverb::Tensor row;
+    row.dtype = column->dtype;
+    row.shape.assign(column->shape.begin() + 1, column->shape.end());
+    if (row.dtype == tf_reverb::tf::DT_STRING) {
+      const size_t per_row = column->strings.size() / rows;
+      row.strings.assign(std::make_move_iterator(column->strings.begin()),
+                         std::make_move_iterator(column->strings.begin() + per_row));
+    } else {
+      row.data = column->data.substr(0, column->data.size() / rows);
+    }
+    timestep.push_back(std::move(row));
+  }
+  return timestep;
+}
+
 }  // namespace
 
 extern "C" {
@@ -184,8 +218,13 @@ int tf_reverb_client_sample(TfReverbClient* client, const char* table,
   std::unique_ptr<tf_reverb::Sampler> sampler = client->client->NewSampler(table, options);
   absl::StatusOr<tf_reverb::Sample> sample = sampler->Next();
   if (!sample.ok()) return Report(sample.status(), error, error_size);
-  return Report(WriteSample(*sample, info, nullptr, allocate, set_string, context), error,
-                error_size);
+  const auto& item = sample->info().item();
+  *info = TfReverbSampleInfo{item.key(), sample->info().probability(),
+                             sample->info().table_size(), item.priority(),
+                             item.times_sampled()};
+  absl::StatusOr<std::vector<tf_reverb::Tensor>> timestep = FirstTimestep(*sample);
+  if (!timestep.ok()) return Report(timestep.status(), error, error_size);
+  return Report(WriteTensors(*timestep, allocate, set_string, context), error, error_size);
 }
 
 int tf_reverb_client_insert(TfReverbClient* client, const TfReverbTensorView* columns,

@@ -56,7 +56,9 @@ TfReverbClient* tf_reverb_client_new(const char* server_address);
 void tf_reverb_client_free(TfReverbClient* client);
 
 /* Samples one item of `table` (timeout_ms < 0: no timeout) and writes its
- * columns through `allocate` / `set_string`. */
+ * FIRST TIMESTEP through `allocate` / `set_string` (TFClient.sample, as in
+ * Reverb): row 0 of every unsqueezed column, without the time axis; a
+ * squeezed column as it is. Later timesteps are dropped. */
 int tf_reverb_client_sample(TfReverbClient* client, const char* table,
                             int64_t timeout_ms, TfReverbSampleInfo* info,
                             TfReverbAllocateFn allocate, TfReverbSetStringFn set_string,

@@ -29,7 +29,7 @@ with reverb.Server([table]) as server:
       return tf_client.sample('t', [tf.float32, tf.int64])
 
     result = sample_op()
-    assert result.data[1].numpy().tolist() == [[0, 1, 2, 3]], result
+    assert result.data[1].numpy().tolist() == [0, 1, 2, 3], result
 print('OK')
 '''
 

@@ -33,18 +33,31 @@ class TFClient:
              table: str,
              data_dtypes: Any,
              name: Optional[str] = None) -> replay_sample.ReplaySample:
-    """Samples one whole item of `table` (all its timesteps).
+    """Samples one item of `table` and returns its first timestep.
 
-    Unlike Reverb's, which returned only the first timestep, the data has
-    each column's full leading time dimension.
+    As in Reverb, the data is the item's FIRST TIMESTEP: row 0 of every
+    column (a squeezed column as it is), without a time axis. An item
+    inserted by ``TFClient.insert`` or ``Client.insert`` (one step) thus comes
+    back with the shapes it was inserted with; the later timesteps of a
+    longer item are silently dropped (sample whole trajectories with
+    ``TrajectoryDataset`` or ``Client.sample``). Each call opens a new
+    sampler for one sample and blocks until the table's rate limiter allows
+    it.
 
     Args:
       table: name of the table.
-      data_dtypes: nest of dtypes of the item's columns.
+      data_dtypes: nest of dtypes of the item's columns, in column order.
       name: op name.
 
     Returns:
-      A ``ReplaySample`` whose data has the structure of `data_dtypes`.
+      A ``ReplaySample`` whose data has the structure of `data_dtypes`; the
+      data tensors have statically unknown shapes.
+
+    Raises:
+      tf.errors.InvalidArgumentError: when the op runs, if the item's number
+        of columns or their dtypes do not match `data_dtypes` (the message
+        names the column and both dtypes).
+      tf.errors.NotFoundError: when the op runs, for an unknown table.
     """
     with tf.name_scope(name or 'sample'):
       flat_dtypes = [tf.as_dtype(d) for d in tree.flatten(data_dtypes)]

@@ -1,7 +1,12 @@
 // The TFClient ops: ReverbClient (resource), ReverbClientSample,
 // ReverbClientInsert and ReverbClientUpdatePriorities (reverb-spec.md §2.11).
-// Unlike Reverb's, ReverbClientSample returns the whole sampled item, not
-// only its first timestep.
+// As in Reverb, ReverbClientSample returns only the FIRST TIMESTEP of the
+// sampled item: row 0 of every column (a squeezed column as it is), so an
+// item of one step comes back with the shapes it was inserted with; later
+// timesteps of longer items are dropped. Every bad input (dtypes or column
+// count that do not match the item, a non-scalar table) is an
+// InvalidArgument error of the op, never a crash.
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -10,6 +15,8 @@
 #include "tensorflow/core/framework/resource_op_kernel.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/framework/types.h"
 #include "tf_reverb/kernels/client_resource.h"
 #include "tf_reverb/kernels/core_api.h"
 #include "tf_reverb/kernels/tensor_views.h"
@@ -52,7 +59,14 @@ REGISTER_OP("ReverbClientSample")
       for (int i = 5; i < c->num_outputs(); ++i) c->set_output(i, c->UnknownShape());
       return Status();
     })
-    .Doc("Samples one whole item from `table`.");
+    .Doc(R"doc(
+Samples one item from `table` and returns its first timestep.
+
+`outputs` holds row 0 of each of the item's columns (a squeezed column as it
+is): an item inserted as one step comes back with the inserted shapes, and
+the later timesteps of a longer item are dropped. InvalidArgument when the
+item's column count or dtypes differ from `Toutput_list`.
+)doc");
 
 REGISTER_OP("ReverbClientInsert")
     .Input("handle: resource")
@@ -92,32 +106,48 @@ class ReverbClientHandleOp
   std::string server_address_;
 };
 
-// Output allocation for the core's sample callback.
+// Output allocation for the core's sample callback. The first failure is
+// kept in `status` and makes every later allocation fail too. Columns beyond
+// the requested ones are decoded into `surplus` so the call completes and
+// `num_columns` ends up the item's real column count for the error message.
 struct SampleOutputs {
   OpKernelContext* context;
   tensorflow::DataTypeVector expected;
   std::vector<Tensor*> tensors;
+  std::deque<Tensor> surplus;
+  int32_t num_columns = 0;
   Status status;
 };
 
 void* AllocateOutput(void* opaque, int32_t column, int32_t dtype, int32_t rank,
                      const int64_t* dims) {
   auto* outputs = static_cast<SampleOutputs*>(opaque);
-  if (column >= static_cast<int32_t>(outputs->expected.size())) {
-    outputs->status = tensorflow::errors::InvalidArgument(
-        "The sampled item has more columns than the ", outputs->expected.size(),
-        " dtypes requested.");
-    return nullptr;
+  if (!outputs->status.ok()) return nullptr;
+  outputs->num_columns = column + 1;
+  TensorShape shape;
+  for (int i = 0; i < rank; ++i) {
+    outputs->status = shape.AddDimWithStatus(dims[i]);
+    if (!outputs->status.ok()) return nullptr;
   }
-  if (outputs->expected[column] != dtype) {
+  const auto data_type = static_cast<tensorflow::DataType>(dtype);
+  if (column >= static_cast<int32_t>(outputs->expected.size())) {
+    if (!tensorflow::DataTypeCanUseMemcpy(data_type) && data_type != tensorflow::DT_STRING) {
+      outputs->status = tensorflow::errors::InvalidArgument(
+          "The sampled item has more columns than the ", outputs->expected.size(),
+          " dtypes requested.");
+      return nullptr;
+    }
+    outputs->surplus.emplace_back(data_type, shape);
+    outputs->tensors.push_back(&outputs->surplus.back());
+    return outputs->surplus.back().data();
+  }
+  if (outputs->expected[column] != data_type) {
     outputs->status = tensorflow::errors::InvalidArgument(
         "Column ", column, " of the sampled item has dtype ",
-        tensorflow::DataTypeString(static_cast<tensorflow::DataType>(dtype)),
-        " but ", tensorflow::DataTypeString(outputs->expected[column]), " was requested.");
+        tensorflow::DataTypeString(data_type), " but ",
+        tensorflow::DataTypeString(outputs->expected[column]), " was requested.");
     return nullptr;
   }
-  TensorShape shape;
-  for (int i = 0; i < rank; ++i) shape.AddDim(dims[i]);
   Tensor* tensor = nullptr;
   outputs->status = outputs->context->allocate_output(5 + column, shape, &tensor);
   if (!outputs->status.ok()) return nullptr;
@@ -127,7 +157,13 @@ void* AllocateOutput(void* opaque, int32_t column, int32_t dtype, int32_t rank,
 
 void SetString(void* opaque, int32_t column, int64_t index, const char* data, size_t size) {
   auto* outputs = static_cast<SampleOutputs*>(opaque);
-  outputs->tensors[column]->flat<tensorflow::tstring>()(index).assign(data, size);
+  if (column < 0 || column >= static_cast<int32_t>(outputs->tensors.size())) return;
+  Tensor* tensor = outputs->tensors[column];
+  if (tensor == nullptr || tensor->dtype() != tensorflow::DT_STRING || index < 0 ||
+      index >= tensor->NumElements()) {
+    return;
+  }
+  tensor->flat<tensorflow::tstring>()(index).assign(data, size);
 }
 
 class ReverbClientSampleOp : public OpKernel {
@@ -138,11 +174,15 @@ class ReverbClientSampleOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* context) override {
+    const Tensor& table_tensor = context->input(1);
+    OP_REQUIRES(context, tensorflow::TensorShapeUtils::IsScalar(table_tensor.shape()),
+                tensorflow::errors::InvalidArgument("table must be a scalar string, got shape ",
+                                                    table_tensor.shape().DebugString()));
     ReverbClientResource* resource;
     OP_REQUIRES_OK(context, LookupResource(context, HandleFromInput(context, 0), &resource));
     tensorflow::core::ScopedUnref unref(resource);
-    const std::string table = context->input(1).scalar<tensorflow::tstring>()();
-    SampleOutputs outputs{context, dtypes_, std::vector<Tensor*>(dtypes_.size()), Status()};
+    const std::string table = table_tensor.scalar<tensorflow::tstring>()();
+    SampleOutputs outputs{context, dtypes_, std::vector<Tensor*>(dtypes_.size())};
     TfReverbSampleInfo info;
     char error[kErrorSize] = {0};
     int code = resource->api()->client_sample(resource->client(), table.c_str(), timeout_ms_,
@@ -150,12 +190,10 @@ class ReverbClientSampleOp : public OpKernel {
                                               error, kErrorSize);
     OP_REQUIRES_OK(context, outputs.status);
     OP_REQUIRES_OK(context, CoreStatus(code, error));
-    for (size_t i = 0; i < outputs.tensors.size(); ++i) {
-      OP_REQUIRES(context, outputs.tensors[i] != nullptr,
-                  tensorflow::errors::InvalidArgument(
-                      "The sampled item has fewer columns than the ", dtypes_.size(),
-                      " dtypes requested."));
-    }
+    OP_REQUIRES(context, outputs.num_columns == static_cast<int32_t>(dtypes_.size()),
+                tensorflow::errors::InvalidArgument(
+                    "The sampled item of table '", table, "' has ", outputs.num_columns,
+                    " columns but ", dtypes_.size(), " dtypes were requested."));
     auto scalar = [context](int index, auto value) {
       Tensor* tensor;
       OP_REQUIRES_OK(context, context->allocate_output(index, TensorShape({}), &tensor));
