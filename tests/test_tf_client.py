@@ -162,6 +162,9 @@ def test_non_scalar_table_is_an_invalid_argument(server):
   client = reverb.TFClient(f'localhost:{server.port}')
   with pytest.raises(tf.errors.InvalidArgumentError, match='table must be a scalar'):
     client.sample(tf.constant(['my_table', 'my_table']), [tf.int32])
+  with pytest.raises(tf.errors.InvalidArgumentError, match='table must be a scalar'):
+    client.update_priorities(tf.constant(['my_table']), tf.constant([1], tf.uint64),
+                             tf.constant([1.0], tf.float64))
 
 
 def test_insert_validates_tables_and_priorities(server):

@@ -26,8 +26,15 @@ def to_tuples(nest: Any) -> Any:
       top_down=False)
 
 
-class ReverbDatasetBase(dataset_ops.DatasetSource):
-  """A tf.data source whose elements are ``ReplaySample``s from a table."""
+class ReverbDatasetBase(dataset_ops.DatasetV1):
+  """A tf.data source whose elements are ``ReplaySample``s from a table.
+
+  A ``tf.compat.v1.data.Dataset`` (as Reverb's datasets are), and through it
+  a ``tf.data.Dataset``: it iterates eagerly and in ``tf.function``, and in
+  TF1-style graphs offers ``make_one_shot_iterator()`` and
+  ``make_initializable_iterator()``. Its transformations (``map``,
+  ``batch``, ...) return ``tf.compat.v1.data.Dataset``s as well.
+  """
 
   def __init__(self,
                server_address: Union[str, tf.Tensor],
@@ -41,6 +48,12 @@ class ReverbDatasetBase(dataset_ops.DatasetSource):
                max_samples: int = -1,
                _batch_size: int = 0,
                _drop_remainder: bool = False):
+    """Builds the source op (reverb-spec.md §2.10 for the options).
+
+    Raises:
+      ValueError: if `dtypes` and `shapes` differ in structure, or an option
+        is out of range.
+    """
     tree.assert_same_structure(dtypes, shapes, check_types=False)
     _options.validate_sampler_options(max_in_flight_samples_per_worker,
                                       num_workers_per_iterator,
@@ -94,9 +107,19 @@ class ReverbDatasetBase(dataset_ops.DatasetSource):
         max_samples_per_stream=max_samples_per_stream,
         rate_limiter_timeout_ms=rate_limiter_timeout_ms,
         max_samples=max_samples)
-    super().__init__(variant)
+    # DatasetV1's constructor asks _as_variant_tensor() for the variant.
+    self._reverb_variant = variant
+    super().__init__()
 
   _op_name = ''
+
+  def _as_variant_tensor(self) -> tf.Tensor:
+    """The variant of the source op built by the constructor."""
+    return self._reverb_variant
+
+  def _inputs(self) -> list:
+    """A source: no input datasets."""
+    return []
 
   @property
   def element_spec(self) -> Any:
@@ -112,7 +135,7 @@ class ReverbDatasetBase(dataset_ops.DatasetSource):
                            max_samples_per_stream: int = -1,
                            rate_limiter_timeout_ms: int = -1,
                            get_signature_timeout_secs: Optional[int] = None,
-                           max_samples: int = -1):
+                           max_samples: int = -1) -> 'ReverbDatasetBase':
     """A dataset whose dtypes and shapes are the table's signature.
 
     Args:

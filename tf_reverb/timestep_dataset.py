@@ -15,7 +15,8 @@ class TimestepDataset(_reverb_dataset.ReverbDatasetBase):
   there is no end-of-item marker. Items whose columns differ in length (or
   are squeezed) raise InvalidArgumentError ("Sampled trajectory cannot be
   decomposed into timesteps."). Rows are handed out as slices of tensors the
-  item was decompressed into, without copies. Options as for
+  item was decompressed into, without copies. Options, and the
+  ``tf.compat.v1.data.Dataset`` iterators of TF1-style graphs, as for
   ``TrajectoryDataset``.
   """
 

@@ -26,8 +26,11 @@ class TrajectoryDataset(_reverb_dataset.ReverbDatasetBase):
   InvalidArgumentError naming the column and both specs.
 
   Usable with ``batch``, ``prefetch``, ``interleave``, ``tf.function`` and
-  ``tf.distribute`` input pipelines. Not checkpointable (the data lives on a
-  server).
+  ``tf.distribute`` input pipelines. A ``tf.compat.v1.data.Dataset`` as in
+  Reverb: in TF1-style graphs (``tf.compat.v1.Session``) it and its
+  transformations offer ``make_one_shot_iterator()`` and
+  ``make_initializable_iterator()`` (each initialization starts a new
+  sampler). Not checkpointable (the data lives on a server).
 
   ``batch(n, drop_remainder)`` called directly on a TrajectoryDataset is
   fused into the source: items are decoded straight into the batch tensors,

@@ -166,6 +166,17 @@ void SetString(void* opaque, int32_t column, int64_t index, const char* data, si
   tensor->flat<tensorflow::tstring>()(index).assign(data, size);
 }
 
+// The `table` input of the sample and update ops: a scalar string.
+Status TableName(OpKernelContext* context, std::string* table) {
+  const Tensor& tensor = context->input(1);
+  if (!tensorflow::TensorShapeUtils::IsScalar(tensor.shape())) {
+    return tensorflow::errors::InvalidArgument("table must be a scalar string, got shape ",
+                                               tensor.shape().DebugString());
+  }
+  *table = tensor.scalar<tensorflow::tstring>()();
+  return Status();
+}
+
 class ReverbClientSampleOp : public OpKernel {
  public:
   explicit ReverbClientSampleOp(OpKernelConstruction* context) : OpKernel(context) {
@@ -174,14 +185,11 @@ class ReverbClientSampleOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* context) override {
-    const Tensor& table_tensor = context->input(1);
-    OP_REQUIRES(context, tensorflow::TensorShapeUtils::IsScalar(table_tensor.shape()),
-                tensorflow::errors::InvalidArgument("table must be a scalar string, got shape ",
-                                                    table_tensor.shape().DebugString()));
+    std::string table;
+    OP_REQUIRES_OK(context, TableName(context, &table));
     ReverbClientResource* resource;
     OP_REQUIRES_OK(context, LookupResource(context, HandleFromInput(context, 0), &resource));
     tensorflow::core::ScopedUnref unref(resource);
-    const std::string table = table_tensor.scalar<tensorflow::tstring>()();
     SampleOutputs outputs{context, dtypes_, std::vector<Tensor*>(dtypes_.size())};
     TfReverbSampleInfo info;
     char error[kErrorSize] = {0};
@@ -249,10 +257,11 @@ class ReverbClientUpdatePrioritiesOp : public OpKernel {
   using OpKernel::OpKernel;
 
   void Compute(OpKernelContext* context) override {
+    std::string table;
+    OP_REQUIRES_OK(context, TableName(context, &table));
     ReverbClientResource* resource;
     OP_REQUIRES_OK(context, LookupResource(context, HandleFromInput(context, 0), &resource));
     tensorflow::core::ScopedUnref unref(resource);
-    const std::string table = context->input(1).scalar<tensorflow::tstring>()();
     const Tensor& keys = context->input(2);
     const Tensor& priorities = context->input(3);
     OP_REQUIRES(context, keys.dims() == 1 && keys.shape() == priorities.shape(),
