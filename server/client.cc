@@ -205,7 +205,41 @@ absl::StatusOr<deepmind::reverb::ServerInfoResponse> Client::ServerInfo(
   absl::Status status = FromGrpcStatus(
       stub_->ServerInfo(&context, deepmind::reverb::ServerInfoRequest(), &response));
   if (!status.ok()) return status;
+  CacheSignatures(response);
   return response;
+}
+
+void Client::CacheSignatures(const deepmind::reverb::ServerInfoResponse& response) {
+  {
+    absl::MutexLock lock(&signatures_mu_);
+    if (signatures_ != nullptr &&
+        signatures_->tables_state_id.high() == response.tables_state_id().high() &&
+        signatures_->tables_state_id.low() == response.tables_state_id().low()) {
+      return;
+    }
+  }
+  auto signatures = std::make_shared<TableSignatures>();
+  signatures->tables_state_id = response.tables_state_id();
+  for (const auto& info : response.table_info()) {
+    std::shared_ptr<const std::vector<SignatureSpec>>& columns = signatures->tables[info.name()];
+    if (info.signature().empty()) continue;
+    // A signature we cannot read is left to the server to enforce.
+    absl::StatusOr<std::vector<SignatureSpec>> parsed = ParseSignature(info.signature());
+    if (parsed.ok()) columns = std::make_shared<const std::vector<SignatureSpec>>(*std::move(parsed));
+  }
+  absl::MutexLock lock(&signatures_mu_);
+  signatures_ = std::move(signatures);
+}
+
+absl::StatusOr<std::shared_ptr<const Client::TableSignatures>> Client::Signatures() {
+  {
+    absl::MutexLock lock(&signatures_mu_);
+    if (signatures_ != nullptr) return signatures_;
+  }
+  absl::StatusOr<deepmind::reverb::ServerInfoResponse> info = ServerInfo(absl::InfiniteDuration());
+  if (!info.ok()) return info.status();
+  absl::MutexLock lock(&signatures_mu_);
+  return signatures_;
 }
 
 absl::Status Client::MutatePriorities(
@@ -244,6 +278,25 @@ absl::Status Client::InsertStep(
     const std::vector<std::pair<std::string, double>>& priorities) {
   if (step.empty()) return absl::InvalidArgumentError("Cannot insert a step without data.");
   if (priorities.empty()) return absl::InvalidArgumentError("priorities must not be empty");
+  absl::StatusOr<std::shared_ptr<const TableSignatures>> signatures = Signatures();
+  if (!signatures.ok()) return signatures.status();
+  std::vector<ItemColumn> item_columns;
+  for (const auto& [table, unused] : priorities) {
+    auto it = (*signatures)->tables.find(table);
+    // Unknown tables are left to the server (NOT_FOUND).
+    if (it == (*signatures)->tables.end() || it->second == nullptr) continue;
+    if (item_columns.empty()) {
+      item_columns.reserve(step.size());
+      for (const Tensor& tensor : step) {
+        ItemColumn& column = item_columns.emplace_back();
+        column.dtype = tensor.dtype;
+        column.shape.reserve(tensor.shape.size() + 1);
+        column.shape.push_back(1);
+        column.shape.insert(column.shape.end(), tensor.shape.begin(), tensor.shape.end());
+      }
+    }
+    if (absl::Status s = CheckItemColumns(table, *it->second, item_columns); !s.ok()) return s;
+  }
   std::vector<Tensor> columns;
   columns.reserve(step.size());
   for (const Tensor& tensor : step) {

@@ -12,6 +12,12 @@
 //  * Errors: server statuses are returned as they are (NOT_FOUND for unknown
 //    tables, INVALID_ARGUMENT for bad input, DEADLINE_EXCEEDED for timeouts);
 //    transport failures are UNAVAILABLE. Sampler errors: see sampler.h.
+//  * Signatures: InsertStep checks its item against the tables' signatures
+//    (signature.h) before sending. They come from the first ServerInfo
+//    response (InsertStep makes that call when none was made yet) and are
+//    refreshed by later ServerInfo calls whose tables_state_id differs; the
+//    server checks every item again, so a stale cache never lets a bad item
+//    in.
 //  * Chunk codecs: gRPC samplers announce zstd on SampleStream (request
 //    metadata "x-tf-reverb-codecs: zstd", unless TF_REVERB_ZSTD=0), so our
 //    servers send zstd chunks as stored; Insert always writes Snappy.
@@ -24,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -33,6 +40,7 @@
 #include "reverb_service.grpc.pb.h"
 #include "sample.h"
 #include "sampler.h"
+#include "signature.h"
 #include "table.h"
 #include "tensor.h"
 
@@ -53,6 +61,7 @@ class Client {
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
   // Waits for the server up to `timeout` (InfiniteDuration: wait for ready).
+  // Also refreshes the signatures InsertStep checks against.
   absl::StatusOr<deepmind::reverb::ServerInfoResponse> ServerInfo(absl::Duration timeout);
   absl::Status MutatePriorities(const std::string& table,
                                 const std::vector<deepmind::reverb::KeyWithPriority>& updates,
@@ -62,6 +71,10 @@ class Client {
 
   // Writes one step (one tensor per column) as one chunk and creates one item
   // per (table, priority) over it; returns once every item is confirmed.
+  // An item inconsistent with its table's signature (column count, dtype, or
+  // a shape compatible with neither [1, *step] nor the step's) is
+  // INVALID_ARGUMENT naming the table, the column and both specs, and
+  // nothing is sent.
   // The request goes over an insert stream kept open from an earlier call
   // (or a new one), so a call costs one round trip. UNAVAILABLE (e.g. a
   // server restart) is retried a few times with the same item keys, so a
@@ -102,12 +115,27 @@ class Client {
   absl::Status InsertOnce(const deepmind::reverb::InsertStreamRequest& request, int num_items,
                           bool* reused);
 
+  // Table name -> the columns of its signature (null: none, or one that
+  // cannot be checked), from one ServerInfo response.
+  struct TableSignatures {
+    deepmind::reverb::Uint128 tables_state_id;
+    absl::flat_hash_map<std::string, std::shared_ptr<const std::vector<SignatureSpec>>> tables;
+  };
+  // The cached signatures, fetched with ServerInfo (waiting for the server)
+  // when there are none yet.
+  absl::StatusOr<std::shared_ptr<const TableSignatures>> Signatures();
+  // Caches the signatures of `response` unless its tables_state_id is the
+  // cached one.
+  void CacheSignatures(const deepmind::reverb::ServerInfoResponse& response);
+
   const std::string server_address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<deepmind::reverb::ReverbService::Stub> stub_;
   absl::Mutex insert_streams_mu_;
   std::vector<std::unique_ptr<InsertStream>> idle_insert_streams_
       ABSL_GUARDED_BY(insert_streams_mu_);
+  absl::Mutex signatures_mu_;
+  std::shared_ptr<const TableSignatures> signatures_ ABSL_GUARDED_BY(signatures_mu_);
 };
 
 }  // namespace tf_reverb

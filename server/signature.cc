@@ -45,10 +45,10 @@ absl::StatusOr<std::optional<std::vector<int64_t>>> SpecShape(
 
 absl::Status AddSpec(const std::string& name, const tfp::TensorShapeProto& shape,
                      tfp::DataType dtype, const std::vector<std::string>& path,
-                     std::vector<ColumnSpec>* out) {
+                     std::vector<SignatureSpec>* out) {
   absl::StatusOr<std::optional<std::vector<int64_t>>> dims = SpecShape(shape, path);
   if (!dims.ok()) return dims.status();
-  ColumnSpec spec;
+  SignatureSpec spec;
   spec.path = PathString(path);
   spec.name = name;
   spec.dtype = dtype;
@@ -80,7 +80,7 @@ const char* KindName(tfp::StructuredValue::KindCase kind) {
 constexpr int kMaxDepth = 100;
 
 absl::Status Flatten(const tfp::StructuredValue& value, std::vector<std::string>* path,
-                     std::vector<ColumnSpec>* out) {
+                     std::vector<SignatureSpec>* out) {
   using Kind = tfp::StructuredValue;
   if (static_cast<int>(path->size()) > kMaxDepth) {
     return absl::InvalidArgumentError("The table signature is nested too deeply.");
@@ -140,7 +140,7 @@ absl::Status Flatten(const tfp::StructuredValue& value, std::vector<std::string>
 
 }  // namespace
 
-absl::StatusOr<std::vector<ColumnSpec>> ParseSignature(absl::string_view serialized) {
+absl::StatusOr<std::vector<SignatureSpec>> ParseSignature(absl::string_view serialized) {
   tfp::StructuredValue value;
   if (!value.ParseFromArray(serialized.data(), static_cast<int>(serialized.size()))) {
     return absl::InvalidArgumentError(
@@ -149,8 +149,8 @@ absl::StatusOr<std::vector<ColumnSpec>> ParseSignature(absl::string_view seriali
   return FlattenSignature(value);
 }
 
-absl::StatusOr<std::vector<ColumnSpec>> FlattenSignature(const tfp::StructuredValue& signature) {
-  std::vector<ColumnSpec> columns;
+absl::StatusOr<std::vector<SignatureSpec>> FlattenSignature(const tfp::StructuredValue& signature) {
+  std::vector<SignatureSpec> columns;
   std::vector<std::string> path;
   if (absl::Status s = Flatten(signature, &path, &columns); !s.ok()) return s;
   return columns;
@@ -174,20 +174,20 @@ std::string PartialShapeString(const std::optional<std::vector<int64_t>>& shape)
   return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
 }
 
-std::string ColumnSpecString(const ColumnSpec& spec) {
+std::string SignatureSpecString(const SignatureSpec& spec) {
   return absl::StrCat(DataTypeName(spec.dtype), PartialShapeString(spec.shape));
 }
 
-std::string SignatureString(const std::vector<ColumnSpec>& signature) {
+std::string SignatureString(const std::vector<SignatureSpec>& signature) {
   std::vector<std::string> parts;
   parts.reserve(signature.size());
-  for (const ColumnSpec& spec : signature) {
-    parts.push_back(absl::StrCat(spec.path, ": ", ColumnSpecString(spec)));
+  for (const SignatureSpec& spec : signature) {
+    parts.push_back(absl::StrCat(spec.path, ": ", SignatureSpecString(spec)));
   }
   return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
 }
 
-absl::Status CheckItemColumns(absl::string_view table, const std::vector<ColumnSpec>& signature,
+absl::Status CheckItemColumns(absl::string_view table, const std::vector<SignatureSpec>& signature,
                               const std::vector<ItemColumn>& columns) {
   if (columns.size() != signature.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -197,7 +197,7 @@ absl::Status CheckItemColumns(absl::string_view table, const std::vector<ColumnS
   }
   for (size_t c = 0; c < columns.size(); ++c) {
     const ItemColumn& column = columns[c];
-    const ColumnSpec& spec = signature[c];
+    const SignatureSpec& spec = signature[c];
     bool ok = column.dtype == spec.dtype && IsCompatibleShape(spec.shape, column.shape);
     if (!ok && column.dtype == spec.dtype && !column.squeeze && !column.shape.empty()) {
       const std::vector<int64_t> step(column.shape.begin() + 1, column.shape.end());
@@ -207,7 +207,7 @@ absl::Status CheckItemColumns(absl::string_view table, const std::vector<ColumnS
       return absl::InvalidArgumentError(absl::StrCat(
           "Item of table '", table, "' is inconsistent with the table signature: column ", c,
           " ", spec.path, spec.name.empty() ? "" : absl::StrCat(" (name '", spec.name, "')"),
-          " is ", ColumnSpecString(spec), " in the signature but the item provides ",
+          " is ", SignatureSpecString(spec), " in the signature but the item provides ",
           DataTypeName(column.dtype), PartialShapeString(column.shape), "."));
     }
   }

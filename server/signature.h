@@ -41,7 +41,7 @@
 namespace tf_reverb {
 
 // One column of a table signature.
-struct ColumnSpec {
+struct SignatureSpec {
   // The leaf's dm-tree path in Python tuple syntax: "('obs', 0)"; "()" when
   // the signature is a single spec.
   std::string path;
@@ -52,9 +52,9 @@ struct ColumnSpec {
 };
 
 // The columns of a serialized StructuredValue in dm-tree order.
-absl::StatusOr<std::vector<ColumnSpec>> ParseSignature(absl::string_view serialized);
+absl::StatusOr<std::vector<SignatureSpec>> ParseSignature(absl::string_view serialized);
 // The same for a parsed one.
-absl::StatusOr<std::vector<ColumnSpec>> FlattenSignature(
+absl::StatusOr<std::vector<SignatureSpec>> FlattenSignature(
     const ::tf_reverb::tf::StructuredValue& signature);
 
 // Whether a concrete `shape` is compatible with a spec's (partial) shape.
@@ -64,9 +64,9 @@ bool IsCompatibleShape(const std::optional<std::vector<int64_t>>& spec,
 // "[?,3]" for a partial shape, "<unknown>" for an unknown rank.
 std::string PartialShapeString(const std::optional<std::vector<int64_t>>& shape);
 // "float32[?,3]" (DataTypeName and PartialShapeString).
-std::string ColumnSpecString(const ColumnSpec& spec);
+std::string SignatureSpecString(const SignatureSpec& spec);
 // "[('a',): float32[?,3], ('b',): int64[]]".
-std::string SignatureString(const std::vector<ColumnSpec>& signature);
+std::string SignatureString(const std::vector<SignatureSpec>& signature);
 
 // The dtype and shape of one column of an item as it would be sampled.
 struct ItemColumn {
@@ -79,7 +79,7 @@ struct ItemColumn {
 // Checks the columns of an item for `table` against its signature (see the
 // item rule above).
 absl::Status CheckItemColumns(absl::string_view table,
-                              const std::vector<ColumnSpec>& signature,
+                              const std::vector<SignatureSpec>& signature,
                               const std::vector<ItemColumn>& columns);
 
 }  // namespace tf_reverb

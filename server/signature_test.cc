@@ -30,14 +30,14 @@ tfp::StructuredValue UnknownRankSpec(tfp::DataType dtype) {
   return value;
 }
 
-std::vector<std::string> Paths(const std::vector<ColumnSpec>& columns) {
+std::vector<std::string> Paths(const std::vector<SignatureSpec>& columns) {
   std::vector<std::string> paths;
-  for (const ColumnSpec& column : columns) paths.push_back(column.path);
+  for (const SignatureSpec& column : columns) paths.push_back(column.path);
   return paths;
 }
 
 TEST(ParseSignatureTest, LoneSpecIsOneColumnWithTheEmptyPath) {
-  absl::StatusOr<std::vector<ColumnSpec>> columns =
+  absl::StatusOr<std::vector<SignatureSpec>> columns =
       ParseSignature(Spec(tfp::DT_FLOAT, {-1, 3}, "obs").SerializeAsString());
   ASSERT_TRUE(columns.ok()) << columns.status();
   ASSERT_EQ(columns->size(), 1);
@@ -69,14 +69,14 @@ TEST(ParseSignatureTest, FlattensInDmTreeOrder) {
   inner["b"] = Spec(tfp::DT_DOUBLE, {});
   inner["a"] = Spec(tfp::DT_STRING, {});
 
-  absl::StatusOr<std::vector<ColumnSpec>> columns = ParseSignature(root.SerializeAsString());
+  absl::StatusOr<std::vector<SignatureSpec>> columns = ParseSignature(root.SerializeAsString());
   ASSERT_TRUE(columns.ok()) << columns.status();
   // Dict keys sorted; namedtuple fields in field order, not sorted.
   EXPECT_EQ(Paths(*columns),
             (std::vector<std::string>{"('a', 'y')", "('a', 'x')", "('m', 'a')", "('m', 'b')",
                                       "('z', 0)", "('z', 1, 0)", "('z', 1, 1)"}));
   std::vector<tfp::DataType> dtypes;
-  for (const ColumnSpec& column : *columns) dtypes.push_back(column.dtype);
+  for (const SignatureSpec& column : *columns) dtypes.push_back(column.dtype);
   EXPECT_EQ(dtypes, (std::vector<tfp::DataType>{tfp::DT_FLOAT, tfp::DT_BOOL, tfp::DT_STRING,
                                                 tfp::DT_DOUBLE, tfp::DT_INT32, tfp::DT_INT64,
                                                 tfp::DT_UINT8}));
@@ -86,7 +86,7 @@ TEST(ParseSignatureTest, FlattensInDmTreeOrder) {
 TEST(ParseSignatureTest, SingleKeyPathsAreOneTuples) {
   tfp::StructuredValue root;
   (*root.mutable_dict_value()->mutable_fields())["it's"] = Spec(tfp::DT_INT32, {});
-  absl::StatusOr<std::vector<ColumnSpec>> columns = ParseSignature(root.SerializeAsString());
+  absl::StatusOr<std::vector<SignatureSpec>> columns = ParseSignature(root.SerializeAsString());
   ASSERT_TRUE(columns.ok()) << columns.status();
   EXPECT_EQ((*columns)[0].path, "('it\\'s',)");
 }
@@ -99,11 +99,11 @@ TEST(ParseSignatureTest, UnknownRankAndBoundedSpecs) {
   bounded->set_dtype(tfp::DT_INT32);
   bounded->set_name("action");
   bounded->mutable_shape()->add_dim()->set_size(4);
-  absl::StatusOr<std::vector<ColumnSpec>> columns = ParseSignature(root.SerializeAsString());
+  absl::StatusOr<std::vector<SignatureSpec>> columns = ParseSignature(root.SerializeAsString());
   ASSERT_TRUE(columns.ok()) << columns.status();
   ASSERT_EQ(columns->size(), 2);
   EXPECT_FALSE((*columns)[0].shape.has_value());
-  EXPECT_EQ(ColumnSpecString((*columns)[0]), DataTypeName(tfp::DT_INT64) + "<unknown>");
+  EXPECT_EQ(SignatureSpecString((*columns)[0]), DataTypeName(tfp::DT_INT64) + "<unknown>");
   EXPECT_EQ((*columns)[1].name, "action");
   EXPECT_EQ((*columns)[1].shape, (std::vector<int64_t>{4}));
 }
@@ -111,13 +111,13 @@ TEST(ParseSignatureTest, UnknownRankAndBoundedSpecs) {
 TEST(ParseSignatureTest, EmptyContainersHaveNoColumns) {
   tfp::StructuredValue root;
   root.mutable_dict_value();
-  absl::StatusOr<std::vector<ColumnSpec>> columns = ParseSignature(root.SerializeAsString());
+  absl::StatusOr<std::vector<SignatureSpec>> columns = ParseSignature(root.SerializeAsString());
   ASSERT_TRUE(columns.ok()) << columns.status();
   EXPECT_TRUE(columns->empty());
 }
 
 TEST(ParseSignatureTest, UnreadableBytesAreInvalidArgument) {
-  absl::StatusOr<std::vector<ColumnSpec>> columns = ParseSignature("\xff\xff\xff");
+  absl::StatusOr<std::vector<SignatureSpec>> columns = ParseSignature("\xff\xff\xff");
   EXPECT_TRUE(absl::IsInvalidArgument(columns.status())) << columns.status();
   EXPECT_THAT(columns.status().message(), HasSubstr("not a serialized"));
 }
@@ -125,7 +125,7 @@ TEST(ParseSignatureTest, UnreadableBytesAreInvalidArgument) {
 TEST(ParseSignatureTest, MalformedDimensionIsInvalidArgument) {
   tfp::StructuredValue root;
   *root.mutable_tuple_value()->add_values() = Spec(tfp::DT_FLOAT, {3, -7});
-  absl::StatusOr<std::vector<ColumnSpec>> columns = ParseSignature(root.SerializeAsString());
+  absl::StatusOr<std::vector<SignatureSpec>> columns = ParseSignature(root.SerializeAsString());
   EXPECT_TRUE(absl::IsInvalidArgument(columns.status())) << columns.status();
   EXPECT_THAT(columns.status().message(), HasSubstr("(0,)"));
   EXPECT_THAT(columns.status().message(), HasSubstr("-7"));
@@ -136,7 +136,7 @@ TEST(ParseSignatureTest, NonSpecLeavesAreUnimplemented) {
   auto& fields = *root.mutable_dict_value()->mutable_fields();
   fields["a"] = Spec(tfp::DT_FLOAT, {});
   fields["ragged"].mutable_type_spec_value()->set_type_spec_class(3);
-  absl::StatusOr<std::vector<ColumnSpec>> columns = ParseSignature(root.SerializeAsString());
+  absl::StatusOr<std::vector<SignatureSpec>> columns = ParseSignature(root.SerializeAsString());
   EXPECT_TRUE(absl::IsUnimplemented(columns.status())) << columns.status();
   EXPECT_THAT(columns.status().message(), HasSubstr("TypeSpec at ('ragged',)"));
 
@@ -154,7 +154,7 @@ TEST(IsCompatibleShapeTest, UnknownDimsAndRank) {
   EXPECT_FALSE(IsCompatibleShape(std::vector<int64_t>{}, {1}));
 }
 
-std::vector<ColumnSpec> ObsAndReward() {
+std::vector<SignatureSpec> ObsAndReward() {
   tfp::StructuredValue root;
   auto& fields = *root.mutable_dict_value()->mutable_fields();
   fields["obs"] = Spec(tfp::DT_FLOAT, {-1, 3}, "obs");

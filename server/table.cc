@@ -39,16 +39,37 @@ absl::StatusOr<std::shared_ptr<Table>> Table::Create(Config config) {
     return absl::InvalidArgumentError(
         "The sampler and the remover must be different selector objects.");
   }
-  return std::shared_ptr<Table>(new Table(std::move(config)));
+  absl::StatusOr<std::shared_ptr<const std::vector<SignatureSpec>>> columns =
+      SignatureColumns(config.signature);
+  if (!columns.ok()) return columns.status();
+  return std::shared_ptr<Table>(new Table(std::move(config), *std::move(columns)));
 }
 
-Table::Table(Config config)
+absl::StatusOr<std::shared_ptr<const std::vector<SignatureSpec>>> Table::SignatureColumns(
+    const std::string& signature) {
+  if (signature.empty()) return nullptr;
+  absl::StatusOr<std::vector<SignatureSpec>> columns = ParseSignature(signature);
+  // Unimplemented: a valid nest of specs we cannot check (see table.h).
+  if (absl::IsUnimplemented(columns.status())) return nullptr;
+  if (!columns.ok()) return columns.status();
+  return std::make_shared<const std::vector<SignatureSpec>>(*std::move(columns));
+}
+
+absl::Status Table::CheckSignature(const TableItem& item) const {
+  if (signature_columns_ == nullptr) return absl::OkStatus();
+  absl::StatusOr<std::vector<ItemColumn>> columns = ItemColumns(item);
+  if (!columns.ok()) return columns.status();
+  return CheckItemColumns(name_, *signature_columns_, *columns);
+}
+
+Table::Table(Config config, std::shared_ptr<const std::vector<SignatureSpec>> signature_columns)
     : name_(std::move(config.name)),
       extensions_(std::move(config.extensions)),
       created_at_(absl::Now()),
       max_size_(config.max_size),
       max_times_sampled_(config.max_times_sampled),
       signature_(std::move(config.signature)),
+      signature_columns_(std::move(signature_columns)),
       sampler_(std::move(config.sampler)),
       remover_(std::move(config.remover)),
       rate_limiter_(config.rate_limiter) {}
@@ -96,6 +117,7 @@ absl::Status Table::InsertOrAssign(TableItem item, absl::Duration timeout,
   const double priority = item.item->priority();
   absl::MutexLock lock(&mu_);
   if (closed_) return absl::CancelledError(kTableClosedMessage);
+  if (absl::Status s = CheckSignature(item); !s.ok()) return s;
   if (absl::Status s = ValidatePriority(priority); !s.ok()) return s;
   if (items_.contains(key)) {
     return UpdateLocked(key, priority);
@@ -304,6 +326,13 @@ absl::StatusOr<std::vector<std::string>> Table::Restore(
   if (!sampler.ok()) return sampler.status();
   absl::StatusOr<std::unique_ptr<ItemSelector>> remover = CreateSelector(checkpoint.remover());
   if (!remover.ok()) return remover.status();
+  std::shared_ptr<const std::vector<SignatureSpec>> signature_columns;
+  if (mode == RestoreMode::kCheckpointConfig) {
+    absl::StatusOr<std::shared_ptr<const std::vector<SignatureSpec>>> columns =
+        SignatureColumns(checkpoint.signature());
+    if (!columns.ok()) return columns.status();
+    signature_columns = *std::move(columns);
+  }
 
   absl::MutexLock lock(&mu_);
   std::vector<std::string> differences;
@@ -331,6 +360,7 @@ absl::StatusOr<std::vector<std::string>> Table::Restore(
     max_size_ = checkpoint.max_size();
     max_times_sampled_ = checkpoint.max_times_sampled();
     signature_ = checkpoint.signature();
+    signature_columns_ = std::move(signature_columns);
     rate_limiter_ = *limiter;
   } else {
     rate_limiter_.RestoreCounters(*limiter);

@@ -15,8 +15,14 @@
 //    return early when `cancelled` (if given) turns true or the table closes.
 //  * Errors: DEADLINE_EXCEEDED with kRateLimiterTimeoutMessage on timeout;
 //    CANCELLED "RateLimiter has been cancelled" once closed; INVALID_ARGUMENT
-//    for a priority a selector rejects (nothing is changed) or a malformed
-//    item; FAILED_PRECONDITION never escapes as an abort.
+//    for a priority a selector rejects (nothing is changed), a malformed
+//    item, or an item inconsistent with the table's signature (signature.h:
+//    checked on every insert, whoever sent it); FAILED_PRECONDITION never
+//    escapes as an abort.
+//  * Signatures: Create and Restore reject bytes that are not a
+//    StructuredValue (INVALID_ARGUMENT). A well-formed signature with leaves
+//    other than tensor specs (e.g. a RaggedTensorSpec) is stored and
+//    reported, but items are not checked against it.
 #ifndef TF_REVERB_SERVER_TABLE_H_
 #define TF_REVERB_SERVER_TABLE_H_
 
@@ -36,6 +42,7 @@
 #include "rate_limiter.h"
 #include "schema.pb.h"
 #include "selectors/selector.h"
+#include "signature.h"
 #include "table_extension.h"
 #include "table_item.h"
 
@@ -60,7 +67,8 @@ class Table {
     std::vector<std::shared_ptr<TableExtension>> extensions;
   };
 
-  // INVALID_ARGUMENT for an empty name, max_size < 1 or missing selectors.
+  // INVALID_ARGUMENT for an empty name, max_size < 1, missing selectors or
+  // an unreadable signature.
   static absl::StatusOr<std::shared_ptr<Table>> Create(Config config);
 
   ~Table();
@@ -140,7 +148,13 @@ class Table {
     uint64_t insertion_order;  // ascending in insertion order
   };
 
-  explicit Table(Config config);
+  Table(Config config, std::shared_ptr<const std::vector<SignatureSpec>> signature_columns);
+
+  // The columns of a signature to check items against (null for none or an
+  // unchecked one); INVALID_ARGUMENT for unreadable bytes.
+  static absl::StatusOr<std::shared_ptr<const std::vector<SignatureSpec>>> SignatureColumns(
+      const std::string& signature);
+  absl::Status CheckSignature(const TableItem& item) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Waits until `ready` holds, the table closes, `timeout` passes or
   // `cancelled` turns true. Returns OK only when `ready` holds.
@@ -170,6 +184,9 @@ class Table {
   int64_t max_size_ ABSL_GUARDED_BY(mu_);
   int32_t max_times_sampled_ ABSL_GUARDED_BY(mu_);
   std::string signature_ ABSL_GUARDED_BY(mu_);
+  // The columns of signature_ items are checked against; null when there is
+  // no signature or it cannot be checked.
+  std::shared_ptr<const std::vector<SignatureSpec>> signature_columns_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_insertion_order_ ABSL_GUARDED_BY(mu_) = 0;
   std::unique_ptr<ItemSelector> sampler_ ABSL_GUARDED_BY(mu_);

@@ -62,4 +62,49 @@ absl::Status ValidateTableItem(const TableItem& item) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<ItemColumn>> ItemColumns(const TableItem& item) {
+  const auto& trajectory = item.item->flat_trajectory();
+  std::vector<ItemColumn> columns(trajectory.columns_size());
+  // Items reference few chunks: a linear search beats building a map.
+  auto chunk_of = [&item](uint64_t key) -> const ChunkData* {
+    for (const auto& chunk : item.chunks) {
+      if (chunk->chunk_key() == key) return chunk.get();
+    }
+    return nullptr;
+  };
+  for (int c = 0; c < trajectory.columns_size(); ++c) {
+    const auto& column = trajectory.columns(c);
+    ItemColumn& out = columns[c];
+    out.squeeze = column.squeeze();
+    int64_t rows = 0;
+    for (int s = 0; s < column.chunk_slices_size(); ++s) {
+      const auto& slice = column.chunk_slices(s);
+      const ChunkData* chunk = chunk_of(slice.chunk_key());
+      if (chunk == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Column ", c, " references chunk ", slice.chunk_key(), " which was not provided."));
+      }
+      const auto& tensor = chunk->data().tensors(slice.index());
+      const auto& dims = tensor.tensor_shape().dim();
+      if (s == 0) {
+        out.dtype = tensor.dtype();
+        // Row shape first; the row count goes in front below.
+        for (int d = 1; d < dims.size(); ++d) out.shape.push_back(dims[d].size());
+      } else {
+        bool same = tensor.dtype() == out.dtype &&
+                    dims.size() == static_cast<int>(out.shape.size()) + 1;
+        for (int d = 1; same && d < dims.size(); ++d) same = dims[d].size() == out.shape[d - 1];
+        if (!same) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "Column ", c, " joins slices of different dtypes or row shapes (chunks ",
+              column.chunk_slices(0).chunk_key(), " and ", slice.chunk_key(), ")."));
+        }
+      }
+      rows += slice.length();
+    }
+    if (!out.squeeze) out.shape.insert(out.shape.begin(), rows);
+  }
+  return columns;
+}
+
 }  // namespace tf_reverb

@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "schema.pb.h"
+#include "signature.h"
 
 namespace tf_reverb {
 
@@ -46,6 +48,13 @@ std::vector<uint64_t> UniqueChunkKeys(const deepmind::reverb::FlatTrajectory& t)
 // Checks that `item` is non-empty and that every slice lies inside the chunk
 // it names (`chunks` in UniqueChunkKeys order). INVALID_ARGUMENT otherwise.
 absl::Status ValidateTableItem(const TableItem& item);
+
+// The dtype and shape of each column of `item` as a sample would hold it
+// ([rows, *row_shape], or row_shape when squeezed), read from the chunks'
+// tensor headers without decompressing. `item` must pass
+// ValidateTableItem. INVALID_ARGUMENT when the slices of a column disagree in
+// dtype or row shape.
+absl::StatusOr<std::vector<ItemColumn>> ItemColumns(const TableItem& item);
 
 }  // namespace tf_reverb
 

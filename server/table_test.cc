@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/chunk_codec.h"
+#include "server/signature.h"
 #include "server/selectors/selector.h"
 #include "server/testing/table_testing.h"
 
@@ -651,6 +652,135 @@ TEST(TableTest, ConcurrentInsertSampleAndUpdate) {
   }
   EXPECT_EQ(table->size(), 0);
   EXPECT_EQ(table->Info().num_episodes(), 0);
+}
+
+// ---------------------------------------------------------------------------
+// Signatures: every insert is checked (signature.h), whoever sent it.
+
+std::string TupleSignature(const std::vector<std::pair<tfp::DataType, std::vector<int64_t>>>& specs) {
+  tfp::StructuredValue root;
+  auto* tuple = root.mutable_tuple_value();
+  for (const auto& [dtype, dims] : specs) {
+    auto* spec = tuple->add_values()->mutable_tensor_spec_value();
+    spec->set_dtype(dtype);
+    auto* shape = spec->mutable_shape();
+    for (int64_t d : dims) shape->add_dim()->set_size(d);
+  }
+  return root.SerializeAsString();
+}
+
+absl::StatusOr<std::shared_ptr<Table>> SignatureTable(std::string signature) {
+  return Table::Create(Table::Config{"sig", CreateSelector(Fifo()).value(),
+                                     CreateSelector(Fifo()).value(), 100, 0, MinSize(1),
+                                     std::move(signature)});
+}
+
+// A one-column chunk of `rows` float32 steps of shape [2].
+std::shared_ptr<const ChunkData> FloatPairChunk(uint64_t chunk_key, int rows) {
+  Tensor column;
+  column.dtype = tfp::DT_FLOAT;
+  column.shape = {rows, 2};
+  column.data.assign(rows * 2 * sizeof(float), '\0');
+  absl::StatusOr<ChunkData> chunk = BuildChunk(chunk_key, {column}, 1, 0, rows - 1, false);
+  EXPECT_TRUE(chunk.ok()) << chunk.status();
+  return std::make_shared<const ChunkData>(*std::move(chunk));
+}
+
+TEST(TableSignatureTest, AcceptsItemsOfTheSignature) {
+  // MakeItem's column is int64 [rows]: matches [?] as a trajectory and []
+  // as a step.
+  for (const std::vector<int64_t>& dims : {std::vector<int64_t>{-1}, std::vector<int64_t>{}}) {
+    auto table = SignatureTable(TupleSignature({{tfp::DT_INT64, dims}}));
+    ASSERT_TRUE(table.ok()) << table.status();
+    EXPECT_TRUE((*table)->InsertOrAssign(MakeItem(1), kNoWait).ok());
+    EXPECT_TRUE((*table)->InsertOrAssign(MakeItem(2, 1.0, {MakeChunk(7, 1, 3), MakeChunk(8, 1, 2)}),
+                                         kNoWait)
+                    .ok());
+    EXPECT_EQ((*table)->size(), 2);
+  }
+}
+
+TEST(TableSignatureTest, RejectsWrongDtypeShapeOrColumnCount) {
+  auto table = SignatureTable(TupleSignature({{tfp::DT_FLOAT, {-1}}}));
+  ASSERT_TRUE(table.ok()) << table.status();
+  absl::Status dtype = (*table)->InsertOrAssign(MakeItem(1), kNoWait);
+  EXPECT_TRUE(absl::IsInvalidArgument(dtype)) << dtype;
+  EXPECT_THAT(dtype.message(), HasSubstr("table 'sig'"));
+  EXPECT_THAT(dtype.message(), HasSubstr("column 0 (0,) is " + DataTypeName(tfp::DT_FLOAT) +
+                                         "[?] in the signature but the item provides " +
+                                         DataTypeName(tfp::DT_INT64) + "[1]"));
+
+  auto pairs = SignatureTable(TupleSignature({{tfp::DT_FLOAT, {-1, 3}}}));
+  ASSERT_TRUE(pairs.ok()) << pairs.status();
+  absl::Status shape = (*pairs)->InsertOrAssign(
+      MakeItem(2, 1.0, {FloatPairChunk(20, 4)}), kNoWait);
+  EXPECT_TRUE(absl::IsInvalidArgument(shape)) << shape;
+  EXPECT_THAT(shape.message(), HasSubstr("[?,3] in the signature"));
+  EXPECT_THAT(shape.message(), HasSubstr("[4,2]"));
+
+  auto two = SignatureTable(TupleSignature({{tfp::DT_INT64, {-1}}, {tfp::DT_INT64, {-1}}}));
+  ASSERT_TRUE(two.ok()) << two.status();
+  absl::Status count = (*two)->InsertOrAssign(MakeItem(3), kNoWait);
+  EXPECT_TRUE(absl::IsInvalidArgument(count)) << count;
+  EXPECT_THAT(count.message(), HasSubstr("1 columns but the signature has 2"));
+
+  // Nothing above was stored or charged.
+  EXPECT_EQ((*table)->size(), 0);
+  EXPECT_EQ((*pairs)->size(), 0);
+  EXPECT_EQ((*two)->size(), 0);
+  EXPECT_EQ((*table)->Info().rate_limiter_info().insert_stats().completed(), 0);
+}
+
+TEST(TableSignatureTest, RejectsColumnsJoiningDifferentSlices) {
+  auto table = SignatureTable(TupleSignature({{tfp::DT_INT64, {-1}}}));
+  ASSERT_TRUE(table.ok()) << table.status();
+  absl::Status status = (*table)->InsertOrAssign(
+      MakeItem(1, 1.0, {MakeChunk(7, 1, 1), FloatPairChunk(8, 1)}), kNoWait);
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_THAT(status.message(), HasSubstr("different dtypes or row shapes"));
+}
+
+TEST(TableSignatureTest, SqueezedColumnsAreCheckedWithoutTheTimeDimension) {
+  auto table = SignatureTable(TupleSignature({{tfp::DT_INT64, {}}}));
+  ASSERT_TRUE(table.ok()) << table.status();
+  TableItem item = MakeItem(1);
+  auto proto = std::make_shared<PrioritizedItem>(*item.item);
+  proto->mutable_flat_trajectory()->mutable_columns(0)->set_squeeze(true);
+  item.item = proto;
+  EXPECT_TRUE((*table)->InsertOrAssign(item, kNoWait).ok());
+
+  auto trajectory = SignatureTable(TupleSignature({{tfp::DT_INT64, {1}}}));
+  ASSERT_TRUE(trajectory.ok()) << trajectory.status();
+  absl::Status status = (*trajectory)->InsertOrAssign(item, kNoWait);
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_THAT(status.message(), HasSubstr("provides " + DataTypeName(tfp::DT_INT64) + "[]"));
+}
+
+TEST(TableSignatureTest, UnreadableSignaturesAreRejectedUncheckableOnesStored) {
+  absl::StatusOr<std::shared_ptr<Table>> garbage = SignatureTable("\xff\xff\xff");
+  EXPECT_TRUE(absl::IsInvalidArgument(garbage.status())) << garbage.status();
+
+  // A composite spec (say a RaggedTensorSpec) is kept but not enforced.
+  tfp::StructuredValue ragged;
+  ragged.mutable_type_spec_value()->set_type_spec_class(3);
+  auto table = SignatureTable(ragged.SerializeAsString());
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ((*table)->Info().signature(), ragged.SerializeAsString());
+  EXPECT_TRUE((*table)->InsertOrAssign(MakeItem(1), kNoWait).ok());
+}
+
+TEST(TableSignatureTest, RestoredCheckpointSignatureIsEnforced) {
+  auto table = MakeTable(Fifo(), Fifo(), 100, 0, MinSize(1));
+  ASSERT_TRUE(table->InsertOrAssign(MakeItem(1), kNoWait).ok());
+  Table::Snapshot snapshot = table->TakeSnapshot();
+  deepmind::reverb::PriorityTableCheckpoint checkpoint = snapshot.config;
+  checkpoint.set_signature(TupleSignature({{tfp::DT_FLOAT, {}}}));
+  ASSERT_TRUE(table->Restore(checkpoint, {}, Table::RestoreMode::kCheckpointConfig).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(table->InsertOrAssign(MakeItem(2), kNoWait)));
+
+  checkpoint.set_signature("\xff\xff\xff");
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      table->Restore(checkpoint, {}, Table::RestoreMode::kCheckpointConfig).status()));
 }
 
 }  // namespace
