@@ -72,3 +72,100 @@ def test_table_info_and_limiter_checks():
   with pytest.raises(ValueError):
     table.can_sample(0)
   assert 'FifoSelector' in repr(table)
+
+
+def test_selectors_limiters_and_extensions_have_reverbs_pybind_classes():
+  pybind = reverb.pybind
+  cases = [
+      (reverb.selectors.Uniform(), pybind.UniformSelector),
+      (reverb.selectors.Prioritized(0.8), pybind.PrioritizedSelector),
+      (reverb.selectors.Fifo(), pybind.FifoSelector),
+      (reverb.selectors.Lifo(), pybind.LifoSelector),
+      (reverb.selectors.MinHeap(), pybind.HeapSelector),
+      (reverb.selectors.MaxHeap(), pybind.HeapSelector),
+  ]
+  for selector, cls in cases:
+    assert isinstance(selector, cls), (selector, cls)
+    assert isinstance(selector, pybind.ItemSelector)
+    assert isinstance(selector, reverb.selectors.ItemSelector)
+  for limiter in (reverb.rate_limiters.MinSize(1), reverb.rate_limiters.Queue(3),
+                  reverb.rate_limiters.Stack(3),
+                  reverb.rate_limiters.SampleToInsertRatio(2.0, 10, 5.0),
+                  reverb.rate_limiters.RateLimiter(1.0, 1, -1.0, 1.0)):
+    assert isinstance(limiter, pybind.RateLimiter)
+  assert issubclass(pybind.HeapSelector, pybind.ItemSelector)
+  assert isinstance(pybind.TableExtension, type)
+  assert reverb.server.TableExtensionBase.__abstractmethods__ == frozenset(
+      {'build_internal_extensions'})
+
+
+def test_tables_accept_pybind_selectors_and_reject_other_objects():
+  pybind = reverb.pybind
+  table = reverb.Table('t', pybind.PrioritizedSelector(1.0),
+                       pybind.HeapSelector(True), 10,
+                       reverb.rate_limiters.MinSize(1))
+  assert table.info.sampler_options.prioritized.priority_exponent == 1.0
+  assert table.info.remover_options.heap.min_heap
+  with pytest.raises(TypeError, match='sampler must be a selector'):
+    reverb.Table('t', 'uniform', reverb.selectors.Fifo(), 10,
+                 reverb.rate_limiters.MinSize(1))
+  with pytest.raises(TypeError, match='rate_limiter must be'):
+    reverb.Table('t', reverb.selectors.Uniform(), reverb.selectors.Fifo(), 10,
+                 object())
+  with pytest.raises(ValueError):
+    pybind.PrioritizedSelector(-1.0)
+
+
+def test_server_from_proto_builds_the_tables_of_a_server_config():
+  # pylint: disable=g-import-not-at-top
+  from google.protobuf import text_format
+  from tf_reverb.proto import checkpoint_pb2
+  from tf_reverb.proto import schema_pb2
+  from tf_reverb.server_executable import server_from_proto
+  # pylint: enable=g-import-not-at-top
+  config = text_format.Parse(
+      '''
+      tables { table_name: "a" sampler { prioritized { priority_exponent: 0.5 } }
+               remover { heap { min_heap: true } } max_size: 7
+               max_times_sampled: 3
+               rate_limiter { samples_per_insert: 2 min_size_to_sample: 4
+                              min_diff: -8 max_diff: 16 } }
+      tables { table_name: "b" sampler { uniform: true } remover { lifo: true }
+               max_size: 9
+               rate_limiter { samples_per_insert: 1 min_size_to_sample: 1
+                              min_diff: -1 max_diff: 1 } }
+      ''', checkpoint_pb2.ReverbServerConfig())
+  tables = server_from_proto.tables_from_proto(config.tables)
+  assert [t.name for t in tables] == ['a', 'b']
+  info = tables[0].info
+  assert info.sampler_options.prioritized.priority_exponent == 0.5
+  assert info.remover_options.heap.min_heap
+  assert (info.max_size, info.max_times_sampled) == (7, 3)
+  assert (info.rate_limiter_info.samples_per_insert,
+          info.rate_limiter_info.min_size_to_sample,
+          info.rate_limiter_info.min_diff,
+          info.rate_limiter_info.max_diff) == (2, 4, -8, 16)
+  assert tables[1].info.remover_options.lifo
+  with reverb.Server(tables) as server:
+    client = reverb.Client(f'localhost:{server.port}')
+    client.insert([1], {'a': 1.0, 'b': 1.0})
+    assert client.server_info()['b'].current_size == 1
+
+  limiter = server_from_proto.rate_limiter_from_proto(
+      config.tables[0].rate_limiter)
+  assert isinstance(limiter, reverb.rate_limiters.RateLimiter)
+  assert limiter.samples_per_insert == 2 and limiter.max_diff == 16
+  assert isinstance(
+      server_from_proto.selector_from_proto(
+          schema_pb2.KeyDistributionOptions(fifo=True)), reverb.selectors.Fifo)
+  assert isinstance(
+      server_from_proto.selector_from_proto(
+          schema_pb2.KeyDistributionOptions(
+              heap=schema_pb2.KeyDistributionOptions.Heap(
+                  min_heap=False))), reverb.pybind.HeapSelector)
+  for false_option in ('fifo', 'lifo', 'uniform'):
+    with pytest.raises(ValueError):
+      server_from_proto.selector_from_proto(
+          schema_pb2.KeyDistributionOptions(**{false_option: False}))
+  with pytest.raises(NotImplementedError):
+    server_from_proto.selector_from_proto(schema_pb2.KeyDistributionOptions())

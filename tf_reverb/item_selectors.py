@@ -1,6 +1,7 @@
 """Item selectors: how a table picks items to sample and to evict.
 
-Each selector describes itself with a ``KeyDistributionOptions`` proto; the
+Each selector is a ``pybind.ItemSelector`` (``pybind.UniformSelector``, ...,
+as in Reverb) describing itself with a ``KeyDistributionOptions`` proto; the
 C++ table builds its own selector from it. A selector object may serve one
 table in one role only (sampler or remover): reusing it raises ``ValueError``
 instead of corrupting a table as in Reverb.
@@ -12,73 +13,49 @@ from tf_reverb import pybind
 from tf_reverb.proto import schema_pb2
 
 
-class ItemSelector:
-  """Base class of the selectors; holds their options."""
+# The base class of every selector (Reverb's name).
+ItemSelector = pybind.ItemSelector
 
-  def __init__(self, options: schema_pb2.KeyDistributionOptions):
-    self._options = options
-    self._owner = None
+
+class _Options:
+  """Adds the ``options`` proto view to a selector class."""
 
   @property
   def options(self) -> schema_pb2.KeyDistributionOptions:
     """The ``KeyDistributionOptions`` proto describing this selector."""
-    return self._options
-
-  def claim(self, owner: str) -> None:
-    """Marks the selector as used by `owner`; raises if already used."""
-    if self._owner is not None:
-      raise ValueError(
-          f'{self!r} is already used as the {self._owner}; every table needs '
-          'fresh selector objects for its sampler and its remover.')
-    self._owner = owner
-
-  def __repr__(self) -> str:
-    return pybind.selector_debug_string(self._options.SerializeToString())
+    return schema_pb2.KeyDistributionOptions.FromString(
+        self.serialized_options())
 
 
-class Uniform(ItemSelector):
+class Uniform(_Options, pybind.UniformSelector):
   """Samples items uniformly at random."""
 
-  def __init__(self):
-    super().__init__(
-        schema_pb2.KeyDistributionOptions(uniform=True, is_deterministic=False))
 
-
-class Prioritized(ItemSelector):
+class Prioritized(_Options, pybind.PrioritizedSelector):
   """Samples item i with probability p_i^a / sum_j p_j^a."""
 
   def __init__(self, priority_exponent: float):
-    options = schema_pb2.KeyDistributionOptions(is_deterministic=False)
-    options.prioritized.priority_exponent = priority_exponent
-    super().__init__(options)
+    """Prioritized sampling with exponent `priority_exponent` (a)."""
+    super().__init__(float(priority_exponent))
 
 
-class Fifo(ItemSelector):
+class Fifo(_Options, pybind.FifoSelector):
   """Selects the oldest item."""
 
-  def __init__(self):
-    super().__init__(
-        schema_pb2.KeyDistributionOptions(fifo=True, is_deterministic=True))
 
-
-class Lifo(ItemSelector):
+class Lifo(_Options, pybind.LifoSelector):
   """Selects the newest item."""
 
-  def __init__(self):
-    super().__init__(
-        schema_pb2.KeyDistributionOptions(lifo=True, is_deterministic=True))
 
-
-class HeapSelector(ItemSelector):
+class HeapSelector(_Options, pybind.HeapSelector):
   """Selects the item of lowest (min_heap) or highest priority.
 
   Ties go to the item inserted or updated least recently.
   """
 
   def __init__(self, min_heap: bool):
-    options = schema_pb2.KeyDistributionOptions(is_deterministic=True)
-    options.heap.min_heap = min_heap
-    super().__init__(options)
+    """A min-heap (`min_heap`) or max-heap selector."""
+    super().__init__(bool(min_heap))
 
 
 MinHeap = functools.partial(HeapSelector, True)
@@ -87,7 +64,12 @@ MaxHeap = functools.partial(HeapSelector, False)
 
 def selector_from_proto(
     options: schema_pb2.KeyDistributionOptions) -> ItemSelector:
-  """Builds a fresh selector from its options proto."""
+  """Builds a fresh selector from its options proto.
+
+  Raises:
+    ValueError: when the set distribution is a boolean set to false.
+    NotImplementedError: when no distribution is set.
+  """
   kind = options.WhichOneof('distribution')
   if kind == 'uniform' and options.uniform:
     return Uniform()

@@ -57,14 +57,6 @@ PYBIND11_MODULE(pybind, m) {
   // keep it; production code turns it off.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
-  m.def("selector_debug_string", [](const py::bytes& options) {
-    return ValueOrRaise(CreateSelector(ParseOptions(options)))->DebugString();
-  });
-  m.def("rate_limiter_debug_string", [](double spi, int64_t min_size, double min_diff,
-                                        double max_diff) {
-    return ValueOrRaise(RateLimiter::Create(spi, min_size, min_diff, max_diff)).DebugString();
-  });
-
   py::class_<Table, std::shared_ptr<Table>>(m, "Table")
       .def(py::init(&MakeTable), py::arg("name"), py::arg("sampler"), py::arg("remover"),
            py::arg("max_size"), py::arg("max_times_sampled"), py::arg("samples_per_insert"),
@@ -166,6 +158,7 @@ PYBIND11_MODULE(pybind, m) {
              MaybeRaise(status);
            });
 
+  RegisterSelectorBindings(m);
   RegisterSamplerBindings(m);
   RegisterWriterBindings(m);
   RegisterStructuredBindings(m);

@@ -83,6 +83,10 @@ void RegisterStructuredBindings(pybind11::module_& m);
 // Adds the sampling bindings (pybind_sampler.cc) to the module.
 void RegisterSamplerBindings(pybind11::module_& m);
 
+// Adds ItemSelector and its subclasses, RateLimiter and TableExtension
+// (pybind_selectors.cc) to the module.
+void RegisterSelectorBindings(pybind11::module_& m);
+
 // Adds the writer bindings (pybind_writer.cc) to the module.
 void RegisterWriterBindings(pybind11::module_& m);
 

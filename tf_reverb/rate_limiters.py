@@ -15,15 +15,22 @@ from tf_reverb import pybind
 from tf_reverb.proto import schema_pb2
 
 
-class RateLimiter:
-  """The generic rate limiter; the subclasses are convenient presets."""
+class RateLimiter(pybind.RateLimiter):
+  """The generic rate limiter; the subclasses are convenient presets.
+
+  A ``pybind.RateLimiter``, as in Reverb.
+  """
 
   def __init__(self, samples_per_insert: float, min_size_to_sample: int,
                min_diff: float, max_diff: float):
-    # Validates (ValueError) and renders Reverb's repr in one go.
-    self._repr = pybind.rate_limiter_debug_string(
-        float(samples_per_insert), int(min_size_to_sample), float(min_diff),
-        float(max_diff))
+    """A limiter with these parameters (see the module docstring).
+
+    Raises:
+      ValueError: for parameters the table would reject.
+    """
+    # Validates (ValueError) as the table will.
+    super().__init__(float(samples_per_insert), int(min_size_to_sample),
+                     float(min_diff), float(max_diff))
     self.samples_per_insert = float(samples_per_insert)
     self.min_size_to_sample = int(min_size_to_sample)
     self.min_diff = float(min_diff)
@@ -46,8 +53,6 @@ class RateLimiter:
         max_diff=self.max_diff,
         min_size_to_sample=self.min_size_to_sample)
 
-  def __repr__(self) -> str:
-    return self._repr
 
 
 class MinSize(RateLimiter):

@@ -1,5 +1,6 @@
 """``Table`` and ``Server``: replay tables hosted by a gRPC server."""
 
+import abc
 import time
 from typing import List, Optional, Sequence
 
@@ -11,6 +12,18 @@ from tf_reverb import item_selectors
 from tf_reverb import pybind
 from tf_reverb import rate_limiters
 from tf_reverb import reverb_types
+
+
+class TableExtensionBase(metaclass=abc.ABCMeta):
+  """Base of Python table extensions: they build the C++ extensions of a table.
+
+  tf_reverb's ``Table`` does not accept extensions yet (NotImplementedError).
+  """
+
+  @abc.abstractmethod
+  def build_internal_extensions(
+      self, table_name: str) -> List[pybind.TableExtension]:
+    """The C++ extensions (``pybind.TableExtension``) to attach to `table_name`."""
 
 
 class Table:
@@ -52,6 +65,15 @@ class Table:
       raise ValueError(f'max_size ({max_size}) must be a positive integer')
     if extensions:
       raise NotImplementedError('Table extensions are not supported yet.')
+    for role, selector in (('sampler', sampler), ('remover', remover)):
+      if not isinstance(selector, pybind.ItemSelector):
+        raise TypeError(
+            f'{role} must be a selector (reverb.selectors.Uniform(), ...), got '
+            f'{type(selector).__name__}: {selector!r}')
+    if not isinstance(rate_limiter, rate_limiters.RateLimiter):
+      raise TypeError(
+          'rate_limiter must be a reverb.rate_limiters.RateLimiter, got '
+          f'{type(rate_limiter).__name__}: {rate_limiter!r}')
     if sampler is remover:
       raise ValueError(
           'sampler and remover must be different selector objects.')
@@ -62,8 +84,8 @@ class Table:
     self._extensions = tuple(extensions)
     self._table = pybind.Table(
         name=name,
-        sampler=sampler.options.SerializeToString(),
-        remover=remover.options.SerializeToString(),
+        sampler=sampler.serialized_options(),
+        remover=remover.serialized_options(),
         max_size=max_size,
         max_times_sampled=max_times_sampled,
         samples_per_insert=rate_limiter.samples_per_insert,

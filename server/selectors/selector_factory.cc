@@ -1,4 +1,5 @@
 // CreateSelector (declared in selector.h): KeyDistributionOptions -> selector.
+#include <cmath>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -35,6 +36,12 @@ absl::StatusOr<std::unique_ptr<ItemSelector>> CreateSelector(
       if (!options.uniform()) return FalseDistribution("uniform");
       return std::unique_ptr<ItemSelector>(new UniformSelector());
     case KeyDistributionOptions::kPrioritized:
+      if (!(options.prioritized().priority_exponent() >= 0) ||
+          std::isinf(options.prioritized().priority_exponent())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "priority_exponent must be a finite number >= 0, got ",
+            options.prioritized().priority_exponent(), "."));
+      }
       return std::unique_ptr<ItemSelector>(new PrioritizedSelector(
           options.prioritized().priority_exponent()));
     case KeyDistributionOptions::kHeap:

@@ -1,3 +1,5 @@
+#include <cmath>
+#include <limits>
 #include <memory>
 
 #include "gmock/gmock.h"
@@ -117,6 +119,18 @@ TEST(CreateSelectorTest, ParsedFromWireBytes) {
   ASSERT_NE(selector, nullptr);
   EXPECT_EQ(selector->DebugString(),
             "PrioritizedSelector(priority_exponent=0.6)");
+}
+
+TEST(CreateSelectorTest, NegativeOrNonFinitePriorityExponentIsInvalidArgument) {
+  for (double exponent : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    KeyDistributionOptions options;
+    options.mutable_prioritized()->set_priority_exponent(exponent);
+    EXPECT_EQ(CreateSelector(options).status().code(), absl::StatusCode::kInvalidArgument)
+        << exponent;
+  }
+  KeyDistributionOptions zero;
+  zero.mutable_prioritized()->set_priority_exponent(0);
+  EXPECT_TRUE(CreateSelector(zero).ok());
 }
 
 }  // namespace
