@@ -182,3 +182,17 @@ def test_eager_and_tf_function_still_work(address):
       4 * sum(range(T)))
   assert int(total(timestep_dataset(address, max_samples=2).batch(T))) == (
       2 * sum(range(T)))
+
+
+def test_initializable_iterator_with_a_fed_server_address(server):
+  address = f'localhost:{server.port}'
+  fill(address, n=1)
+  with tf.Graph().as_default():
+    fed_address = tf.compat.v1.placeholder(tf.string, [])
+    dataset = reverb.TrajectoryDataset(fed_address, 'my_table', DTYPES,
+                                       TRAJECTORY_SHAPES, 1, max_samples=1)
+    iterator = dataset.make_initializable_iterator()
+    element = iterator.get_next()
+    with tf.compat.v1.Session() as session:
+      session.run(iterator.initializer, feed_dict={fed_address: address})
+      assert_trajectory(1.0, session.run(element).data)
