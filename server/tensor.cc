@@ -48,8 +48,8 @@ absl::StatusOr<int64_t> DataTypeSize(DataType dtype) {
 
 std::string DataTypeName(DataType dtype) {
   switch (dtype) {
-    case tfp::DT_FLOAT: return "float32";
-    case tfp::DT_DOUBLE: return "float64";
+    case tfp::DT_FLOAT: return "float";
+    case tfp::DT_DOUBLE: return "double";
     case tfp::DT_INT32: return "int32";
     case tfp::DT_UINT8: return "uint8";
     case tfp::DT_INT16: return "int16";
@@ -61,7 +61,7 @@ std::string DataTypeName(DataType dtype) {
     case tfp::DT_BFLOAT16: return "bfloat16";
     case tfp::DT_UINT16: return "uint16";
     case tfp::DT_COMPLEX128: return "complex128";
-    case tfp::DT_HALF: return "float16";
+    case tfp::DT_HALF: return "half";
     case tfp::DT_UINT32: return "uint32";
     case tfp::DT_UINT64: return "uint64";
     default: return absl::StrCat("DataType(", static_cast<int>(dtype), ")");
@@ -69,7 +69,16 @@ std::string DataTypeName(DataType dtype) {
 }
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+  return absl::StrCat("[",
+                      absl::StrJoin(shape, ",",
+                                    [](std::string* out, int64_t d) {
+                                      if (d < 0) {
+                                        out->append("?");
+                                      } else {
+                                        absl::StrAppend(out, d);
+                                      }
+                                    }),
+                      "]");
 }
 
 absl::Status ValidateTensor(const Tensor& tensor) {

@@ -37,10 +37,12 @@ struct Tensor {
 // core does not store.
 absl::StatusOr<int64_t> DataTypeSize(DataType dtype);
 
-// "float32", "int64", "string", ... (numpy names; used in error messages).
+// "float", "double", "int64", "string", ... (TensorFlow's names, as Reverb's
+// error messages print them).
 std::string DataTypeName(DataType dtype);
 
-// "[2, 3]".
+// "[2,3]"; negative (unknown) dimensions print as "?" ("[?,3]"), as
+// TensorFlow prints shapes.
 std::string ShapeString(const std::vector<int64_t>& shape);
 
 // Checks that the payload matches dtype and shape.

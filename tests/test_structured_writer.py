@@ -131,7 +131,7 @@ def test_infer_signature_merges_leading_dims_and_rejects_conflicts():
     structured.infer_signature([two, other_table], spec)
   other_dtype = structured.create_config(
       structured.pattern_from_transform(STEP, lambda s: [s['action'][-2:]]), 'a')
-  with pytest.raises(ValueError, match='different dtypes'):
+  with pytest.raises(ValueError, match='multiple dtypes'):
     structured.infer_signature([two, other_dtype], spec)
   squeezed = structured.create_config(
       structured.pattern_from_transform(STEP, lambda s: [s['obs'][-1]]), 'a')

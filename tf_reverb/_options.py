@@ -22,8 +22,9 @@ def validate_sampler_options(max_in_flight_samples_per_worker: int,
         % max_samples_per_stream)
   if rate_limiter_timeout_ms < -1:
     raise ValueError(
-        'rate_limiter_timeout_ms (%d) must be a non-negative integer or -1 '
-        '(infinite)' % rate_limiter_timeout_ms)
+        'rate_limiter_timeout_ms must be an integer >= -1, got %d (-1 waits '
+        'forever, 0 gives up at once, T > 0 ends after T ms without data)' %
+        rate_limiter_timeout_ms)
   if max_samples < 1 and max_samples != -1:
     raise ValueError(
         'max_samples (%d) must be a strictly positive integer or -1 (unlimited)'

@@ -193,17 +193,22 @@ def infer_signature(configs: Sequence[Config], step_spec: Any) -> Any:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   if not configs:
     raise ValueError('At least one config must be provided.')
+  tables = sorted({c.table for c in configs})
+  if len(tables) > 1:
+    raise ValueError(
+        'All configs must target the same table but provided configs '
+        f'included {", ".join(tables)}.')
   if any(c.pattern_structure != configs[0].pattern_structure for c in configs):
     raise ValueError(
         'All configs must have the same pattern structure; got '
         f'{[unpack_pattern(c) for c in configs]}.')
-  if any(c.table != configs[0].table for c in configs):
-    raise ValueError('All configs must target the same table; got '
-                     f'{sorted({c.table for c in configs})}.')
   if any(len(c.flat) != len(configs[0].flat) for c in configs):
     raise ValueError('All configs must have the same number of nodes.')
+  structure = unpack_pattern(configs[0])
+  node_paths = [path for path, _ in tree.flatten_with_path(structure)]
   flat_step = tree.flatten(step_spec)
-  merged: List[Any] = [None] * len(configs[0].flat)
+  # Per node: the (dtype, shape) each config produces, in config order.
+  produced: List[List[Any]] = [[] for _ in configs[0].flat]
   for config in configs:
     for i, node in enumerate(config.flat):
       if node.flat_source_index >= len(flat_step):
@@ -211,33 +216,31 @@ def infer_signature(configs: Sequence[Config], step_spec: Any) -> Any:
             f'Node {i} references flat_source_index {node.flat_source_index} '
             f'but the step has only {len(flat_step)} leaves.')
       source = flat_step[node.flat_source_index]
-      dtype = tf.as_dtype(source.dtype)
       shape = tf.TensorShape(source.shape)
       rows = _node_rows(node)
       if rows is not None:
         shape = tf.TensorShape([rows]).concatenate(shape)
-      if merged[i] is None:
-        merged[i] = (dtype, shape)
-        continue
-      old_dtype, old_shape = merged[i]
-      if old_dtype != dtype:
-        raise ValueError(f'Configs produce different dtypes at node {i}: '
-                         f'{old_dtype.name} and {dtype.name}.')
-      if old_shape.rank != shape.rank or (
-          shape.rank and old_shape[1:] != shape[1:]):
-        raise ValueError(f'Configs produce incompatible shapes at node {i}: '
-                         f'{old_shape} and {shape}.')
-      if shape.rank and old_shape[0] != shape[0]:
+      produced[i].append((tf.as_dtype(source.dtype), shape))
+  merged = []
+  for path, outputs in zip(node_paths, produced):
+    dtypes = [dtype for dtype, _ in outputs]
+    shapes = [shape for _, shape in outputs]
+    if len(set(dtypes)) > 1:
+      raise ValueError(
+          f'Configs produce trajectories with multiple dtypes at {path}. '
+          f'Got {dtypes}.')
+    shape = shapes[0]
+    for other in shapes[1:]:
+      if other.rank != shape.rank or (shape.rank and other[1:] != shape[1:]):
+        raise ValueError(
+            'Configs produce trajectories with incompatible shapes at '
+            f'{path}. Got {shapes} (only the leading dimension may differ).')
+      if shape.rank and other[0] != shape[0]:
         shape = tf.TensorShape([None]).concatenate(shape[1:])
-      merged[i] = (dtype, shape)
-  structure = unpack_pattern(configs[0])
-  paths = [
-      '/'.join(str(p) for p in path)
-      for path, _ in tree.flatten_with_path(structure)
-  ]
+    merged.append((dtypes[0], shape))
   specs = [
-      tf.TensorSpec(shape, dtype, name=path)
-      for (dtype, shape), path in zip(merged, paths)
+      tf.TensorSpec(shape, dtype, name='/'.join(str(p) for p in path))
+      for (dtype, shape), path in zip(merged, node_paths)
   ]
   return tree.unflatten_as(structure, specs)
 

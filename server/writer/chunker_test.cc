@@ -99,7 +99,7 @@ TEST(ChunkerTest, SpecMismatchNamesColumn) {
   absl::Status dtype = chunker->Append(FloatScalar(1), 1, 1).status();
   EXPECT_EQ(dtype.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(dtype.message(), HasSubstr("wrong dtype provided for column 3"));
-  EXPECT_THAT(dtype.message(), HasSubstr("Got float32 but expected int32"));
+  EXPECT_THAT(dtype.message(), HasSubstr("Got float but expected int32"));
   absl::Status shape = chunker->Append(Int32Row({1, 2, 3}), 1, 1).status();
   EXPECT_THAT(shape.message(), HasSubstr("incompatible shape provided for column 3"));
   EXPECT_TRUE(chunker->CheckSpec(Int32Row({5, 6})).ok());

@@ -33,10 +33,8 @@ bool IsCompatible(const std::optional<std::vector<int64_t>>& signature,
 }
 
 std::string SignatureString(const SignatureColumn& column) {
-  if (!column.shape.has_value()) return absl::StrCat(DataTypeName(column.dtype), "[<unknown rank>]");
-  std::vector<std::string> dims;
-  for (int64_t d : *column.shape) dims.push_back(d < 0 ? "None" : absl::StrCat(d));
-  return absl::StrCat(DataTypeName(column.dtype), "[", absl::StrJoin(dims, ", "), "]");
+  if (!column.shape.has_value()) return absl::StrCat(DataTypeName(column.dtype), "<unknown>");
+  return absl::StrCat(DataTypeName(column.dtype), ShapeString(*column.shape));
 }
 
 int64_t ChunkBytes(const deepmind::reverb::ChunkData& chunk) {
