@@ -1,7 +1,8 @@
 """Repository rules that bind the build to what is installed on the machine.
 
 Nothing here downloads: TensorFlow, Python and pybind11 come from the
-interpreter named by PYTHON_BIN_PATH; gRPC, protobuf, abseil, snappy and zstd
+interpreter named by PYTHON_BIN_PATH (default: the workspace's .venv, which
+scripts/setup.sh creates, else python3); gRPC, protobuf, abseil, snappy and zstd
 come from Debian's packages through pkg-config.
 """
 
@@ -16,10 +17,14 @@ print(pybind11.get_include())
 """
 
 def _python_configure_impl(ctx):
-    python = ctx.os.environ.get("PYTHON_BIN_PATH", "python3")
+    python = ctx.os.environ.get("PYTHON_BIN_PATH", "")
+    if not python:
+        venv_python = ctx.path(Label("//:WORKSPACE")).dirname.get_child(".venv").get_child("bin").get_child("python")
+        python = str(venv_python) if venv_python.exists else "python3"
     result = ctx.execute([python, "-c", _QUERY])
     if result.return_code != 0:
-        fail("cannot query %s for TensorFlow/pybind11: %s" % (python, result.stderr))
+        fail("cannot query %s for TensorFlow/pybind11 (set PYTHON_BIN_PATH to a Python " % python +
+             "that has both, or run scripts/setup.sh): %s" % result.stderr)
     tf_include, tf_lib, python_include, pybind11_include = result.stdout.strip().split("\n")[-4:]
     ctx.symlink(tf_include, "tf_include")
     ctx.symlink(tf_lib + "/libtensorflow_framework.so.2", "libtensorflow_framework.so.2")
