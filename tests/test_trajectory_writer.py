@@ -232,7 +232,7 @@ def test_dtype_and_shape_errors_name_the_column(client):
   writer = client.trajectory_writer(num_keep_alive_refs=2)
   writer.append({'a': np.int32(1), 'b': np.zeros(2, np.float32)})
   with pytest.raises(ValueError, match=r"wrong dtype provided for column \('a',\)"
-                     '. Got float32 but expected int32'):
+                     '. Got float but expected int32'):
     writer.append({'a': np.float32(1), 'b': np.zeros(2, np.float32)})
   with pytest.raises(ValueError, match=r"incompatible shape provided for column "
                      r"\('b',\)"):
@@ -454,3 +454,27 @@ def test_import_does_not_load_tensorflow():
       '  w.append({"a": np.int32(1)})\n'
       '  w.create_item("my_table", 1.0, w.history["a"][-1])\n'
       'assert "tensorflow" not in sys.modules\n')
+
+
+@pytest.mark.parametrize('num_keep_alive_refs', [1, 5, 50])
+def test_each_item_reaches_the_table_before_the_next_step(num_keep_alive_refs):
+  """An actor creating an item per step (default, auto-tuned chunking) sees
+  each item in the table without a flush and without appending more steps."""
+  with reverb.Server([reverb.Table.queue('q', 100)]) as server:
+    client = reverb.Client(f'localhost:{server.port}')
+    writer = client.trajectory_writer(num_keep_alive_refs=num_keep_alive_refs)
+    length = min(3, num_keep_alive_refs)
+    for i in range(12):
+      writer.append({'obs': np.full(4, i, np.float32), 'step': np.int64(i)})
+      if writer.episode_steps < length:
+        continue
+      writer.create_item('q', 1.0, {
+          'obs': writer.history['obs'][-length:],
+          'step': writer.history['step'][-1],
+      })
+      # The timeout only bounds a failure: without the item the queue is empty.
+      sample = next(client.sample('q', emit_timesteps=False, timeout=60))
+      assert int(sample.data[1]) == i
+      np.testing.assert_array_equal(sample.data[0][:, 0],
+                                    np.arange(i - length + 1, i + 1))
+    writer.close()

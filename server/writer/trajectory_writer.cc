@@ -336,6 +336,7 @@ absl::Status TrajectoryWriter::CreateItem(const std::string& table, double prior
   }
   item->seq = next_seq_++;
   PushBack(std::move(item));
+  if (queue_.size() == 1) FinalizeAutoTunedChunksIfIdle();
   // Only a new head (or a full coalescing batch) can unblock the worker;
   // otherwise it is busy sending, coalescing or waiting for the head's
   // chunks, and picks this item up with the head.
@@ -354,6 +355,21 @@ absl::Status TrajectoryWriter::FinalizeChunksOfQueued(size_t end) {
     }
   }
   return absl::OkStatus();
+}
+
+void TrajectoryWriter::FinalizeAutoTunedChunksIfIdle() {
+  if (!unconfirmed_.empty() || queue_.empty() || !error_.ok()) return;
+  for (const auto& cell : queue_.front()->cells) {
+    if (cell->IsReady()) continue;
+    std::shared_ptr<Chunker> chunker = cell->chunker().lock();
+    if (chunker == nullptr || chunker->options().max_chunk_length != 0) continue;
+    if (absl::Status s = chunker->FlushIfOpen(cell->chunk_key()); !s.ok()) {
+      error_ = s;
+      pending_cv_.SignalAll();
+      return;
+    }
+  }
+  SignalIfHeadReady();
 }
 
 bool TrajectoryWriter::WaitAsUrgent(absl::Time deadline) {
@@ -673,6 +689,7 @@ void TrajectoryWriter::RunReader(Stream* stream) {
         confirmed.push_back(std::move(it->second));
         unconfirmed_.erase(it);
       }
+      FinalizeAutoTunedChunksIfIdle();
       pending_cv_.SignalAll();
     }
     // Releasing the items may free their chunks: not under the lock.

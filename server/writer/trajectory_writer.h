@@ -13,6 +13,15 @@
 // soon as they are encoded (chunk-only requests, spec §4.3), even while those
 // items still wait for other chunks. A second thread reads the confirmations.
 //
+// Item latency: an item never waits for later steps just to fill an
+// auto-tuned chunk (max_chunk_length 0, Client.trajectory_writer's default).
+// While no item awaits confirmation, the open auto-tuned chunks the head
+// item references are finalized at once (at CreateItem, or when the last
+// confirmation arrives); only while the stream is busy do they keep growing.
+// So an actor that creates an item per step sees each in the table one round
+// trip later, and a writer outpacing the network still gets long chunks.
+// Constant chunk lengths (the legacy Writer, configure()) are kept as asked.
+//
 // Locking: `mu_` guards the state shared with the background threads and is
 // only held for bookkeeping. Chunks are stacked and compressed without it
 // (large ones on a third background thread, the encoder, started by the
@@ -206,6 +215,10 @@ class TrajectoryWriter {
                             Item* item) const;
   // Finalizes the open chunks referenced by queue_[0, end).
   absl::Status FinalizeChunksOfQueued(size_t end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When no item awaits confirmation, finalizes the open auto-tuned chunks
+  // the head of the queue waits for, so it goes out now (see "Item latency"
+  // above). An error becomes the writer's sticky error.
+  void FinalizeAutoTunedChunksIfIdle() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckUsable() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Waits on pending_cv_ (until `deadline`; true when it passed) as a caller
   // the sending thread must not keep waiting (see urgent_waiters_).
