@@ -863,3 +863,70 @@ def test_acme_flush_deadline_is_reverb_deadline_exceeded():
     with pytest.raises(reverb.errors.DeadlineExceededError):
       writer.end_episode(clear_buffers=True, timeout_ms=50)
     writer.close()
+
+
+# acme/jax/experiments (disable_insert_blocking in run_experiment.py and
+# make_distributed_experiment.py): a Table's `info.rate_limiter_info`, a
+# generic RateLimiter by keywords, `table.replace(rate_limiter=...)`, the
+# replaced tables served.
+def test_acme_disable_insert_blocking():
+  tables = [reverb.Table(
+      name='priority_table', sampler=reverb.selectors.Prioritized(0.6),
+      remover=reverb.selectors.Fifo(), max_size=100,
+      rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
+          samples_per_insert=4.0, min_size_to_sample=2, error_buffer=10.0))]
+  modified, sample_sizes = [], []
+  for table in tables:
+    info = table.info.rate_limiter_info
+    limiter = reverb.rate_limiters.RateLimiter(
+        samples_per_insert=info.samples_per_insert,
+        min_size_to_sample=info.min_size_to_sample,
+        min_diff=info.min_diff, max_diff=np.finfo(np.float64).max)
+    modified.append(table.replace(rate_limiter=limiter))
+    sample_sizes.append(max(1, int((info.max_diff - info.min_diff) / 2)))
+  assert sample_sizes == [10]
+  with reverb.Server(modified, port=None) as server:
+    client = server.localhost_client()
+    # The original limiter would block the 4th insert without samples.
+    for k in range(20):
+      client.insert([np.float32(k)], {'priority_table': 1.0})
+    info = client.server_info()['priority_table']
+    assert info.current_size == 20
+    assert info.sampler_options.prioritized.priority_exponent == (
+        pytest.approx(0.6))
+
+
+# acme/agents/tf/{dqn,d4pg,r2d2}/learning.py: priorities updated from the
+# sampled keys inside the learner's tf.function, by keywords
+# (table=, keys=, priorities=tf.cast(..., tf.float64)).
+def test_acme_tf_learner_update_priorities_in_tf_function():
+  with reverb.Server([_table('priority_table',
+                             sampler=reverb.selectors.Prioritized(0.6))]) as s:
+    address = f'localhost:{s.port}'
+    client = reverb.Client(address)
+    for k in range(8):
+      client.insert([np.float32(k)], {'priority_table': 1.0})
+    replay_client = reverb.TFClient(server_address=address)
+    iterator = iter(reverb.TrajectoryDataset(
+        address, 'priority_table', (tf.float32,), (tf.TensorShape([1]),),
+        max_in_flight_samples_per_worker=4).batch(4))
+
+    @tf.function
+    def step():
+      inputs = next(iterator)
+      keys = inputs.info.key
+      priorities = tf.abs(inputs.data[0][:, 0]) + 0.5
+      replay_client.update_priorities(
+          table='priority_table', keys=keys,
+          priorities=tf.cast(priorities, tf.float64))
+      return keys, priorities
+
+    keys, priorities = step()
+    expected = dict(zip(keys.numpy().tolist(), priorities.numpy().tolist()))
+    seen = {}
+    while len(seen) < 8:
+      for sample in client.sample('priority_table', num_samples=50,
+                                  emit_timesteps=False):
+        seen[sample.info.key] = sample.info.priority
+    for key, priority in expected.items():
+      assert seen[key] == pytest.approx(priority)
