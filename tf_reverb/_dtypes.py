@@ -27,6 +27,9 @@ _NUMPY_TO_TF = {
     np.dtype(np.uint64): 23,
 }
 
+# numpy dtype -> TF DataType number (strings are DT_STRING).
+NUMPY_TO_TF = _NUMPY_TO_TF
+
 # (TF dtype number, shape, payload) as the pybind layer takes it.
 CoreTensor = Tuple[int, Tuple[int, ...], Any]
 

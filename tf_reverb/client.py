@@ -10,6 +10,7 @@ from tf_reverb import errors
 from tf_reverb import pybind
 from tf_reverb import replay_sample
 from tf_reverb import reverb_types
+from tf_reverb import tensor_spec
 from tf_reverb.proto import reverb_service_pb2
 
 
@@ -52,7 +53,10 @@ class Client:
       priorities: table name -> priority of the new item there.
 
     Raises:
-      ValueError: for empty priorities or unsupported data.
+      ValueError: for empty priorities, unsupported data, or data that does
+        not fit a table's signature (wrong number of columns, a dtype, or a
+        shape compatible with neither the step nor [1, *step]); the message
+        names the table, the column and both specs, and nothing is sent.
       RuntimeError: for unknown tables or transport failures.
     """
     if not priorities:
@@ -214,19 +218,11 @@ class Client:
     if self._signature_cache is None:
       self.server_info()
     assert self._signature_cache is not None
-    flat = {}
-    for name, signature in self._signature_cache.items():
-      if signature is None:
-        flat[name] = None
-        continue
-      columns = []
-      for spec in tree.flatten(signature):
-        shape = None
-        if spec.shape.rank is not None:
-          shape = [-1 if d is None else int(d) for d in spec.shape.as_list()]
-        columns.append((int(spec.dtype.as_datatype_enum), shape))
-      flat[name] = columns
-    return flat
+    # tf.TensorSpec or tensor_spec.TensorSpec leaves alike, without TF.
+    return {
+        name: None if signature is None else tensor_spec.flat_columns(signature)
+        for name, signature in self._signature_cache.items()
+    }
 
   def trajectory_writer(self,
                         num_keep_alive_refs: int,
