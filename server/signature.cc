@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/util/message_differencer.h"
 
 namespace tf_reverb {
 namespace {
@@ -154,6 +155,17 @@ absl::StatusOr<std::vector<SignatureSpec>> FlattenSignature(const tfp::Structure
   std::vector<std::string> path;
   if (absl::Status s = Flatten(signature, &path, &columns); !s.ok()) return s;
   return columns;
+}
+
+bool SameSignature(absl::string_view a, absl::string_view b) {
+  if (a == b) return true;
+  if (a.empty() || b.empty()) return false;
+  tfp::StructuredValue first, second;
+  if (!first.ParseFromArray(a.data(), static_cast<int>(a.size())) ||
+      !second.ParseFromArray(b.data(), static_cast<int>(b.size()))) {
+    return false;
+  }
+  return google::protobuf::util::MessageDifferencer::Equals(first, second);
 }
 
 bool IsCompatibleShape(const std::optional<std::vector<int64_t>>& spec,

@@ -68,6 +68,11 @@ std::string SignatureSpecString(const SignatureSpec& spec);
 // "[('a',): float32[?,3], ('b',): int64[]]".
 std::string SignatureString(const std::vector<SignatureSpec>& signature);
 
+// Whether two serialized signatures are the same nest: equal bytes, or equal
+// messages (dict entries serialize in an order that differs between
+// processes, so equal signatures often have different bytes).
+bool SameSignature(absl::string_view a, absl::string_view b);
+
 // The dtype and shape of one column of an item as it would be sampled.
 struct ItemColumn {
   DataType dtype = ::tf_reverb::tf::DT_INVALID;

@@ -145,6 +145,34 @@ TEST(ParseSignatureTest, NonSpecLeavesAreUnimplemented) {
   EXPECT_TRUE(absl::IsUnimplemented(ParseSignature(none.SerializeAsString()).status()));
 }
 
+TEST(SameSignatureTest, ComparesNestsNotBytes) {
+  tfp::StructuredValue a;
+  auto& fields = *a.mutable_dict_value()->mutable_fields();
+  for (const char* key : {"a", "b", "c", "d", "e", "f"}) fields[key] = Spec(tfp::DT_FLOAT, {1});
+  // The same dict serialized with its entries in another order.
+  std::string forward, backward;
+  for (const char* key : {"a", "b", "c", "d", "e", "f"}) {
+    // A map entry: key = 1, value = 2 (all lengths here are < 128).
+    const std::string value = fields[key].SerializeAsString();
+    const std::string entry = std::string("\x0a\x01") + key + "\x12" +
+                              static_cast<char>(value.size()) + value;
+    const std::string field = std::string("\x0a") + static_cast<char>(entry.size()) + entry;
+    forward += field;
+    backward = field + backward;
+  }
+  auto wrap = [](const std::string& dict) {
+    // StructuredValue.dict_value is field 53 (tag 0x1aa 0x03).
+    return std::string("\xaa\x03") + static_cast<char>(dict.size()) + dict;
+  };
+  ASSERT_NE(wrap(forward), wrap(backward));
+  EXPECT_TRUE(SameSignature(wrap(forward), wrap(backward)));
+  EXPECT_TRUE(SameSignature(wrap(forward), a.SerializeAsString()));
+  fields["f"] = Spec(tfp::DT_INT32, {1});
+  EXPECT_FALSE(SameSignature(wrap(forward), a.SerializeAsString()));
+  EXPECT_FALSE(SameSignature("", a.SerializeAsString()));
+  EXPECT_TRUE(SameSignature("", ""));
+}
+
 TEST(IsCompatibleShapeTest, UnknownDimsAndRank) {
   EXPECT_TRUE(IsCompatibleShape(std::nullopt, {1, 2, 3}));
   EXPECT_TRUE(IsCompatibleShape(std::vector<int64_t>{-1, 3}, {7, 3}));

@@ -350,8 +350,8 @@ absl::StatusOr<std::vector<std::string>> Table::Restore(
   differs("rate_limiter", rate_limiter_.DebugString(), limiter->DebugString());
   differs("signature", signature_.empty() ? "none" : "a signature",
           checkpoint.signature().empty() ? "none"
-          : checkpoint.signature() == signature_ ? "a signature"
-                                                 : "another signature");
+          : SameSignature(checkpoint.signature(), signature_) ? "a signature"
+                                                              : "another signature");
 
   ClearLocked();
   if (mode == RestoreMode::kCheckpointConfig) {
