@@ -8,7 +8,9 @@ from any client.
 """
 
 import collections
+import os
 import re
+import subprocess
 
 import grpc
 import numpy as np
@@ -306,3 +308,23 @@ def test_server_rejects_inconsistent_raw_grpc_items(signature_server):
       r"table 'sig'.*column 0 \('obs',\) \(name 'obs'\) is \w+\[\?,2\] in the "
       r'signature but the item provides \w+\[1,2\]', error.value.details())
   assert _size(signature_server, 'sig') == 0
+
+
+_DM_PYTHON = os.environ.get('TF_REVERB_DM_PYTHON')
+
+
+@pytest.mark.skipif(not _DM_PYTHON,
+                    reason='set TF_REVERB_DM_PYTHON to a dm-reverb venv python')
+def test_dm_reverb_writers_pass_the_server_check():
+  def table(name, obs_shape):
+    return reverb.Table.queue(
+        name, 100, signature={'obs': TensorSpec(obs_shape, np.float32),
+                              'step': TensorSpec([], np.int32)})
+
+  with reverb.Server([table('steps', [2]), table('traj', [3, 2])]) as server:
+    script = os.path.join(os.path.dirname(__file__), 'interop',
+                          'dm_reverb_signature_client.py')
+    result = subprocess.run([_DM_PYTHON, script, f'localhost:{server.port}'],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert 'ALL OK' in result.stdout
