@@ -9,6 +9,7 @@ from any client.
 
 import collections
 import os
+import pickle
 import re
 import subprocess
 
@@ -161,6 +162,10 @@ def test_tensor_spec_basics():
   assert spec == TensorSpec((None, 3), 'float32', 'obs')
   assert spec != TensorSpec((None, 3), 'float32')
   assert TensorSpec([], 'string').dtype.as_numpy_dtype is np.object_
+  assert TensorSpec([], np.float64).dtype != None  # pylint: disable=g-explicit-bool-comparison,singleton-comparison
+  assert TensorSpec([], 'string').dtype == np.dtype('O')
+  assert pickle.loads(pickle.dumps(spec)) == spec
+  assert tree.flatten({'a': spec, 'b': [spec]}) == [spec, spec]  # a leaf
   assert spec.is_compatible_with(np.zeros([5, 3], np.float32))
   assert not spec.is_compatible_with(np.zeros([5, 4], np.float32))
   assert TensorSpec(None, np.int32).is_compatible_with(np.int32(1))

@@ -114,6 +114,8 @@ def as_dtype(value: Any) -> DType:
   """
   if isinstance(value, DType):
     return value
+  if value is None:  # np.dtype(None) would be float64
+    raise TypeError('None is not a dtype')
   number = getattr(value, 'as_datatype_enum', None)  # tf.DType
   if isinstance(number, int):
     return DType(number)
