@@ -930,3 +930,29 @@ def test_acme_tf_learner_update_priorities_in_tf_function():
         seen[sample.info.key] = sample.info.priority
     for key, priority in expected.items():
       assert seen[key] == pytest.approx(priority)
+
+
+def test_pre_014_get_signature_timeout_ms_keyword():
+  # acme/adders/reverb/base.py (Acme 0.4) and older TF-Agents reverb_utils.py:
+  # trajectory_writer(num_keep_alive_refs=..., get_signature_timeout_ms=...).
+  signature = {'x': tf.TensorSpec([], tf.int64)}
+  with reverb.Server([_table('sig', signature=signature)]) as server:
+    address = f'localhost:{server.port}'
+    with reverb.Client(address).trajectory_writer(
+        num_keep_alive_refs=1, get_signature_timeout_ms=None) as writer:
+      writer.append({'x': np.int64(1)})
+      writer.create_item('sig', 1.0, {'x': writer.history['x'][-1]})
+    writer = reverb.Client(address).trajectory_writer(
+        num_keep_alive_refs=1, validate_items=False,
+        get_signature_timeout_ms=5000)
+    writer.append({'x': np.float32(1)})
+    # Set, the keyword turns validation on: the mismatch is caught here.
+    with pytest.raises(ValueError, match='sig'):
+      writer.create_item('sig', 1.0, {'x': writer.history['x'][-1]})
+    writer.close()
+    assert reverb.Client(address).server_info()['sig'].current_size == 1
+  with pytest.raises(ValueError, match='get_signature_timeout_ms'):
+    reverb.Client(address).trajectory_writer(1, get_signature_timeout_ms=-1)
+  # The server is gone: the signature fetch gives up instead of hanging.
+  with pytest.raises(reverb.errors.DeadlineExceededError):
+    reverb.Client(address).trajectory_writer(1, get_signature_timeout_ms=200)

@@ -213,10 +213,15 @@ class Client:
 
   # Writers (tf_reverb/trajectory_writer.py, writer.py, structured_writer.py).
 
-  def _flat_signatures(self) -> Dict[str, Any]:
-    """Table name -> flattened signature [(dtype enum, shape)] or None."""
+  def _flat_signatures(self,
+                       timeout: Optional[float] = None) -> Dict[str, Any]:
+    """Table name -> flattened signature [(dtype enum, shape)] or None.
+
+    `timeout` (seconds, None: forever) bounds the ServerInfo call made when
+    no signatures are cached.
+    """
     if self._signature_cache is None:
-      self.server_info()
+      self.server_info(timeout)
     assert self._signature_cache is not None
     # tf.TensorSpec or tensor_spec.TensorSpec leaves alike, without TF.
     return {
@@ -227,7 +232,8 @@ class Client:
   def trajectory_writer(self,
                         num_keep_alive_refs: int,
                         *,
-                        validate_items: bool = True) -> Any:
+                        validate_items: bool = True,
+                        get_signature_timeout_ms: Optional[int] = None) -> Any:
     """A new ``TrajectoryWriter`` (auto-tuned chunking).
 
     Args:
@@ -235,9 +241,15 @@ class Client:
         reference.
       validate_items: check items against the tables' signatures at
         ``create_item`` (fetches them with a ServerInfo call unless cached).
+      get_signature_timeout_ms: the keyword of Reverb releases before 0.14
+        (Acme 0.4, older TF-Agents pass it): when set, items are validated
+        and fetching the signatures gives up after that many milliseconds;
+        None leaves `validate_items` in charge.
 
     Raises:
-      ValueError: if num_keep_alive_refs < 1.
+      ValueError: if num_keep_alive_refs < 1 or get_signature_timeout_ms < 0.
+      DeadlineExceededError: when the signatures could not be fetched within
+        get_signature_timeout_ms.
     """
     # pylint: disable=g-import-not-at-top
     from tf_reverb import trajectory_writer as trajectory_writer_lib
@@ -247,13 +259,23 @@ class Client:
       raise ValueError(
           f'num_keep_alive_refs ({num_keep_alive_refs}) must be a positive '
           'integer')
+    signature_timeout = None
+    if get_signature_timeout_ms is not None:
+      if get_signature_timeout_ms < 0:
+        raise ValueError(
+            f'get_signature_timeout_ms ({get_signature_timeout_ms}) must be '
+            '>= 0 or None')
+      validate_items = True
+      # server_info takes seconds; 0 would mean "forever" there.
+      signature_timeout = max(get_signature_timeout_ms, 1) / 1000
     cpp_writer = writer_lib.new_cpp_writer(
         self._client,
         num_keep_alive_refs=num_keep_alive_refs,
         max_chunk_length=0,
         delta_encoded=False,
         max_queued_items=trajectory_writer_lib.DEFAULT_MAX_QUEUED_ITEMS,
-        signatures=self._flat_signatures() if validate_items else None,
+        signatures=(self._flat_signatures(signature_timeout)
+                    if validate_items else None),
         accept_step_shape_signatures=False)
     return trajectory_writer_lib.TrajectoryWriter(cpp_writer)
 
