@@ -179,11 +179,7 @@ bool IsCompatibleShape(const std::optional<std::vector<int64_t>>& spec,
 }
 
 std::string PartialShapeString(const std::optional<std::vector<int64_t>>& shape) {
-  if (!shape.has_value()) return "<unknown>";
-  std::vector<std::string> dims;
-  dims.reserve(shape->size());
-  for (int64_t d : *shape) dims.push_back(d < 0 ? "?" : absl::StrCat(d));
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
+  return shape.has_value() ? ShapeString(*shape) : "<unknown>";
 }
 
 std::string SignatureSpecString(const SignatureSpec& spec) {

@@ -61,12 +61,12 @@ std::optional<TableSignatures> ParseSignatures(const py::object& signatures) {
   if (signatures.is_none()) return std::nullopt;
   TableSignatures out;
   for (const auto& [name, columns] : signatures.cast<py::dict>()) {
-    std::optional<std::vector<SignatureColumn>>& parsed = out[name.cast<std::string>()];
+    std::optional<std::vector<SignatureSpec>>& parsed = out[name.cast<std::string>()];
     if (columns.is_none()) continue;
     parsed.emplace();
     for (const py::handle& column : columns) {
       py::tuple parts = column.cast<py::tuple>();
-      SignatureColumn spec;
+      SignatureSpec spec;
       spec.dtype = static_cast<DataType>(parts[0].cast<int>());
       if (!parts[1].is_none()) spec.shape = parts[1].cast<std::vector<int64_t>>();
       parsed->push_back(std::move(spec));

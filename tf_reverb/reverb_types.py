@@ -51,7 +51,7 @@ def _encode(value: Any) -> struct_pb2.StructuredValue:
   if isinstance(value, dict):
     proto = struct_pb2.StructuredValue()
     fields = proto.dict_value.fields
-    for key, item in value.items():
+    for key, item in sorted(value.items(), key=lambda kv: str(kv[0])):
       if not isinstance(key, str):
         raise ValueError(
             f'Signature dict keys must be strings, got {key!r}')
@@ -161,8 +161,9 @@ def decode_signature(serialized: bytes) -> Optional[SpecNest]:
 def encode_signature(signature: Optional[SpecNest]) -> bytes:
   """Encodes a nest of specs; b'' for no (or a falsy) signature.
 
-  Leaves are ``tensor_spec.TensorSpec`` or ``tf.TensorSpec``; the bytes are
-  those of TensorFlow's nested_structure_coder, produced without importing
+  Leaves are ``tensor_spec.TensorSpec`` or ``tf.TensorSpec``; the message is
+  the one TensorFlow's nested_structure_coder makes (serialized with dict
+  keys sorted, where TensorFlow's order varies), produced without importing
   TensorFlow (a nest with ``tf.BoundedTensorSpec`` goes through TensorFlow's
   coder, which is loaded then anyway).
 
@@ -173,7 +174,9 @@ def encode_signature(signature: Optional[SpecNest]) -> bytes:
                            not signature):
     return b''
   try:
-    return _encode(signature).SerializeToString()
+    # Deterministic: map entries (dict keys) sorted, so equal nests give
+    # equal bytes.
+    return _encode(signature).SerializeToString(deterministic=True)
   except _NeedsTensorFlow:
     pass
   # pylint: disable=g-import-not-at-top

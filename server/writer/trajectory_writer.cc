@@ -22,21 +22,6 @@ constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
 // Streams that die sooner than this count as failing fast (backoff grows).
 constexpr absl::Duration kFastFailure = absl::Seconds(2);
 
-bool IsCompatible(const std::optional<std::vector<int64_t>>& signature,
-                  const std::vector<int64_t>& shape) {
-  if (!signature.has_value()) return true;
-  if (signature->size() != shape.size()) return false;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if ((*signature)[i] >= 0 && (*signature)[i] != shape[i]) return false;
-  }
-  return true;
-}
-
-std::string SignatureString(const SignatureColumn& column) {
-  if (!column.shape.has_value()) return absl::StrCat(DataTypeName(column.dtype), "<unknown>");
-  return absl::StrCat(DataTypeName(column.dtype), ShapeString(*column.shape));
-}
-
 int64_t ChunkBytes(const deepmind::reverb::ChunkData& chunk) {
   int64_t bytes = 0;
   for (const auto& tensor : chunk.data().tensors()) bytes += tensor.tensor_content().size();
@@ -282,7 +267,7 @@ absl::Status TrajectoryWriter::ValidateItem(const std::string& table,
         " tables were found: ", absl::StrJoin(names, ", "), "."));
   }
   if (!it->second.has_value()) return absl::OkStatus();
-  const std::vector<SignatureColumn>& signature = *it->second;
+  const std::vector<SignatureSpec>& signature = *it->second;
   const std::string prefix = absl::StrCat(
       "Unable to create item in table '", table,
       "' since the provided trajectory is inconsistent with the table signature. ");
@@ -297,14 +282,14 @@ absl::Status TrajectoryWriter::ValidateItem(const std::string& table,
     if (!trajectory[c].squeeze) {
       shape.insert(shape.begin(), static_cast<int64_t>(trajectory[c].refs.size()));
     }
-    bool ok = signature[c].dtype == spec.dtype && IsCompatible(signature[c].shape, shape);
+    bool ok = signature[c].dtype == spec.dtype && IsCompatibleShape(signature[c].shape, shape);
     if (!ok && options_.accept_step_shape_signatures && !trajectory[c].squeeze) {
-      ok = signature[c].dtype == spec.dtype && IsCompatible(signature[c].shape, spec.shape);
+      ok = signature[c].dtype == spec.dtype && IsCompatibleShape(signature[c].shape, spec.shape);
     }
     if (!ok) {
       return absl::InvalidArgumentError(absl::StrCat(
           prefix, "The table signature specifies column ", c, " as ",
-          SignatureString(signature[c]), " but the item provides ",
+          SignatureSpecString(signature[c]), " but the item provides ",
           DataTypeName(spec.dtype), ShapeString(shape), "."));
     }
   }

@@ -75,6 +75,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
 #include "reverb_service.grpc.pb.h"
+#include "server/signature.h"
 #include "server/writer/cell_ref.h"
 #include "server/writer/chunker.h"
 
@@ -98,16 +99,10 @@ inline constexpr int64_t kCoalesceMaxBytes = 64 << 10;
 // writer's encoder thread instead of the appending thread.
 inline constexpr int64_t kAsyncEncodeMinBytes = 32 << 10;
 
-// One column of a table signature: dtype and shape, where -1 is an unknown
-// dimension and an absent shape an unknown rank.
-struct SignatureColumn {
-  DataType dtype = ::tf_reverb::tf::DT_INVALID;
-  std::optional<std::vector<int64_t>> shape;
-};
-
-// Table name -> flattened signature (nullopt: the table has none).
+// Table name -> flattened signature (server/signature.h; nullopt: the table
+// has none).
 using TableSignatures =
-    absl::flat_hash_map<std::string, std::optional<std::vector<SignatureColumn>>>;
+    absl::flat_hash_map<std::string, std::optional<std::vector<SignatureSpec>>>;
 
 struct TrajectoryWriterOptions {
   // Default chunking of every column (ConfigureChunker overrides per column).

@@ -286,8 +286,9 @@ TEST(TrajectoryWriterTest, SignatureValidation) {
   TrajectoryWriterOptions options;
   options.chunker_options = {2, 1};
   TableSignatures signatures;
-  signatures["t"] = std::vector<SignatureColumn>{{tfp::DT_INT32, std::vector<int64_t>{-1, 2}},
-                                                 {tfp::DT_FLOAT, std::vector<int64_t>{}}};
+  signatures["t"] =
+      std::vector<SignatureSpec>{{"(0,)", "", tfp::DT_INT32, std::vector<int64_t>{-1, 2}},
+                                 {"(1,)", "", tfp::DT_FLOAT, std::vector<int64_t>{}}};
   signatures["free"] = std::nullopt;
   options.signatures = signatures;
   auto writer = TrajectoryWriter::Create(ChannelTo(server->port()), options).value();
