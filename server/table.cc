@@ -56,10 +56,17 @@ absl::StatusOr<std::shared_ptr<const std::vector<SignatureSpec>>> Table::Signatu
 }
 
 absl::Status Table::CheckSignature(const TableItem& item) const {
-  if (signature_columns_ == nullptr) return absl::OkStatus();
+  std::shared_ptr<const std::vector<SignatureSpec>> signature;
+  {
+    absl::MutexLock lock(&mu_);
+    signature = signature_columns_;
+  }
+  if (signature == nullptr) return absl::OkStatus();
+  // Outside the lock: reading the item's chunk headers costs time that
+  // samplers and other inserts need not wait for.
   absl::StatusOr<std::vector<ItemColumn>> columns = ItemColumns(item);
   if (!columns.ok()) return columns.status();
-  return CheckItemColumns(name_, *signature_columns_, *columns);
+  return CheckItemColumns(name_, *signature, *columns);
 }
 
 Table::Table(Config config, std::shared_ptr<const std::vector<SignatureSpec>> signature_columns)
@@ -113,11 +120,11 @@ absl::Status Table::ValidatePriority(double priority) const {
 absl::Status Table::InsertOrAssign(TableItem item, absl::Duration timeout,
                                    const std::function<bool()>& cancelled) {
   if (absl::Status s = ValidateTableItem(item); !s.ok()) return s;
+  if (absl::Status s = CheckSignature(item); !s.ok()) return s;
   const uint64_t key = item.item->key();
   const double priority = item.item->priority();
   absl::MutexLock lock(&mu_);
   if (closed_) return absl::CancelledError(kTableClosedMessage);
-  if (absl::Status s = CheckSignature(item); !s.ok()) return s;
   if (absl::Status s = ValidatePriority(priority); !s.ok()) return s;
   if (items_.contains(key)) {
     return UpdateLocked(key, priority);
