@@ -3,7 +3,8 @@
 Building runs Bazel (fully offline, see WORKSPACE) against the TensorFlow of
 the Python running this script, places the core extension, the TF kernel
 library and the server binary inside the package, and generates the Python
-modules of the wire protocol with grpcio-tools. Build with
+modules of the wire protocol with the system protoc (gencode that loads under
+protobuf 3.20 to 7.x, see generate_protos). Build with
 ``pip install --no-build-isolation .`` so Bazel sees the installed TensorFlow.
 """
 
@@ -13,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import setuptools
 from setuptools.command import build_py
@@ -51,25 +53,92 @@ def build_native() -> None:
     os.chmod(destination, 0o755)
 
 
+# The Python gencode must load under every protobuf runtime the supported
+# TensorFlow versions bring: TF 2.15 pins protobuf >=3.20.3,<5, TF 2.21 brings
+# 6.x/7.x. protoc 3.20-25 emits `_builder` gencode without a runtime-version
+# check, which all of them load; protoc >= 26 (and grpcio-tools' bundled one)
+# adds `ValidateProtobufRuntimeVersion`, which refuses any older runtime, and
+# protoc < 3.20 emits descriptors that protobuf >= 4 (upb) refuses. Debian's
+# protoc (3.21.12 on Debian 12 and 13) is in range.
+PROTOC_VERSIONS = ((3, 20), (26, 0))  # [oldest, first too new)
+
+
+def _tool(env_var: str, name: str, debian_package: str) -> str:
+  """Path of a code generator: $env_var, else `name` on PATH."""
+  path = os.environ.get(env_var) or shutil.which(name)
+  if not path or not os.access(path, os.X_OK):
+    raise RuntimeError(
+        f'{name} not found (set {env_var} or install the Debian package '
+        f'{debian_package}); it generates tf_reverb/proto/*_pb2*.py')
+  return path
+
+
+def _check_protoc_version(protoc: str) -> None:
+  """Raises unless `protoc` emits gencode that loads under protobuf 3.20-7.x."""
+  output = subprocess.check_output([protoc, '--version'], text=True).strip()
+  match = re.search(r'(\d+)\.(\d+)', output)
+  version = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+  oldest, too_new = PROTOC_VERSIONS
+  if not oldest <= version < too_new:
+    raise RuntimeError(
+        f'{protoc} is {output!r}; tf_reverb needs protoc >= 3.20 and < 26 '
+        '(e.g. Debian\'s protobuf-compiler 3.21.12) so that the generated '
+        'modules load under every protobuf runtime from 3.20 to 7.x')
+
+
 def generate_protos() -> None:
-  """Generates tf_reverb/proto/*_pb2.py from proto/*.proto."""
-  from grpc_tools import protoc  # pylint: disable=g-import-not-at-top
+  """Generates tf_reverb/proto/*_pb2.py (and the gRPC stubs) from proto/*.proto.
+
+  Uses the system protoc (``$PROTOC``, else ``protoc`` on PATH: Debian's
+  /usr/bin/protoc) and Debian's grpc_python_plugin (``$GRPC_PYTHON_PLUGIN``),
+  not grpcio-tools: its bundled protoc stamps the gencode with a check that
+  refuses protobuf runtimes older than itself. The plugin's stubs
+  (reverb_service_pb2_grpc.py, needed by tests and tools, never imported by
+  tf_reverb itself) carry no grpcio version check either.
+  """
+  protoc = _tool('PROTOC', 'protoc', 'protobuf-compiler')
+  _check_protoc_version(protoc)
+  grpc_plugin = _tool('GRPC_PYTHON_PLUGIN', 'grpc_python_plugin',
+                      'protobuf-compiler-grpc')
   out_dir = os.path.join(PACKAGE, 'proto')
   protos = sorted(glob.glob(os.path.join(ROOT, 'proto', '*.proto')))
-  include = os.path.join(os.path.dirname(protoc.__file__), '_proto')
+  # google/protobuf/timestamp.proto: beside protoc's own prefix
+  # (/usr/include for /usr/bin/protoc, from libprotobuf-dev).
+  include = os.path.join(os.path.dirname(os.path.dirname(
+      os.path.realpath(protoc))), 'include')
   includes = [f'-I{ROOT}/proto', f'-I{include}']
-  if (protoc.main(['protoc', *includes, f'--python_out={out_dir}', *protos]) or
-      protoc.main(['protoc', *includes, f'--grpc_python_out={out_dir}',
-                   os.path.join(ROOT, 'proto', 'reverb_service.proto')])):
-    raise RuntimeError('protoc failed on ' + ' '.join(protos))
-  # protoc emits absolute imports of sibling modules; make them relative.
-  for path in glob.glob(os.path.join(out_dir, '*_pb2*.py')):
-    with open(path) as f:
-      text = f.read()
-    text = re.sub(r'^import (\w+_pb2) as', r'from . import \1 as', text,
-                  flags=re.MULTILINE)
-    with open(path, 'w') as f:
-      f.write(text)
+  # Generate into a scratch directory and move the results in: a failed run
+  # leaves the previous modules in place.
+  scratch = tempfile.mkdtemp(prefix='tf_reverb_protos_')
+  try:
+    subprocess.check_call([protoc, *includes, f'--python_out={scratch}',
+                           *protos])
+    subprocess.check_call([
+        protoc, *includes, f'--plugin=protoc-gen-grpc_python={grpc_plugin}',
+        f'--grpc_python_out={scratch}',
+        os.path.join(ROOT, 'proto', 'reverb_service.proto')])
+    generated = {}
+    for path in sorted(glob.glob(os.path.join(scratch, '*_pb2*.py'))):
+      with open(path) as f:
+        text = f.read()
+      if 'ValidateProtobufRuntimeVersion' in text:
+        raise RuntimeError(f'{protoc} emitted a runtime-version check into '
+                           f'{os.path.basename(path)}')
+      # protoc emits absolute imports of sibling modules; make them relative.
+      generated[os.path.basename(path)] = re.sub(
+          r'^import (\w+_pb2) as', r'from . import \1 as', text,
+          flags=re.MULTILINE)
+    # Each module is replaced atomically (others may be importing them).
+    for name, text in generated.items():
+      staging = os.path.join(out_dir, f'.{name}.tmp')
+      with open(staging, 'w') as f:
+        f.write(text)
+      os.replace(staging, os.path.join(out_dir, name))
+    for stale in glob.glob(os.path.join(out_dir, '*_pb2*.py')):
+      if os.path.basename(stale) not in generated:
+        os.remove(stale)
+  finally:
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 class BinaryDistribution(setuptools.Distribution):
