@@ -8,6 +8,8 @@ Checks, in order, each printed as `ok NAME` or `FAIL NAME: why`:
                          --forbid-path, is not loaded from DIR, the checkout)
   server_binary          the venv's `reverb_server` console script on a free
                          port: Client insert, sample, server_info
+  server_binary_checkpoint  reverb_server --checkpoint_dir: Client.checkpoint(),
+                         a new reverb_server restores the items
   trajectory_writer      TrajectoryWriter items of 2 steps into an in-process
                          server, read back with NumpyIterator batches
   checkpoint_restore     Server with a DefaultCheckpointer, Client.checkpoint(),
@@ -15,7 +17,8 @@ Checks, in order, each printed as `ok NAME` or `FAIL NAME: why`:
   install_as_reverb      in a fresh interpreter: install_as_reverb(),
                          `import reverb` is tf_reverb, still no TensorFlow
  with TensorFlow (default):
-  tf_client_tf_function  TFClient.insert and TFClient.sample inside tf.function
+  tf_client_tf_function  TFClient.insert and TFClient.sample inside tf.function;
+                         the kernel library mapped matches tf.__version__
   trajectory_dataset     a TrajectoryDataset batch
   tf_structured_writer   TFStructuredWriter appends inside tf.function
   import_after_tf        in a fresh interpreter: TensorFlow first, then
@@ -155,6 +158,34 @@ def check_server_binary() -> str:
   return f'{executable} port {server.port}'
 
 
+def check_server_binary_checkpoint() -> str:
+  reverb = _reverb()
+  executable = _server_executable()
+  directory = tempfile.mkdtemp(prefix='tf_reverb_smoke_binary_ckpt_')
+  try:
+    args = (f'--config={SERVER_CONFIG}', '--port=0',
+            f'--checkpoint_dir={directory}', '--checkpoint_on_exit=false')
+    server = ServerProcess(executable, *args)
+    try:
+      client = reverb.Client(f'127.0.0.1:{server.port}')
+      client.insert([np.int64(1)], {TABLE: 1.0})
+      client.insert([np.int64(2)], {TABLE: 1.0})
+      path = client.checkpoint()
+    finally:
+      server.stop()
+    assert os.path.exists(os.path.join(path, 'DONE')), path
+    server = ServerProcess(executable, *args)
+    try:
+      client = reverb.Client(f'127.0.0.1:{server.port}')
+      size = client.server_info(timeout=RPC_TIMEOUT_S)[TABLE].current_size
+    finally:
+      server.stop()
+    assert size == 2, f'restored {size} items, not 2:\n' + ''.join(server.lines)
+  finally:
+    shutil.rmtree(directory, ignore_errors=True)
+  return '2 items restored by a new reverb_server'
+
+
 def check_trajectory_writer() -> str:
   reverb = _reverb()
   with reverb.Server([_table()]) as server:
@@ -268,7 +299,22 @@ def check_tf_client_tf_function() -> str:
       assert sample.data[1].numpy() == str(value).encode(), sample
       values.append(value)
   assert values == [0, 1, 2], values
-  return f'TensorFlow {tf.__version__}'
+  kernel = _loaded_kernel_library()
+  # A wheel's kernels are named per TF minor (libtf_reverb_ops_tf2_15.so).
+  match = re.search(r'_tf(\d+)_(\d+)\.so$', kernel)
+  if match:
+    assert match.groups() == tuple(tf.__version__.split('.')[:2]), (
+        f'TensorFlow {tf.__version__} runs kernel library {kernel}')
+  return f'TensorFlow {tf.__version__}, kernels {kernel}'
+
+
+def _loaded_kernel_library() -> str:
+  """Basename of the tf_reverb kernel library mapped into this process."""
+  with open('/proc/self/maps') as f:
+    names = {os.path.basename(line.split()[-1]) for line in f
+             if 'libtf_reverb_ops' in line}
+  assert len(names) == 1, f'kernel libraries mapped: {sorted(names)}'
+  return names.pop()
 
 
 def check_trajectory_dataset() -> str:
@@ -345,6 +391,7 @@ def checks(no_tf: bool,
            forbid_path: Optional[str]) -> Iterator[Tuple[str, Callable[[], str]]]:
   yield 'import_without_tf', lambda: check_import_without_tf(forbid_path)
   yield 'server_binary', check_server_binary
+  yield 'server_binary_checkpoint', check_server_binary_checkpoint
   yield 'trajectory_writer', check_trajectory_writer
   yield 'checkpoint_restore', check_checkpoint_restore
   yield 'install_as_reverb', check_install_as_reverb
