@@ -41,11 +41,13 @@ def dm_python(args: argparse.Namespace) -> Any:
   if os.environ.get('TF_REVERB_DM_PYTHON'):
     return os.environ['TF_REVERB_DM_PYTHON']
   try:
-    return subprocess.check_output(
+    # Prints nothing where dm-reverb cannot exist (no Python 3.8-3.11).
+    lines = subprocess.check_output(
         ['bash', os.path.join(ROOT, 'scripts', 'setup_dm_reverb.sh')],
-        text=True).strip().splitlines()[-1]
+        text=True).strip().splitlines()
   except (subprocess.CalledProcessError, OSError):
     return None
+  return lines[-1] if lines else None
 
 
 def best_results(script: str, args: argparse.Namespace,

@@ -14,6 +14,17 @@ import tf_reverb as reverb
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER_BINARY = os.path.join(ROOT, 'tf_reverb', 'bin', 'reverb_server')
 
+# The python of a venv with dm-reverb 0.14, for the wire-compatibility tests.
+# scripts/run_tests.sh sets it up where dm-reverb can exist (Python 3.8-3.11)
+# and otherwise says why not in TF_REVERB_DM_UNAVAILABLE.
+DM_PYTHON = os.environ.get('TF_REVERB_DM_PYTHON') or None
+requires_dm_reverb = pytest.mark.skipif(
+    not DM_PYTHON,
+    reason='needs dm-reverb 0.14: ' + (
+        os.environ.get('TF_REVERB_DM_UNAVAILABLE') or
+        'TF_REVERB_DM_PYTHON is not set (scripts/run_tests.sh sets it; or '
+        'set it to the python of a venv with dm-reverb 0.14)'))
+
 
 def uniform_table(name='my_table', max_size=1000, **kwargs):
   """A uniform/FIFO table with MinSize(1)."""

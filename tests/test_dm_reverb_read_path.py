@@ -12,12 +12,12 @@ import portpicker
 import pytest
 
 import tf_reverb as reverb
+from conftest import DM_PYTHON
+from conftest import requires_dm_reverb
 
-DM_PYTHON = os.environ.get('TF_REVERB_DM_PYTHON')
 INTEROP = os.path.join(os.path.dirname(__file__), 'interop')
 
-pytestmark = pytest.mark.skipif(
-    not DM_PYTHON, reason='set TF_REVERB_DM_PYTHON to a dm-reverb venv python')
+pytestmark = requires_dm_reverb
 
 
 @pytest.fixture

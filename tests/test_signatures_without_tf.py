@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 import tree
 
+from conftest import DM_PYTHON
+from conftest import requires_dm_reverb
 from conftest import run_python
 import tf_reverb as reverb
 from tf_reverb import reverb_types
@@ -317,11 +319,7 @@ def test_server_rejects_inconsistent_raw_grpc_items(signature_server):
   assert _size(signature_server, 'sig') == 0
 
 
-_DM_PYTHON = os.environ.get('TF_REVERB_DM_PYTHON')
-
-
-@pytest.mark.skipif(not _DM_PYTHON,
-                    reason='set TF_REVERB_DM_PYTHON to a dm-reverb venv python')
+@requires_dm_reverb
 def test_dm_reverb_writers_pass_the_server_check():
   def table(name, obs_shape):
     return reverb.Table.queue(
@@ -331,7 +329,7 @@ def test_dm_reverb_writers_pass_the_server_check():
   with reverb.Server([table('steps', [2]), table('traj', [3, 2])]) as server:
     script = os.path.join(os.path.dirname(__file__), 'interop',
                           'dm_reverb_signature_client.py')
-    result = subprocess.run([_DM_PYTHON, script, f'localhost:{server.port}'],
+    result = subprocess.run([DM_PYTHON, script, f'localhost:{server.port}'],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert 'ALL OK' in result.stdout

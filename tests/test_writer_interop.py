@@ -15,16 +15,16 @@ import portpicker
 import pytest
 
 import tf_reverb as reverb
+from tests.conftest import DM_PYTHON
+from tests.conftest import requires_dm_reverb
 from tests.conftest import uniform_table
 from tf_reverb.proto import reverb_service_pb2
 from tf_reverb.proto import reverb_service_pb2_grpc
 from tf_reverb.proto import schema_pb2
 
-DM_PYTHON = os.environ.get('TF_REVERB_DM_PYTHON')
 INTEROP = os.path.join(os.path.dirname(__file__), 'interop')
 
-pytestmark = pytest.mark.skipif(
-    not DM_PYTHON, reason='set TF_REVERB_DM_PYTHON to a dm-reverb venv python')
+pytestmark = requires_dm_reverb
 
 
 TABLES = ('my_table', 'legacy', 'frames')
