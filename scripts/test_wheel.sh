@@ -65,10 +65,12 @@ log() { echo "[test_wheel] $*" >&2; }
 now() { date +%s; }
 
 log "wheel $(basename "$WHEEL") ($(du -h "$WHEEL" | cut -f1)), Python $("$PYTHON" --version 2>&1)"
-if command -v auditwheel >/dev/null 2>&1; then
+# Informational (the ldd check below decides): the wheel's platform tag as
+# auditwheel sees it, where scripts/build_wheel.sh installed it (.venv).
+if [ -x "$ROOT/.venv/bin/python" ] && "$ROOT/.venv/bin/python" -m auditwheel --version >/dev/null 2>&1; then
+  "$ROOT/.venv/bin/python" -m auditwheel show "$WHEEL" 2>&1 | sed 's/^/[auditwheel] /' >&2 || true
+elif command -v auditwheel >/dev/null 2>&1; then
   auditwheel show "$WHEEL" 2>&1 | sed 's/^/[auditwheel] /' >&2 || true
-elif [ -x "$ROOT/.venv/bin/auditwheel" ]; then
-  "$ROOT/.venv/bin/auditwheel" show "$WHEEL" 2>&1 | sed 's/^/[auditwheel] /' >&2 || true
 fi
 
 RESULTS=()
