@@ -52,7 +52,7 @@ if [ -z "$WHEEL" ]; then
     exit 2
   fi
 fi
-WHEEL=$(realpath "$WHEEL")
+WHEEL=$(realpath -m "$WHEEL")
 [ -f "$WHEEL" ] || { echo "test_wheel.sh: $WHEEL not found" >&2; exit 2; }
 
 VENVS=$ROOT/.wheel-build/smoke-venvs
