@@ -126,7 +126,13 @@ def _system_libs_impl(ctx):
         result = ctx.execute(["pkg-config", "--libs"] + modules)
         if result.return_code != 0:
             fail("pkg-config cannot find %s (run the README's set-up): %s" % (modules, result.stderr))
-        build.append("cc_library(name = %r, linkopts = %r)" % (name, result.stdout.strip().split(" ")))
+        linkopts = result.stdout.strip().split(" ")
+        if name == "absl":
+            # Everything that links abseil gets this start-up setting (see the file).
+            ctx.symlink(Label("//third_party:absl_mutex_release_mode.cc"), "absl_mutex_release_mode.cc")
+            build.append("cc_library(name = %r, srcs = [\"absl_mutex_release_mode.cc\"], linkopts = %r, alwayslink = True)" % (name, linkopts))
+        else:
+            build.append("cc_library(name = %r, linkopts = %r)" % (name, linkopts))
     ctx.file("BUILD", "\n".join(build) + "\n")
 
 system_libs = repository_rule(implementation = _system_libs_impl, local = True)
