@@ -586,9 +586,12 @@ TEST(TableTest, ConcurrentInsertSampleAndUpdate) {
       --inserters_running;
     });
   }
+  // Each sampler and the updater works at least once even when it starts
+  // after the inserters are done (they can finish within milliseconds).
   for (int t = 0; t < 2; ++t) {
     threads.emplace_back([&] {
-      while (inserters_running > 0) {
+      int64_t batches = 0;
+      while (inserters_running > 0 || batches == 0) {
         std::vector<SampledItem> batch;
         absl::Status s = table->SampleBatch(4, absl::Milliseconds(20), &batch);
         if (!s.ok()) {
@@ -606,12 +609,13 @@ TEST(TableTest, ConcurrentInsertSampleAndUpdate) {
           EXPECT_GE(item.priority, 0.0);
         }
         samples_taken += static_cast<int64_t>(batch.size());
+        ++batches;
       }
     });
   }
   threads.emplace_back([&] {
     std::mt19937 gen(3);
-    while (inserters_running > 0) {
+    do {
       std::vector<KeyWithPriority> updates;
       for (int j = 0; j < 5; ++j) {
         updates.push_back(Update(key_of(gen() % kInserters, gen() % kPerInserter),
@@ -619,7 +623,7 @@ TEST(TableTest, ConcurrentInsertSampleAndUpdate) {
       }
       EXPECT_TRUE(table->MutateItems(updates, {}).ok());
       ++updates_done;
-    }
+    } while (inserters_running > 0);
   });
   for (std::thread& t : threads) t.join();
 
