@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Idempotent set-up on a fresh Debian 12: system packages, a virtualenv with
-# the Python requirements, and the Bazel build of the native parts. Quick when
-# everything is already in place.
+# Idempotent set-up on a fresh Debian 12 or 13: system packages, a virtualenv
+# with the Python requirements, and the Bazel build of the native parts. Quick
+# when everything is already in place. The same package names serve both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
