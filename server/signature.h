@@ -63,9 +63,9 @@ bool IsCompatibleShape(const std::optional<std::vector<int64_t>>& spec,
 
 // "[?,3]" for a partial shape, "<unknown>" for an unknown rank.
 std::string PartialShapeString(const std::optional<std::vector<int64_t>>& shape);
-// "float32[?,3]" (DataTypeName and PartialShapeString).
+// "float[?,3]" (DataTypeName and PartialShapeString).
 std::string SignatureSpecString(const SignatureSpec& spec);
-// "[('a',): float32[?,3], ('b',): int64[]]".
+// "[('a',): float[?,3], ('b',): int64[]]".
 std::string SignatureString(const std::vector<SignatureSpec>& signature);
 
 // Whether two serialized signatures are the same nest: equal bytes, or equal

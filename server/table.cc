@@ -55,18 +55,9 @@ absl::StatusOr<std::shared_ptr<const std::vector<SignatureSpec>>> Table::Signatu
   return std::make_shared<const std::vector<SignatureSpec>>(*std::move(columns));
 }
 
-absl::Status Table::CheckSignature(const TableItem& item) const {
-  std::shared_ptr<const std::vector<SignatureSpec>> signature;
-  {
-    absl::MutexLock lock(&mu_);
-    signature = signature_columns_;
-  }
-  if (signature == nullptr) return absl::OkStatus();
-  // Outside the lock: reading the item's chunk headers costs time that
-  // samplers and other inserts need not wait for.
-  absl::StatusOr<std::vector<ItemColumn>> columns = ItemColumns(item);
-  if (!columns.ok()) return columns.status();
-  return CheckItemColumns(name_, *signature, *columns);
+std::shared_ptr<const std::vector<SignatureSpec>> Table::signature_columns() const {
+  absl::MutexLock lock(&mu_);
+  return signature_columns_;
 }
 
 Table::Table(Config config, std::shared_ptr<const std::vector<SignatureSpec>> signature_columns)
@@ -119,8 +110,18 @@ absl::Status Table::ValidatePriority(double priority) const {
 
 absl::Status Table::InsertOrAssign(TableItem item, absl::Duration timeout,
                                    const std::function<bool()>& cancelled) {
-  if (absl::Status s = ValidateTableItem(item); !s.ok()) return s;
-  if (absl::Status s = CheckSignature(item); !s.ok()) return s;
+  // Validated (and, for a table with a signature, checked against it) outside
+  // the lock: reading the item's chunk headers costs time that samplers and
+  // other inserts need not wait for.
+  const std::shared_ptr<const std::vector<SignatureSpec>> signature = signature_columns();
+  std::vector<ItemColumn> columns;
+  if (absl::Status s = ValidateTableItem(item, signature != nullptr ? &columns : nullptr);
+      !s.ok()) {
+    return s;
+  }
+  if (signature != nullptr) {
+    if (absl::Status s = CheckItemColumns(name_, *signature, columns); !s.ok()) return s;
+  }
   const uint64_t key = item.item->key();
   const double priority = item.item->priority();
   absl::MutexLock lock(&mu_);

@@ -154,7 +154,9 @@ class Table {
   // unchecked one); INVALID_ARGUMENT for unreadable bytes.
   static absl::StatusOr<std::shared_ptr<const std::vector<SignatureSpec>>> SignatureColumns(
       const std::string& signature);
-  absl::Status CheckSignature(const TableItem& item) const ABSL_LOCKS_EXCLUDED(mu_);
+  // A snapshot of signature_columns_ (Restore may replace it).
+  std::shared_ptr<const std::vector<SignatureSpec>> signature_columns() const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Waits until `ready` holds, the table closes, `timeout` passes or
   // `cancelled` turns true. Returns OK only when `ready` holds.

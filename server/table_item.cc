@@ -17,7 +17,31 @@ std::vector<uint64_t> UniqueChunkKeys(const deepmind::reverb::FlatTrajectory& t)
   return keys;
 }
 
-absl::Status ValidateTableItem(const TableItem& item) {
+namespace {
+
+// Records the dtype and row shape of column `c`'s first slice (`tensor`, of
+// chunk `chunk_key`) in `out`, or checks a later slice against them.
+absl::Status AddSliceSpec(int c, const deepmind::reverb::FlatTrajectory::Column& column,
+                          bool first, uint64_t chunk_key,
+                          const ::tf_reverb::tf::TensorProto& tensor, ItemColumn* out) {
+  const auto& dims = tensor.tensor_shape().dim();
+  if (first) {
+    out->dtype = tensor.dtype();
+    for (int d = 1; d < dims.size(); ++d) out->shape.push_back(dims[d].size());
+    return absl::OkStatus();
+  }
+  bool same = tensor.dtype() == out->dtype &&
+              dims.size() == static_cast<int>(out->shape.size()) + 1;
+  for (int d = 1; same && d < dims.size(); ++d) same = dims[d].size() == out->shape[d - 1];
+  if (same) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "Column ", c, " joins slices of different dtypes or row shapes (chunks ",
+      column.chunk_slices(0).chunk_key(), " and ", chunk_key, ")."));
+}
+
+}  // namespace
+
+absl::Status ValidateTableItem(const TableItem& item, std::vector<ItemColumn>* columns) {
   const auto& trajectory = item.item->flat_trajectory();
   if (trajectory.columns_size() == 0 ||
       trajectory.columns(0).chunk_slices_size() == 0) {
@@ -25,6 +49,7 @@ absl::Status ValidateTableItem(const TableItem& item) {
   }
   absl::flat_hash_map<uint64_t, const ChunkData*> by_key;
   for (const auto& chunk : item.chunks) by_key[chunk->chunk_key()] = chunk.get();
+  if (columns != nullptr) columns->assign(trajectory.columns_size(), ItemColumn());
   for (int c = 0; c < trajectory.columns_size(); ++c) {
     const auto& column = trajectory.columns(c);
     int64_t rows = 0;
@@ -42,7 +67,8 @@ absl::Status ValidateTableItem(const TableItem& item) {
             "Column ", c, " references tensor ", slice.index(), " of chunk ",
             slice.chunk_key(), " which holds ", tensors, " tensors."));
       }
-      const auto& shape = chunk.data().tensors(slice.index()).tensor_shape();
+      const auto& tensor = chunk.data().tensors(slice.index());
+      const auto& shape = tensor.tensor_shape();
       const int64_t chunk_rows = shape.dim_size() > 0 ? shape.dim(0).size() : 0;
       if (slice.offset() < 0 || slice.length() < 1 ||
           slice.offset() + static_cast<int64_t>(slice.length()) > chunk_rows) {
@@ -52,59 +78,24 @@ absl::Status ValidateTableItem(const TableItem& item) {
             ") is out of range for chunk ", slice.chunk_key(), " of ", chunk_rows,
             " rows."));
       }
+      if (columns != nullptr) {
+        if (absl::Status s = AddSliceSpec(c, column, rows == 0, slice.chunk_key(), tensor, &(*columns)[c]); !s.ok()) {
+          return s;
+        }
+      }
       rows += slice.length();
     }
     if (column.squeeze() && rows != 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           "Column ", c, " is squeezed but has ", rows, " rows."));
     }
+    if (columns != nullptr) {
+      ItemColumn& out = (*columns)[c];
+      out.squeeze = column.squeeze();
+      if (!out.squeeze) out.shape.insert(out.shape.begin(), rows);
+    }
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<ItemColumn>> ItemColumns(const TableItem& item) {
-  const auto& trajectory = item.item->flat_trajectory();
-  std::vector<ItemColumn> columns(trajectory.columns_size());
-  // Items reference few chunks: a linear search beats building a map.
-  auto chunk_of = [&item](uint64_t key) -> const ChunkData* {
-    for (const auto& chunk : item.chunks) {
-      if (chunk->chunk_key() == key) return chunk.get();
-    }
-    return nullptr;
-  };
-  for (int c = 0; c < trajectory.columns_size(); ++c) {
-    const auto& column = trajectory.columns(c);
-    ItemColumn& out = columns[c];
-    out.squeeze = column.squeeze();
-    int64_t rows = 0;
-    for (int s = 0; s < column.chunk_slices_size(); ++s) {
-      const auto& slice = column.chunk_slices(s);
-      const ChunkData* chunk = chunk_of(slice.chunk_key());
-      if (chunk == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Column ", c, " references chunk ", slice.chunk_key(), " which was not provided."));
-      }
-      const auto& tensor = chunk->data().tensors(slice.index());
-      const auto& dims = tensor.tensor_shape().dim();
-      if (s == 0) {
-        out.dtype = tensor.dtype();
-        // Row shape first; the row count goes in front below.
-        for (int d = 1; d < dims.size(); ++d) out.shape.push_back(dims[d].size());
-      } else {
-        bool same = tensor.dtype() == out.dtype &&
-                    dims.size() == static_cast<int>(out.shape.size()) + 1;
-        for (int d = 1; same && d < dims.size(); ++d) same = dims[d].size() == out.shape[d - 1];
-        if (!same) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "Column ", c, " joins slices of different dtypes or row shapes (chunks ",
-              column.chunk_slices(0).chunk_key(), " and ", slice.chunk_key(), ")."));
-        }
-      }
-      rows += slice.length();
-    }
-    if (!out.squeeze) out.shape.insert(out.shape.begin(), rows);
-  }
-  return columns;
 }
 
 }  // namespace tf_reverb

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "schema.pb.h"
 #include "signature.h"
 
@@ -47,14 +46,12 @@ std::vector<uint64_t> UniqueChunkKeys(const deepmind::reverb::FlatTrajectory& t)
 
 // Checks that `item` is non-empty and that every slice lies inside the chunk
 // it names (`chunks` in UniqueChunkKeys order). INVALID_ARGUMENT otherwise.
-absl::Status ValidateTableItem(const TableItem& item);
-
-// The dtype and shape of each column of `item` as a sample would hold it
-// ([rows, *row_shape], or row_shape when squeezed), read from the chunks'
-// tensor headers without decompressing. `item` must pass
-// ValidateTableItem. INVALID_ARGUMENT when the slices of a column disagree in
-// dtype or row shape.
-absl::StatusOr<std::vector<ItemColumn>> ItemColumns(const TableItem& item);
+// With `columns`, the same pass also gives the dtype and shape of each column
+// as a sample would hold it ([rows, *row_shape], or row_shape when squeezed),
+// read from the chunks' tensor headers without decompressing; the slices of
+// a column that disagree in dtype or row shape are INVALID_ARGUMENT then.
+absl::Status ValidateTableItem(const TableItem& item,
+                               std::vector<ItemColumn>* columns = nullptr);
 
 }  // namespace tf_reverb
 
