@@ -81,8 +81,9 @@ bool GetVarint(const std::string& in, size_t* pos, uint64_t* v) {
 }
 
 // Elements declared by `shape`, each `elem_bytes` wide, as a byte count;
-// DATA_LOSS for negative dimensions or counts that overflow int64 (a corrupt
-// or hostile proto must not make the decoder allocate whatever it claims).
+// DATA_LOSS for negative dimensions and for counts beyond
+// kMaxChunkTensorBytes (a corrupt or hostile proto must not make the decoder
+// allocate whatever it claims).
 absl::StatusOr<int64_t> DeclaredBytes(const std::vector<int64_t>& shape,
                                       int64_t elem_bytes) {
   int64_t bytes = elem_bytes;
@@ -92,39 +93,72 @@ absl::StatusOr<int64_t> DeclaredBytes(const std::vector<int64_t>& shape,
           "Corrupt chunk tensor: implausible shape ", ShapeString(shape), "."));
     }
   }
+  if (bytes > kMaxChunkTensorBytes) {
+    return absl::DataLossError(absl::StrCat(
+        "Chunk tensor of shape ", ShapeString(shape), " would decode to ", bytes,
+        " bytes, more than the limit of ", kMaxChunkTensorBytes, "."));
+  }
   return bytes;
+}
+
+// Parses the length prefixes of a DT_STRING tensor_content of `n` elements
+// (TensorFlow's encoding: every varint length, then every string's bytes,
+// nothing after) and checks that the bytes are all there; `lengths` may be
+// null. Returns the offset of the first string's bytes.
+absl::StatusOr<size_t> ParseStringLengths(const std::string& content, int64_t n,
+                                          std::vector<uint64_t>* lengths) {
+  // Every element has at least a one-byte length prefix.
+  if (static_cast<uint64_t>(n) > content.size()) {
+    return absl::DataLossError(absl::StrCat(
+        "Corrupt string chunk: ", n, " elements cannot fit in ", content.size(),
+        " bytes."));
+  }
+  if (lengths != nullptr) lengths->resize(n);
+  size_t pos = 0;
+  uint64_t remaining = 0;  // bytes the lengths claim, all within `content`
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t length = 0;
+    if (!GetVarint(content, &pos, &length)) {
+      return absl::DataLossError(absl::StrCat(
+          "Corrupt string chunk: bad length prefix of element ", i, "."));
+    }
+    if (length > content.size() || remaining + length > content.size()) {
+      return absl::DataLossError(absl::StrCat(
+          "Corrupt string chunk: element ", i, " claims ", length,
+          " bytes, more than the tensor holds."));
+    }
+    remaining += length;
+    if (lengths != nullptr) (*lengths)[i] = length;
+  }
+  if (content.size() - pos != remaining) {
+    return absl::DataLossError(absl::StrCat(
+        "Corrupt string chunk: the lengths add up to ", remaining, " bytes but ",
+        content.size() - pos, " follow them."));
+  }
+  return pos;
 }
 
 absl::Status DecodeStrings(const tfp::TensorProto& proto, Tensor* out) {
   absl::StatusOr<int64_t> declared = DeclaredBytes(out->shape, 1);
   if (!declared.ok()) return declared.status();
   const int64_t n = *declared;
-  if (proto.string_val_size() > 0) {  // TF's other string layout
+  if (proto.string_val_size() > 0 || n == 0) {  // TF's other string layout
     if (proto.string_val_size() != n) {
-      return absl::DataLossError("String chunk has the wrong element count.");
+      return absl::DataLossError(absl::StrCat(
+          "String chunk has ", proto.string_val_size(), " elements for shape ",
+          ShapeString(out->shape), "."));
     }
     out->strings.assign(proto.string_val().begin(), proto.string_val().end());
     return absl::OkStatus();
   }
   const std::string& content = proto.tensor_content();
-  // Every element has at least a one-byte length prefix.
-  if (static_cast<uint64_t>(n) > content.size()) {
-    return absl::DataLossError("Corrupt string chunk (too few length prefixes).");
-  }
-  std::vector<uint64_t> lengths(n);
-  size_t pos = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (!GetVarint(content, &pos, &lengths[i])) {
-      return absl::DataLossError("Corrupt string chunk (bad length prefix).");
-    }
-  }
+  std::vector<uint64_t> lengths;
+  absl::StatusOr<size_t> pos = ParseStringLengths(content, n, &lengths);
+  if (!pos.ok()) return pos.status();
   out->strings.resize(n);
   for (int64_t i = 0; i < n; ++i) {
-    if (content.size() - pos < lengths[i]) {
-      return absl::DataLossError("Corrupt string chunk (truncated data).");
-    }
-    out->strings[i] = content.substr(pos, lengths[i]);
-    pos += lengths[i];
+    out->strings[i] = content.substr(*pos, lengths[i]);
+    *pos += lengths[i];
   }
   return absl::OkStatus();
 }
@@ -247,6 +281,48 @@ absl::Status ZstdDecodeRange(const std::string& content, int64_t skip, int64_t s
   return fill(out, static_cast<size_t>(size));
 }
 
+// Decodes the whole zstd payload through a small per-thread buffer (nothing
+// sized by the frame's claims) and checks that it is one frame of exactly
+// `total` bytes with nothing after it.
+absl::Status ZstdValidate(const std::string& content, int64_t total) {
+  ZSTD_DCtx* dctx = ThreadDCtx();
+  ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
+  ZSTD_inBuffer in{content.data(), content.size(), 0};
+  constexpr size_t kDiscardBytes = 64 << 10;
+  thread_local std::unique_ptr<char[]> discard(new char[kDiscardBytes]);
+  int64_t produced = 0;
+  while (true) {
+    ZSTD_outBuffer out{discard.get(), kDiscardBytes, 0};
+    const size_t in_before = in.pos;
+    const size_t r = ZSTD_decompressStream(dctx, &out, &in);
+    if (ZSTD_isError(r)) {
+      return absl::DataLossError(absl::StrCat(
+          "Corrupt chunk tensor: zstd decompression failed (", ZSTD_getErrorName(r), ")."));
+    }
+    produced += static_cast<int64_t>(out.pos);
+    if (produced > total) break;
+    if (r == 0) break;  // the frame is complete
+    if (in.pos == in_before && out.pos == 0) {
+      return absl::DataLossError("Corrupt chunk tensor: zstd frame is truncated.");
+    }
+  }
+  if (produced > total) {
+    return absl::DataLossError(absl::StrCat(
+        "Corrupt chunk tensor: the zstd frame decodes to more than the ", total,
+        " bytes it declares."));
+  }
+  if (produced < total) {
+    return absl::DataLossError(absl::StrCat("Corrupt chunk tensor: the zstd frame decodes to ",
+                                            produced, " bytes, not the ", total,
+                                            " it declares."));
+  }
+  if (in.pos != in.size) {
+    return absl::DataLossError(absl::StrCat("Corrupt chunk tensor: ", in.size - in.pos,
+                                            " bytes follow the zstd frame."));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool CodecsListZstd(absl::string_view value) {
@@ -285,6 +361,39 @@ std::vector<int64_t> ProtoShape(const tfp::TensorProto& proto) {
   std::vector<int64_t> shape;
   for (const auto& dim : proto.tensor_shape().dim()) shape.push_back(dim.size());
   return shape;
+}
+
+absl::Status ValidateTensorProto(const tfp::TensorProto& proto,
+                                 ChunkCompression compression) {
+  if (absl::Status s = CheckCompression(compression); !s.ok()) return s;
+  const std::vector<int64_t> shape = ProtoShape(proto);
+  if (proto.dtype() == tfp::DT_STRING) {
+    absl::StatusOr<int64_t> n = DeclaredBytes(shape, 1);
+    if (!n.ok()) return n.status();
+    if (proto.string_val_size() > 0 || *n == 0) {
+      if (proto.string_val_size() == *n) return absl::OkStatus();
+      return absl::DataLossError(absl::StrCat("String chunk has ", proto.string_val_size(),
+                                              " elements for shape ", ShapeString(shape),
+                                              "."));
+    }
+    return ParseStringLengths(proto.tensor_content(), *n, nullptr).status();
+  }
+  absl::StatusOr<int64_t> elem = DataTypeSize(proto.dtype());
+  if (!elem.ok()) return elem.status();
+  absl::StatusOr<int64_t> total = DeclaredBytes(shape, *elem);
+  if (!total.ok()) return total.status();
+  const std::string& content = proto.tensor_content();
+  if (absl::Status s = CheckDeclaredSize(content, compression, *total, proto.dtype(), shape);
+      !s.ok()) {
+    return s;
+  }
+  if (compression == kSnappy) {
+    if (!snappy::IsValidCompressedBuffer(content.data(), content.size())) {
+      return absl::DataLossError("Corrupt chunk tensor: invalid Snappy block.");
+    }
+    return absl::OkStatus();
+  }
+  return ZstdValidate(content, *total);
 }
 
 absl::StatusOr<tfp::TensorProto> CompressTensor(const Tensor& tensor, bool delta_encode,

@@ -83,6 +83,20 @@ CodecPolicy CodecPolicyFromEnvironment();
 // INVALID_ARGUMENT unless `compression` is a codec this build decodes.
 absl::Status CheckCompression(int compression);
 
+// The largest number of bytes a chunk tensor may decode to: a chunk must fit
+// in one protobuf message (< 2 GiB) when it is sent, Snappy-coded, to a client.
+inline constexpr int64_t kMaxChunkTensorBytes = (int64_t{1} << 31) - 1;
+
+// Checks that DecompressTensor(proto, *, compression) would succeed, without
+// allocating anything sized by the proto's claims: a dtype the core stores,
+// non-negative dimensions decoding to at most kMaxChunkTensorBytes, a payload
+// that declares and actually decodes to exactly shape x dtype-size bytes
+// (Snappy: a valid block; zstd: one complete frame with its content size and
+// nothing after it), DT_STRING contents whose length prefixes account for
+// every byte. INVALID_ARGUMENT for dtypes/codecs, DATA_LOSS for the rest.
+absl::Status ValidateTensorProto(const ::tf_reverb::tf::TensorProto& proto,
+                                 ChunkCompression compression);
+
 // Encodes `tensor` (already stacked, [T, ...]) as a chunk TensorProto.
 absl::StatusOr<::tf_reverb::tf::TensorProto> CompressTensor(
     const Tensor& tensor, bool delta_encode, ChunkCompression compression = kSnappy,

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <exception>
+#include <new>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -12,6 +14,10 @@
 #include "absl/strings/string_view.h"
 #include "chunk_codec.h"
 #include "grpc_status.h"
+#include "grpcpp/support/method_handler.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "insert_stream.h"
+#include "scoped_counter.h"
 
 namespace tf_reverb {
 namespace {
@@ -21,15 +27,47 @@ using ::deepmind::reverb::InsertStreamResponse;
 using ::deepmind::reverb::SampleStreamRequest;
 using ::deepmind::reverb::SampleStreamResponse;
 
-// Counts a handler as inside a table call for its lifetime.
-class InTableCall {
- public:
-  explicit InTableCall(std::atomic<int>* counter) : counter_(counter) { ++*counter_; }
-  ~InTableCall() { --*counter_; }
-
- private:
-  std::atomic<int>* counter_;
+// Method indices: positions of the rpcs in proto/reverb_service.proto.
+enum MethodIndex {
+  kCheckpoint = 0,
+  kInsertStream = 1,
+  kMutatePriorities = 2,
+  kReset = 3,
+  kSampleStream = 4,
+  kServerInfo = 5,
+  kInitializeConnection = 6,
 };
+
+// Parses a request that arrived as raw bytes. INVALID_ARGUMENT naming the
+// message type when the bytes are not one (garbage, a message cut short).
+template <typename Request>
+absl::Status ParseRequest(grpc::ByteBuffer* buffer, Request* request) {
+  grpc::ProtoBufferReader reader(buffer);
+  if (reader.status().ok() && request->ParseFromZeroCopyStream(&reader)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("Could not parse the ", request->GetTypeName(), " (",
+                   buffer->Length(), " bytes): not a valid serialized message."));
+}
+
+// Runs a handler body; an exception escaping it (a bug of ours, or memory
+// running out) becomes a status instead of gRPC's UNKNOWN.
+template <typename Body>
+grpc::Status Guarded(const char* method, Body&& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrCat(method, ": the server ran out of memory."));
+  } catch (const std::exception& e) {
+    return grpc::Status(grpc::StatusCode::INTERNAL,
+                        absl::StrCat(method, ": unexpected error: ", e.what()));
+  } catch (...) {
+    return grpc::Status(grpc::StatusCode::INTERNAL,
+                        absl::StrCat(method, ": unexpected error."));
+  }
+}
 
 int64_t ChunkWireBytes(const ChunkData& chunk) {
   int64_t bytes = 0;
@@ -86,7 +124,7 @@ bool ClientAcceptsZstd(const grpc::ServerContext& context) {
 // the client went away, DATA_LOSS for a chunk that cannot be transcoded.
 grpc::Status WriteSamples(
     const std::vector<SampledItem>& samples, bool client_accepts_zstd,
-    grpc::ServerReaderWriter<SampleStreamResponse, SampleStreamRequest>* stream) {
+    grpc::ServerReaderWriter<SampleStreamResponse, grpc::ByteBuffer>* stream) {
   BorrowingResponse response;
   int64_t bytes = 0;
   absl::flat_hash_map<uint64_t, std::shared_ptr<const ChunkData>> transcoded;
@@ -143,6 +181,57 @@ ReverbServiceImpl::ReverbServiceImpl(std::vector<std::shared_ptr<Table>> tables,
   absl::BitGen gen;
   tables_state_id_.set_high(absl::Uniform<uint64_t>(gen));
   tables_state_id_.set_low(absl::Uniform<uint64_t>(gen));
+  RegisterUnary(kCheckpoint, "Checkpoint", &ReverbServiceImpl::HandleCheckpoint);
+  RegisterStream(kInsertStream, "InsertStream", &ReverbServiceImpl::HandleInsertStream);
+  RegisterUnary(kMutatePriorities, "MutatePriorities", &ReverbServiceImpl::HandleMutatePriorities);
+  RegisterUnary(kReset, "Reset", &ReverbServiceImpl::HandleReset);
+  RegisterStream(kSampleStream, "SampleStream", &ReverbServiceImpl::HandleSampleStream);
+  RegisterUnary(kServerInfo, "ServerInfo", &ReverbServiceImpl::HandleServerInfo);
+  RegisterStream(kInitializeConnection, "InitializeConnection", &ReverbServiceImpl::HandleInitializeConnection);
+}
+
+template <typename Request, typename Response>
+void ReverbServiceImpl::RegisterUnary(
+    int index, const char* name,
+    grpc::Status (ReverbServiceImpl::*handler)(grpc::ServerContext*, const Request&, Response*)) {
+  MarkMethodStreamed(
+      index,
+      new grpc::internal::StreamedUnaryHandler<grpc::ByteBuffer, Response>(
+          [this, name, handler](grpc::ServerContext* context,
+                                grpc::ServerUnaryStreamer<grpc::ByteBuffer, Response>* stream) {
+            return Guarded(name, [&]() -> grpc::Status {
+              grpc::ByteBuffer buffer;
+              if (!stream->Read(&buffer)) {
+                return grpc::Status(
+                    grpc::StatusCode::INVALID_ARGUMENT,
+                    absl::StrCat(name, ": the call carried no ", Request().GetTypeName(), "."));
+              }
+              Request request;
+              if (absl::Status s = ParseRequest(&buffer, &request); !s.ok()) {
+                return ToGrpcStatus(s);
+              }
+              Response response;
+              grpc::Status status = (this->*handler)(context, request, &response);
+              if (status.ok()) stream->Write(response);
+              return status;
+            });
+          }));
+}
+
+template <typename Response>
+void ReverbServiceImpl::RegisterStream(
+    int index, const char* name,
+    grpc::Status (ReverbServiceImpl::*handler)(grpc::ServerContext*, RawStream<Response>*)) {
+  MarkMethodStreamed(
+      index, new grpc::internal::BidiStreamingHandler<ReverbServiceImpl, grpc::ByteBuffer,
+                                                      Response>(
+                 [name, handler](ReverbServiceImpl* service, grpc::ServerContext* context,
+                                 RawStream<Response>* stream) {
+                   return Guarded(name, [&]() {
+                     return (service->*handler)(context, stream);
+                   });
+                 },
+                 this));
 }
 
 absl::StatusOr<std::shared_ptr<Table>> ReverbServiceImpl::GetTable(
@@ -164,9 +253,9 @@ std::string ReverbServiceImpl::DebugString() const {
   return absl::StrCat("ReverbService(tables=[", absl::StrJoin(parts, ", "), "])");
 }
 
-grpc::Status ReverbServiceImpl::Checkpoint(grpc::ServerContext*,
-                                           const deepmind::reverb::CheckpointRequest*,
-                                           deepmind::reverb::CheckpointResponse* response) {
+grpc::Status ReverbServiceImpl::HandleCheckpoint(
+    grpc::ServerContext*, const deepmind::reverb::CheckpointRequest&,
+    deepmind::reverb::CheckpointResponse* response) {
   if (checkpointer_ == nullptr) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "no Checkpointer configured for the replay service.");
@@ -177,103 +266,63 @@ grpc::Status ReverbServiceImpl::Checkpoint(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status ReverbServiceImpl::InsertStream(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<InsertStreamResponse, InsertStreamRequest>* stream) {
+grpc::Status ReverbServiceImpl::HandleInsertStream(grpc::ServerContext* context,
+                                                   RawStream<InsertStreamResponse>* stream) {
   // Sent at once (not with the first response) so that writers learn the
   // codecs before their first chunk; Reverb clients ignore it.
   if (announce_zstd()) context->AddInitialMetadata(kChunkCodecsMetadataKey, kZstdCodecName);
   stream->SendInitialMetadata();
-  absl::flat_hash_map<uint64_t, std::shared_ptr<const ChunkData>> chunks;
-  auto cancelled = [context]() { return context->IsCancelled(); };
-  InsertStreamRequest request;
-  while (stream->Read(&request)) {
-    if (request.chunks_size() == 0 && request.items_size() == 0) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "Request lacks both chunks and item");
-    }
-    for (auto& chunk : *request.mutable_chunks()) {
-      if (absl::Status s = CheckCompression(chunk.compression()); !s.ok()) {
-        return ToGrpcStatus(s);
-      }
-      const uint64_t key = chunk.chunk_key();
-      if (!chunks.contains(key)) {
-        chunks.emplace(key, std::make_shared<const ChunkData>(std::move(chunk)));
-      }
-    }
-    if (request.items_size() == 0) continue;
-    InsertStreamResponse response;
-    for (auto& item : *request.mutable_items()) {
-      absl::StatusOr<std::shared_ptr<Table>> table = GetTable(item.table());
-      if (!table.ok()) return ToGrpcStatus(table.status());
-      TableItem table_item;
-      for (uint64_t key : UniqueChunkKeys(item.flat_trajectory())) {
-        auto it = chunks.find(key);
-        if (it == chunks.end()) {
-          return grpc::Status(grpc::StatusCode::INTERNAL,
-                              absl::StrCat("Could not find sequence chunk ", key, "."));
-        }
-        table_item.chunks.push_back(it->second);
-      }
-      const uint64_t key = item.key();
-      table_item.item = std::make_shared<const PrioritizedItem>(std::move(item));
-      // About to block in the rate limiter: confirm the items already
-      // inserted first, so a writer's flush is not held up by later items.
-      if (response.keys_size() > 0 && !(*table)->CanInsert(1)) {
-        if (!stream->Write(response)) return grpc::Status::OK;
-        response.Clear();
-      }
-      absl::Status status;
-      {
-        InTableCall in_table(&calls_in_tables_);
-        status = (*table)->InsertOrAssign(std::move(table_item),
-                                          absl::InfiniteDuration(), cancelled);
-      }
-      if (!status.ok()) return ToGrpcStatus(status);
-      response.add_keys(key);
-    }
-    absl::flat_hash_set<uint64_t> keep(request.keep_chunk_keys().begin(),
-                                       request.keep_chunk_keys().end());
-    absl::erase_if(chunks, [&keep](const auto& entry) { return !keep.contains(entry.first); });
-    if (chunks.size() != keep.size()) {
-      return grpc::Status(
-          grpc::StatusCode::FAILED_PRECONDITION,
-          absl::StrCat("ReleaseOutOfRangeChunks: Kept less chunks than expected (",
-                       chunks.size(), " of ", keep.size(), ")."));
-    }
-    if (!stream->Write(response)) break;
+  InsertStreamHandler handler(
+      [this](const std::string& name) { return GetTable(name); },
+      [context]() { return context->IsCancelled(); }, &calls_in_tables_);
+  InsertStreamResponse response;
+  auto write = [&](std::vector<uint64_t>* confirmed) {
+    response.Clear();
+    response.mutable_keys()->Add(confirmed->begin(), confirmed->end());
+    confirmed->clear();
+    return stream->Write(response);
+  };
+  grpc::ByteBuffer buffer;
+  std::vector<uint64_t> confirmed;
+  while (stream->Read(&buffer)) {
+    InsertStreamRequest request;
+    if (absl::Status s = ParseRequest(&buffer, &request); !s.ok()) return ToGrpcStatus(s);
+    const bool has_items = request.items_size() > 0;
+    absl::Status status = handler.Handle(&request, &confirmed, write);
+    if (!status.ok()) return ToGrpcStatus(status);
+    if (has_items && !write(&confirmed)) break;
   }
   return grpc::Status::OK;
 }
 
-grpc::Status ReverbServiceImpl::MutatePriorities(
-    grpc::ServerContext*, const deepmind::reverb::MutatePrioritiesRequest* request,
+grpc::Status ReverbServiceImpl::HandleMutatePriorities(
+    grpc::ServerContext*, const deepmind::reverb::MutatePrioritiesRequest& request,
     deepmind::reverb::MutatePrioritiesResponse*) {
-  absl::StatusOr<std::shared_ptr<Table>> table = GetTable(request->table());
+  absl::StatusOr<std::shared_ptr<Table>> table = GetTable(request.table());
   if (!table.ok()) return ToGrpcStatus(table.status());
-  std::vector<deepmind::reverb::KeyWithPriority> updates(request->updates().begin(),
-                                                         request->updates().end());
-  std::vector<uint64_t> deletes(request->delete_keys().begin(),
-                                request->delete_keys().end());
+  std::vector<deepmind::reverb::KeyWithPriority> updates(request.updates().begin(),
+                                                         request.updates().end());
+  std::vector<uint64_t> deletes(request.delete_keys().begin(), request.delete_keys().end());
   return ToGrpcStatus((*table)->MutateItems(updates, deletes));
 }
 
-grpc::Status ReverbServiceImpl::Reset(grpc::ServerContext*,
-                                      const deepmind::reverb::ResetRequest* request,
-                                      deepmind::reverb::ResetResponse*) {
-  absl::StatusOr<std::shared_ptr<Table>> table = GetTable(request->table());
+grpc::Status ReverbServiceImpl::HandleReset(grpc::ServerContext*,
+                                            const deepmind::reverb::ResetRequest& request,
+                                            deepmind::reverb::ResetResponse*) {
+  absl::StatusOr<std::shared_ptr<Table>> table = GetTable(request.table());
   if (!table.ok()) return ToGrpcStatus(table.status());
   (*table)->Reset();
   return grpc::Status::OK;
 }
 
-grpc::Status ReverbServiceImpl::SampleStream(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<SampleStreamResponse, SampleStreamRequest>* stream) {
+grpc::Status ReverbServiceImpl::HandleSampleStream(grpc::ServerContext* context,
+                                                   RawStream<SampleStreamResponse>* stream) {
   auto cancelled = [context]() { return context->IsCancelled(); };
   const bool client_accepts_zstd = ClientAcceptsZstd(*context);
-  SampleStreamRequest request;
-  while (stream->Read(&request)) {
+  grpc::ByteBuffer buffer;
+  while (stream->Read(&buffer)) {
+    SampleStreamRequest request;
+    if (absl::Status s = ParseRequest(&buffer, &request); !s.ok()) return ToGrpcStatus(s);
     if (request.num_samples() <= 0) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           absl::StrCat("num_samples must be > 0, got ",
@@ -291,7 +340,7 @@ grpc::Status ReverbServiceImpl::SampleStream(
       std::vector<SampledItem> batch;
       absl::Status status;
       {
-        InTableCall in_table(&calls_in_tables_);
+        ScopedCounter in_table(&calls_in_tables_);
         status = (*table)->SampleBatch(std::min(2 * last_batch, remaining), timeout,
                                        &batch, cancelled);
       }
@@ -306,25 +355,26 @@ grpc::Status ReverbServiceImpl::SampleStream(
   return grpc::Status::OK;
 }
 
-grpc::Status ReverbServiceImpl::ServerInfo(grpc::ServerContext*,
-                                           const deepmind::reverb::ServerInfoRequest*,
-                                           deepmind::reverb::ServerInfoResponse* response) {
+grpc::Status ReverbServiceImpl::HandleServerInfo(grpc::ServerContext*,
+                                                 const deepmind::reverb::ServerInfoRequest&,
+                                                 deepmind::reverb::ServerInfoResponse* response) {
   *response->mutable_tables_state_id() = tables_state_id_;
   for (const auto& table : tables_) *response->add_table_info() = table->Info();
   return grpc::Status::OK;
 }
 
-grpc::Status ReverbServiceImpl::InitializeConnection(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<deepmind::reverb::InitializeConnectionResponse,
-                             deepmind::reverb::InitializeConnectionRequest>* stream) {
+grpc::Status ReverbServiceImpl::HandleInitializeConnection(
+    grpc::ServerContext*, RawStream<deepmind::reverb::InitializeConnectionResponse>* stream) {
   // Sharing table pointers across implementations is unsafe, so every client
   // is told to use gRPC (address 0); our own client finds in-process tables
   // through the server registry instead.
+  grpc::ByteBuffer buffer;
+  if (!stream->Read(&buffer)) return grpc::Status::OK;
   deepmind::reverb::InitializeConnectionRequest request;
-  if (!stream->Read(&request)) return grpc::Status::OK;
-  if (!GetTable(request.table_name()).ok()) {
-    return ToGrpcStatus(GetTable(request.table_name()).status());
+  if (absl::Status s = ParseRequest(&buffer, &request); !s.ok()) return ToGrpcStatus(s);
+  if (absl::StatusOr<std::shared_ptr<Table>> table = GetTable(request.table_name());
+      !table.ok()) {
+    return ToGrpcStatus(table.status());
   }
   deepmind::reverb::InitializeConnectionResponse response;
   response.set_address(0);

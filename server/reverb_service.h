@@ -6,11 +6,19 @@
 //    pool, each stream on one thread, and all shared state lives in the
 //    (thread-safe) tables. The table map is immutable after construction.
 //  * Ownership: shares the tables with the Server and in-process users.
-//  * Errors are gRPC statuses: NOT_FOUND "Priority table X was not found",
-//    INVALID_ARGUMENT for malformed requests, INTERNAL "Could not find
-//    sequence chunk K." for an item naming a chunk the stream never sent,
-//    DEADLINE_EXCEEDED for rate-limiter timeouts, CANCELLED after Close(),
-//    INVALID_ARGUMENT for a chunk with a codec we do not know.
+//  * Requests arrive as raw bytes (every method is registered with a
+//    grpc::ByteBuffer request) and are parsed here, so that a message that
+//    does not parse ends the call with INVALID_ARGUMENT naming the method,
+//    where gRPC's generated handler would end a stream with OK (a failed
+//    read looks like a half-close) and a unary call with an empty INTERNAL.
+//  * Errors are gRPC statuses a client can act on: NOT_FOUND "Priority table
+//    X was not found"; INVALID_ARGUMENT for malformed requests, chunks
+//    (chunk_validation.h) and items (insert_stream.h); FAILED_PRECONDITION
+//    for keep_chunk_keys naming chunks the stream does not hold;
+//    DEADLINE_EXCEEDED for rate-limiter timeouts; CANCELLED after Close().
+//    No exception escapes a handler: std::bad_alloc becomes
+//    RESOURCE_EXHAUSTED, any other exception INTERNAL with its what() (that
+//    is a bug of ours); UNKNOWN is never sent.
 //  * Chunk codecs (chunk_codec.h): every InsertStream starts by sending its
 //    initial metadata, announcing zstd ("x-tf-reverb-codecs: zstd") unless
 //    announce_zstd() is off; chunks are stored as received (Snappy or zstd).
@@ -27,6 +35,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "reverb_service.grpc.pb.h"
 #include "server/checkpointing/checkpointer.h"
 #include "table.h"
@@ -42,33 +51,6 @@ class ReverbServiceImpl final : public deepmind::reverb::ReverbService::Service 
   ReverbServiceImpl(std::vector<std::shared_ptr<Table>> tables,
                     std::shared_ptr<Checkpointer> checkpointer);
 
-  grpc::Status Checkpoint(grpc::ServerContext* context,
-                          const deepmind::reverb::CheckpointRequest* request,
-                          deepmind::reverb::CheckpointResponse* response) override;
-  grpc::Status InsertStream(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<deepmind::reverb::InsertStreamResponse,
-                               deepmind::reverb::InsertStreamRequest>* stream) override;
-  grpc::Status MutatePriorities(
-      grpc::ServerContext* context,
-      const deepmind::reverb::MutatePrioritiesRequest* request,
-      deepmind::reverb::MutatePrioritiesResponse* response) override;
-  grpc::Status Reset(grpc::ServerContext* context,
-                     const deepmind::reverb::ResetRequest* request,
-                     deepmind::reverb::ResetResponse* response) override;
-  grpc::Status SampleStream(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<deepmind::reverb::SampleStreamResponse,
-                               deepmind::reverb::SampleStreamRequest>* stream) override;
-  grpc::Status ServerInfo(grpc::ServerContext* context,
-                          const deepmind::reverb::ServerInfoRequest* request,
-                          deepmind::reverb::ServerInfoResponse* response) override;
-  grpc::Status InitializeConnection(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<deepmind::reverb::InitializeConnectionResponse,
-                               deepmind::reverb::InitializeConnectionRequest>* stream)
-      override;
-
   // NOT_FOUND "Priority table X was not found" for unknown names.
   absl::StatusOr<std::shared_ptr<Table>> GetTable(const std::string& name) const;
   const std::vector<std::shared_ptr<Table>>& tables() const { return tables_; }
@@ -83,6 +65,40 @@ class ReverbServiceImpl final : public deepmind::reverb::ReverbService::Service 
   bool announce_zstd() const { return announce_zstd_.load(); }
 
  private:
+  template <typename Response>
+  using RawStream = grpc::ServerReaderWriter<Response, grpc::ByteBuffer>;
+
+  // Registers the method at `index` (its position in reverb_service.proto)
+  // with a raw-bytes request that is parsed as `Request` before `handler`.
+  template <typename Request, typename Response>
+  void RegisterUnary(int index, const char* name,
+                     grpc::Status (ReverbServiceImpl::*handler)(grpc::ServerContext*,
+                                                                const Request&, Response*));
+  template <typename Response>
+  void RegisterStream(int index, const char* name,
+                      grpc::Status (ReverbServiceImpl::*handler)(grpc::ServerContext*,
+                                                                 RawStream<Response>*));
+
+  grpc::Status HandleCheckpoint(grpc::ServerContext* context,
+                          const deepmind::reverb::CheckpointRequest& request,
+                          deepmind::reverb::CheckpointResponse* response);
+  grpc::Status HandleInsertStream(grpc::ServerContext* context,
+                            RawStream<deepmind::reverb::InsertStreamResponse>* stream);
+  grpc::Status HandleMutatePriorities(grpc::ServerContext* context,
+                                const deepmind::reverb::MutatePrioritiesRequest& request,
+                                deepmind::reverb::MutatePrioritiesResponse* response);
+  grpc::Status HandleReset(grpc::ServerContext* context,
+                     const deepmind::reverb::ResetRequest& request,
+                     deepmind::reverb::ResetResponse* response);
+  grpc::Status HandleSampleStream(grpc::ServerContext* context,
+                            RawStream<deepmind::reverb::SampleStreamResponse>* stream);
+  grpc::Status HandleServerInfo(grpc::ServerContext* context,
+                          const deepmind::reverb::ServerInfoRequest& request,
+                          deepmind::reverb::ServerInfoResponse* response);
+  grpc::Status HandleInitializeConnection(
+      grpc::ServerContext* context,
+      RawStream<deepmind::reverb::InitializeConnectionResponse>* stream);
+
   const std::vector<std::shared_ptr<Table>> tables_;
   const std::shared_ptr<Checkpointer> checkpointer_;
   absl::flat_hash_map<std::string, std::shared_ptr<Table>> by_name_;

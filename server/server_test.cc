@@ -563,13 +563,13 @@ TEST_F(InsertStreamTest, RequestWithNeitherChunksNorItemsIsInvalid) {
   EXPECT_EQ(r.status.error_message(), "Request lacks both chunks and item");
 }
 
-TEST_F(InsertStreamTest, ItemNamingUnsentChunkIsInternal) {
+TEST_F(InsertStreamTest, ItemNamingUnsentChunkIsInvalidArgument) {
   InsertStreamRequest request;
   *request.add_chunks() = MakeChunk(1);
   *request.add_items() = MakeItem(10, "t", 1.0, {1, 2});
   InsertResult r = RunInsertStream(*stub_, {request});
-  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INTERNAL);
-  EXPECT_EQ(r.status.error_message(), "Could not find sequence chunk 2.");
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("Could not find sequence chunk 2 of item 10"));
   EXPECT_EQ(table_->size(), 0);
 }
 
@@ -616,8 +616,8 @@ TEST_F(InsertStreamTest, ChunkSentOnceServesItemsInLaterRequests) {
   InsertStreamRequest item_d;
   *item_d.add_items() = MakeItem(400, "t", 1.0, {2});
   r = RunInsertStream(*stub_, {c2, item_c, item_d});
-  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INTERNAL);
-  EXPECT_EQ(r.status.error_message(), "Could not find sequence chunk 2.");
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("Could not find sequence chunk 2 of item 400"));
   EXPECT_THAT(r.confirmed, ElementsAre(300));
 }
 

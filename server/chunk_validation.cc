@@ -1,0 +1,38 @@
+#include "chunk_validation.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "chunk_codec.h"
+
+namespace tf_reverb {
+
+absl::Status ValidateChunk(const deepmind::reverb::ChunkData& chunk) {
+  const std::string name = absl::StrCat("Chunk ", chunk.chunk_key());
+  if (absl::Status s = CheckCompression(chunk.compression()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
+  }
+  const int tensors = chunk.data().tensors_size();
+  if (tensors == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " holds no tensors."));
+  }
+  for (int i = 0; i < tensors; ++i) {
+    const auto& tensor = chunk.data().tensors(i);
+    const int rank = tensor.tensor_shape().dim_size();
+    if (rank == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, " tensor ", i, ": tensor_shape has no leading (time) dimension."));
+    }
+    if (rank > kMaxChunkTensorRank) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " tensor ", i, ": tensor_shape has ",
+                                                     rank, " dimensions, more than ",
+                                                     kMaxChunkTensorRank, "."));
+    }
+    if (absl::Status s = ValidateTensorProto(tensor, chunk.compression()); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " tensor ", i, ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tf_reverb
