@@ -1,15 +1,19 @@
 #include "server/patterns/pattern_config.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 
 namespace tf_reverb {
 
 int NodeAge(const PatternNode& node) {
-  if (node.has_start()) return std::abs(node.start());
-  return std::abs(node.stop());
+  const int64_t offset = node.has_start() ? node.start() : node.stop();
+  // |INT32_MIN| does not fit an int (std::abs of it is undefined): saturate.
+  return static_cast<int>(
+      std::min<int64_t>(std::abs(offset), std::numeric_limits<int>::max()));
 }
 
 int MaxAge(const StructuredWriterConfig& config) {

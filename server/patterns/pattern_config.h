@@ -19,7 +19,7 @@ using deepmind::reverb::PatternNode;
 using deepmind::reverb::StructuredWriterConfig;
 
 // How many of the newest steps `node` reaches back: |start| when start is
-// set, else |stop|.
+// set, else |stop| (INT_MAX for INT_MIN, whose magnitude an int cannot hold).
 int NodeAge(const PatternNode& node);
 
 // max NodeAge over the config's nodes (0 for an empty config).

@@ -67,6 +67,15 @@ TEST(PatternConfigTest, MaxAgeIsTheOldestNode) {
   EXPECT_EQ(MaxAge(config), 5);
 }
 
+// std::abs(INT32_MIN) is undefined behaviour (UBSan, found by fuzzing).
+TEST(PatternConfigTest, AgeOfTheMostNegativeOffsetSaturates) {
+  EXPECT_EQ(NodeAge(Parse<PatternNode>("start: -2147483648")), 2147483647);
+  EXPECT_EQ(NodeAge(Parse<PatternNode>("stop: -2147483648")), 2147483647);
+  EXPECT_EQ(MaxAge(Parse<StructuredWriterConfig>(
+                "flat { start: -2147483648 stop: -1 } table: 't'")),
+            2147483647);
+}
+
 TEST(PatternConfigTest, BufferLengthConditionIsAddedOnceAndRequired) {
   auto config = Parse<StructuredWriterConfig>("flat { start: -3 } table: 't'");
   EXPECT_THAT(ValidateConfig(config).message(), HasSubstr("buffer_length >= 3"));

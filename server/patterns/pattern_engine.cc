@@ -75,38 +75,36 @@ PatternEngine::PatternEngine(std::vector<StructuredWriterConfig> configs)
     : configs_(std::move(configs)),
       applied_(configs_.size(), false),
       steps_since_applied_(configs_.size(), 0) {
-  auto grow = [this](int column) {
-    if (column >= static_cast<int>(capacity_.size())) {
-      capacity_.resize(column + 1, 0);
-      needs_value_.resize(column + 1, false);
-    }
+  auto reference = [this](int column) {
+    referenced_columns_ = std::max(referenced_columns_, int64_t{column} + 1);
   };
   for (const StructuredWriterConfig& config : configs_) {
     max_age_ = std::max(max_age_, MaxAge(config));
     for (const PatternNode& node : config.flat()) {
-      grow(node.flat_source_index());
+      reference(node.flat_source_index());
       int& capacity = capacity_[node.flat_source_index()];
       capacity = std::max(capacity, NodeAge(node));
     }
     for (const Condition& condition : config.conditions()) {
       if (condition.left_case() != Condition::kFlatSourceIndex) continue;
-      grow(condition.flat_source_index());
-      capacity_[condition.flat_source_index()] =
-          std::max(capacity_[condition.flat_source_index()], 1);
-      needs_value_[condition.flat_source_index()] = true;
+      reference(condition.flat_source_index());
+      int& capacity = capacity_[condition.flat_source_index()];
+      capacity = std::max(capacity, 1);
+      needs_value_.insert(condition.flat_source_index());
     }
     if (config.priority().has_td_error()) {
-      needs_value_[config.priority().td_error().flat_source_index()] = true;
+      needs_value_.insert(config.priority().td_error().flat_source_index());
     }
   }
 }
 
 bool PatternEngine::UsesColumn(int column) const {
-  return column >= 0 && column < static_cast<int>(capacity_.size()) && capacity_[column] > 0;
+  auto it = capacity_.find(column);
+  return it != capacity_.end() && it->second > 0;
 }
 
 bool PatternEngine::NeedsValue(int column) const {
-  return column >= 0 && column < static_cast<int>(needs_value_.size()) && needs_value_[column];
+  return needs_value_.contains(column);
 }
 
 absl::Status PatternEngine::CheckNumColumns(int num_columns) const {
@@ -117,7 +115,7 @@ absl::Status PatternEngine::CheckNumColumns(int num_columns) const {
     }
     return absl::OkStatus();
   }
-  if (static_cast<int>(capacity_.size()) > num_columns) {
+  if (referenced_columns_ > num_columns) {
     for (size_t i = 0; i < configs_.size(); ++i) {
       for (const PatternNode& node : configs_[i].flat()) {
         if (node.flat_source_index() >= num_columns) {
@@ -128,7 +126,7 @@ absl::Status PatternEngine::CheckNumColumns(int num_columns) const {
       }
     }
     return absl::InvalidArgumentError(absl::StrCat(
-        "A condition references flat_source_index ", capacity_.size() - 1,
+        "A condition references flat_source_index ", referenced_columns_ - 1,
         " but the data has only ", num_columns, " columns."));
   }
   return absl::OkStatus();
@@ -149,10 +147,10 @@ absl::Status PatternEngine::CheckAppend(const std::vector<bool>& present) const 
 
 void PatternEngine::OpenStep() {
   for (int column = 0; column < num_columns_; ++column) {
-    if (capacity_[column] == 0) continue;
+    if (buffer_capacity_[column] == 0) continue;
     auto& buffer = buffers_[column];
     buffer.emplace_back(std::nullopt);
-    while (static_cast<int>(buffer.size()) > capacity_[column]) buffer.pop_front();
+    while (static_cast<int>(buffer.size()) > buffer_capacity_[column]) buffer.pop_front();
   }
   std::fill(set_in_step_.begin(), set_in_step_.end(), false);
   std::fill(applied_.begin(), applied_.end(), false);
@@ -168,8 +166,9 @@ absl::Status PatternEngine::Append(std::vector<std::optional<PatternCell>> cells
   if (absl::Status status = CheckAppend(present); !status.ok()) return status;
   if (num_columns_ < 0) {
     num_columns_ = static_cast<int>(cells.size());
-    capacity_.resize(num_columns_, 0);
-    needs_value_.resize(num_columns_, false);
+    // CheckAppend made sure every referenced column is below num_columns_.
+    buffer_capacity_.assign(num_columns_, 0);
+    for (const auto& [column, capacity] : capacity_) buffer_capacity_[column] = capacity;
     buffers_.resize(num_columns_);
     set_in_step_.assign(num_columns_, false);
   }
@@ -177,7 +176,7 @@ absl::Status PatternEngine::Append(std::vector<std::optional<PatternCell>> cells
   for (int column = 0; column < num_columns_; ++column) {
     if (!cells[column].has_value()) continue;
     set_in_step_[column] = true;
-    if (capacity_[column] > 0) buffers_[column].back() = std::move(cells[column]);
+    if (buffer_capacity_[column] > 0) buffers_[column].back() = std::move(cells[column]);
   }
   absl::Status status = ApplyConfigs(items);
   if (!partial) step_open_ = false;

@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "patterns.pb.h"
@@ -112,10 +114,15 @@ class PatternEngine {
 
   const std::vector<deepmind::reverb::StructuredWriterConfig> configs_;
   int max_age_ = 0;
-  // Per column: how many entries its buffer keeps (0: unused), and whether
-  // values are needed.
-  std::vector<int> capacity_;
-  std::vector<bool> needs_value_;
+  // Per column the configs read: how many entries its buffer keeps, and
+  // whether values are needed. Sparse, because a config may name any column
+  // index: nothing per column is allocated before data that wide arrives.
+  absl::flat_hash_map<int, int> capacity_;
+  absl::flat_hash_set<int> needs_value_;
+  // One more than the largest column index any config reads (0 for none).
+  int64_t referenced_columns_ = 0;
+  // capacity_ per column of the data (0: unused), from the first append.
+  std::vector<int> buffer_capacity_;
 
   int num_columns_ = -1;  // fixed by the first append
   std::vector<std::deque<std::optional<PatternCell>>> buffers_;

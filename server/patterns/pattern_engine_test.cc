@@ -254,6 +254,21 @@ TEST(PatternEngineTest, ColumnsBeyondTheDataAreRejected) {
   EXPECT_THAT(status.message(), HasSubstr("references flat_source_index 3"));
 }
 
+// Found by //server/fuzz:structured_writer_config_fuzzer: Create sized
+// per-column arrays by the largest flat_source_index a config names, so one
+// tiny config allocated gigabytes (and INT32_MAX overflowed the index + 1).
+TEST(PatternEngineTest, HugeColumnIndicesAllocateNothingAndAreRejectedOnAppend) {
+  auto engine = Engine({"flat { flat_source_index: 2147483647 stop: -1 } table: 't'",
+                        "flat { flat_source_index: 1073741824 start: -2 } table: 't'"});
+  ASSERT_NE(engine, nullptr);
+  EXPECT_TRUE(engine->UsesColumn(2147483647));
+  EXPECT_FALSE(engine->UsesColumn(0));
+  std::vector<PatternItem> items;
+  absl::Status status = engine->Append({I32(0)}, false, &items);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("references flat_source_index 2147483647"));
+}
+
 TEST(PatternEngineTest, InvalidConfigsFailCreate) {
   auto engine = PatternEngine::Create({Config("flat { start: 1 } table: 't'")});
   EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
