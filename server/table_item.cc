@@ -42,6 +42,10 @@ absl::Status AddSliceSpec(int c, const deepmind::reverb::FlatTrajectory::Column&
 }  // namespace
 
 absl::Status ValidateTableItem(const TableItem& item, std::vector<ItemColumn>* columns) {
+  // The column specs are always worked out: a column whose slices disagree
+  // would be stored but could never be unpacked by a sampler.
+  std::vector<ItemColumn> local_columns;
+  if (columns == nullptr) columns = &local_columns;
   const auto& trajectory = item.item->flat_trajectory();
   if (trajectory.columns_size() == 0 ||
       trajectory.columns(0).chunk_slices_size() == 0) {
@@ -49,7 +53,7 @@ absl::Status ValidateTableItem(const TableItem& item, std::vector<ItemColumn>* c
   }
   absl::flat_hash_map<uint64_t, const ChunkData*> by_key;
   for (const auto& chunk : item.chunks) by_key[chunk->chunk_key()] = chunk.get();
-  if (columns != nullptr) columns->assign(trajectory.columns_size(), ItemColumn());
+  columns->assign(trajectory.columns_size(), ItemColumn());
   for (int c = 0; c < trajectory.columns_size(); ++c) {
     const auto& column = trajectory.columns(c);
     int64_t rows = 0;
@@ -78,10 +82,8 @@ absl::Status ValidateTableItem(const TableItem& item, std::vector<ItemColumn>* c
             ") is out of range for chunk ", slice.chunk_key(), " of ", chunk_rows,
             " rows."));
       }
-      if (columns != nullptr) {
-        if (absl::Status s = AddSliceSpec(c, column, rows == 0, slice.chunk_key(), tensor, &(*columns)[c]); !s.ok()) {
-          return s;
-        }
+      if (absl::Status s = AddSliceSpec(c, column, rows == 0, slice.chunk_key(), tensor, &(*columns)[c]); !s.ok()) {
+        return s;
       }
       rows += slice.length();
     }
@@ -89,11 +91,9 @@ absl::Status ValidateTableItem(const TableItem& item, std::vector<ItemColumn>* c
       return absl::InvalidArgumentError(absl::StrCat(
           "Column ", c, " is squeezed but has ", rows, " rows."));
     }
-    if (columns != nullptr) {
-      ItemColumn& out = (*columns)[c];
-      out.squeeze = column.squeeze();
-      if (!out.squeeze) out.shape.insert(out.shape.begin(), rows);
-    }
+    ItemColumn& out = (*columns)[c];
+    out.squeeze = column.squeeze();
+    if (!out.squeeze) out.shape.insert(out.shape.begin(), rows);
   }
   return absl::OkStatus();
 }

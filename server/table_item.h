@@ -44,12 +44,13 @@ struct SampledItem {
 // Unique chunk keys of a trajectory, in order of first appearance.
 std::vector<uint64_t> UniqueChunkKeys(const deepmind::reverb::FlatTrajectory& t);
 
-// Checks that `item` is non-empty and that every slice lies inside the chunk
-// it names (`chunks` in UniqueChunkKeys order). INVALID_ARGUMENT otherwise.
-// With `columns`, the same pass also gives the dtype and shape of each column
-// as a sample would hold it ([rows, *row_shape], or row_shape when squeezed),
-// read from the chunks' tensor headers without decompressing; the slices of
-// a column that disagree in dtype or row shape are INVALID_ARGUMENT then.
+// Checks that `item` is non-empty, that every slice lies inside the chunk it
+// names (`chunks` in UniqueChunkKeys order) and that the slices of each
+// column agree in dtype and row shape (read from the chunks' tensor headers
+// without decompressing), so that a sampler can unpack every column.
+// INVALID_ARGUMENT otherwise. With `columns`, the same pass also gives the
+// dtype and shape of each column as a sample would hold it
+// ([rows, *row_shape], or row_shape when squeezed).
 absl::Status ValidateTableItem(const TableItem& item,
                                std::vector<ItemColumn>* columns = nullptr);
 

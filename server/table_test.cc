@@ -744,6 +744,28 @@ TEST(TableSignatureTest, RejectsColumnsJoiningDifferentSlices) {
   EXPECT_THAT(status.message(), HasSubstr("different dtypes or row shapes"));
 }
 
+// Found by //server/fuzz:insert_stream_fuzzer: without a signature, a
+// column joining an int64 [n] slice and a float32 [n, 2] one was stored,
+// and every sample of it failed to unpack ("mixes chunks of different
+// specs"). Whatever a table accepts must be readable, so the check does not
+// depend on a signature, on insert or on restore.
+TEST(TableTest, ColumnsJoiningDifferentSlicesAreRejectedWithoutASignature) {
+  auto table = MakeTable(Uniform(), Fifo(), 10, 0, MinSize(1));
+  TableItem mixed = MakeItem(1, 1.0, {MakeChunk(7, 1, 1), FloatPairChunk(8, 1)});
+  absl::Status status = table->InsertOrAssign(mixed, kNoWait);
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_THAT(status.message(), HasSubstr("different dtypes or row shapes"));
+  EXPECT_EQ(table->size(), 0);
+
+  Table::Snapshot snapshot = table->TakeSnapshot();
+  std::vector<Table::CheckpointItem> items;
+  items.push_back(Table::CheckpointItem{std::make_shared<const TableItem>(mixed), 1.0, 0});
+  absl::StatusOr<std::vector<std::string>> restored = table->Restore(
+      snapshot.config, std::move(items), Table::RestoreMode::kCheckpointConfig);
+  EXPECT_TRUE(absl::IsInvalidArgument(restored.status())) << restored.status();
+  EXPECT_EQ(table->size(), 0);
+}
+
 TEST(TableSignatureTest, SqueezedColumnsAreCheckedWithoutTheTimeDimension) {
   auto table = SignatureTable(TupleSignature({{tfp::DT_INT64, {}}}));
   ASSERT_TRUE(table.ok()) << table.status();
