@@ -201,8 +201,18 @@ absl::Status CompressBytes(const char* data, size_t size, ChunkCompression compr
   }
 }
 
+// The most bytes `compressed_bytes` of a valid payload can decode to. Snappy:
+// its densest element is a 3-byte copy of 64 bytes. zstd: a block decodes to
+// at most 128 KiB (ZSTD_BLOCKSIZE_MAX) and takes at least 4 bytes (a 3-byte
+// header and one RLE byte). Zeros, the densest real data, stay within both
+// (chunk_codec_test: HighlyCompressibleTensorsStillDecode).
+uint64_t MaxDecodedBytes(uint64_t compressed_bytes, ChunkCompression compression) {
+  if (compression == tf_reverb::kSnappy) return (compressed_bytes * 64 + 2) / 3;
+  return (compressed_bytes / 4 + 1) * ZSTD_BLOCKSIZE_MAX;
+}
+
 // DATA_LOSS unless `content` (compressed with `compression`) declares
-// exactly `total` uncompressed bytes.
+// exactly `total` uncompressed bytes, and could hold that many.
 absl::Status CheckDeclaredSize(const std::string& content, ChunkCompression compression,
                                int64_t total, DataType dtype,
                                const std::vector<int64_t>& shape) {
@@ -219,10 +229,20 @@ absl::Status CheckDeclaredSize(const std::string& content, ChunkCompression comp
   } else {
     return CheckCompression(compression);
   }
-  if (ok) return absl::OkStatus();
-  return absl::DataLossError(absl::StrCat("Corrupt chunk tensor: expected ", total,
-                                          " bytes for ", DataTypeName(dtype),
-                                          ShapeString(shape), "."));
+  if (!ok) {
+    return absl::DataLossError(absl::StrCat("Corrupt chunk tensor: expected ", total,
+                                            " bytes for ", DataTypeName(dtype),
+                                            ShapeString(shape), "."));
+  }
+  // The header alone proves nothing: a 10-byte payload can declare 2 GiB.
+  // Callers allocate `total` bytes next, so refuse sizes the payload cannot
+  // possibly decode to (MaxDecodedBytes), before anything is allocated.
+  if (static_cast<uint64_t>(total) > MaxDecodedBytes(content.size(), compression)) {
+    return absl::DataLossError(absl::StrCat(
+        "Corrupt chunk tensor: ", content.size(), " compressed bytes cannot decode to the ",
+        total, " bytes declared for ", DataTypeName(dtype), ShapeString(shape), "."));
+  }
+  return absl::OkStatus();
 }
 
 // Decompresses the whole payload (already size-checked) into `out`, `total`

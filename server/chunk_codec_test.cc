@@ -371,6 +371,65 @@ TEST(ChunkCodecTest, ImplausibleShapesAreErrorsNotCrashes) {
   }
 }
 
+// Found by //server/fuzz:chunk_codec_fuzzer: a header may declare up to
+// 2 GiB whatever the payload's size, and the shape can agree with it, so a
+// ~20-byte tensor made DecompressTensor (and DecompressRowsInto's scratch)
+// allocate and zero 2 GiB before the decoder noticed. A size the payload
+// cannot decode to is refused before any allocation.
+TEST(ChunkCodecTest, SizesThePayloadCannotHoldAreRefusedBeforeAllocating) {
+  const int64_t claimed = (int64_t{1} << 31) - 1;
+  auto varint = [](uint64_t v) {
+    std::string out;
+    for (; v >= 0x80; v >>= 7) out.push_back(static_cast<char>(v | 0x80));
+    out.push_back(static_cast<char>(v));
+    return out;
+  };
+  tfp::TensorProto snappy_bomb;
+  snappy_bomb.set_dtype(tfp::DT_UINT8);
+  snappy_bomb.mutable_tensor_shape()->add_dim()->set_size(claimed);
+  snappy_bomb.set_tensor_content(varint(claimed) + std::string("\x00\x01\x02", 3));
+
+  // A zstd frame header declaring `claimed` bytes (single segment, 8-byte
+  // content size), then one last RLE block of 16 bytes.
+  std::string frame("\x28\xb5\x2f\xfd\xe0", 5);
+  for (int i = 0; i < 8; ++i) frame.push_back(static_cast<char>(claimed >> (8 * i)));
+  const uint32_t block = 1 | (1 << 1) | (16 << 3);
+  for (int i = 0; i < 3; ++i) frame.push_back(static_cast<char>(block >> (8 * i)));
+  frame.push_back('\x07');
+  tfp::TensorProto zstd_bomb = snappy_bomb;
+  zstd_bomb.set_tensor_content(frame);
+
+  for (const auto& [proto, codec] :
+       {std::pair{snappy_bomb, kSnappy}, std::pair{zstd_bomb, kZstd}}) {
+    SCOPED_TRACE(codec == kSnappy ? "snappy" : "zstd");
+    absl::StatusOr<Tensor> whole = DecompressTensor(proto, false, codec);
+    EXPECT_EQ(whole.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(whole.status().message(), HasSubstr("cannot decode to"));
+    char row = 0;
+    absl::Status slice = DecompressRowsInto(proto, false, codec, 0, 1, &row);
+    EXPECT_EQ(slice.code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(slice.message(), HasSubstr("cannot decode to"));
+    EXPECT_FALSE(ValidateTensorProto(proto, codec).ok());
+  }
+}
+
+TEST(ChunkCodecTest, HighlyCompressibleTensorsStillDecode) {
+  // Zeros are the densest real data: the size bound must leave them alone.
+  Tensor zeros;
+  zeros.dtype = tfp::DT_UINT8;
+  zeros.shape = {1 << 20};
+  zeros.data.assign(1 << 20, '\0');
+  for (ChunkCompression codec : {kSnappy, kZstd}) {
+    for (int level : {1, 3, 19}) {
+      absl::StatusOr<tfp::TensorProto> proto = CompressTensor(zeros, false, codec, level);
+      ASSERT_TRUE(proto.ok()) << proto.status();
+      absl::StatusOr<Tensor> back = DecompressTensor(*proto, false, codec);
+      ASSERT_TRUE(back.ok()) << back.status() << " level " << level;
+      EXPECT_EQ(back->data, zeros.data);
+    }
+  }
+}
+
 TEST(ChunkCodecTest, CorruptStringsAreDataLoss) {
   tfp::TensorProto proto;
   proto.set_dtype(tfp::DT_STRING);
