@@ -1,5 +1,6 @@
 #include "server/checkpointing/record_io.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -98,6 +99,13 @@ absl::Status RecordReader::Corrupt(const std::string& what) const {
       absl::StrCat("Checkpoint file ", path_, " is corrupt at byte ", offset_, ": ", what));
 }
 
+int64_t RecordReader::RemainingBytes() const {
+  struct stat st;
+  const off_t position = ftello(file_);
+  if (position < 0 || fstat(fileno(file_), &st) != 0) return -1;
+  return st.st_size > position ? st.st_size - position : 0;
+}
+
 absl::Status RecordReader::Read(std::string* record) {
   char header[12];
   const size_t got = std::fread(header, 1, sizeof(header), file_);
@@ -108,8 +116,15 @@ absl::Status RecordReader::Read(std::string* record) {
   }
   const uint64_t length = GetFixed64(header);
   if (length > kMaxRecordBytes) return Corrupt("implausible record length");
-  record->resize(length);
+  // A damaged (or hostile) length must not be allocated: no record is longer
+  // than what is left of the file.
   char footer[4];
+  const int64_t remaining = RemainingBytes();
+  if (remaining >= 0 && length + sizeof(footer) > static_cast<uint64_t>(remaining)) {
+    return Corrupt(absl::StrCat("truncated record (", length, " bytes claimed, ",
+                                remaining, " left in the file)"));
+  }
+  record->resize(length);
   if (std::fread(record->data(), 1, length, file_) != length ||
       std::fread(footer, 1, sizeof(footer), file_) != sizeof(footer)) {
     return Corrupt("truncated record");

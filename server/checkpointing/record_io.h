@@ -59,6 +59,8 @@ class RecordReader {
  private:
   RecordReader(std::string path, FILE* file) : path_(std::move(path)), file_(file) {}
   absl::Status Corrupt(const std::string& what) const;
+  // Bytes of the file after the current position; -1 when unknown.
+  int64_t RemainingBytes() const;
 
   const std::string path_;
   FILE* file_;

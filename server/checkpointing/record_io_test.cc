@@ -86,6 +86,31 @@ TEST(RecordIoTest, TruncationAndCorruptionAreDataLossNamingTheFile) {
   EXPECT_THAT(std::string(status.message()), HasSubstr("checksum"));
 }
 
+// A header whose length checksum is right but whose length is not (a
+// damaged or hostile checkpoint) must not make the reader allocate the
+// length: 2^39 bytes used to be resized before the read found the file short.
+TEST(RecordIoTest, ALengthBeyondTheFileIsTruncationNotAnAllocation) {
+  const std::string path = TempFile("huge_length.tfrecord");
+  char header[12];
+  const uint64_t length = uint64_t{1} << 39;
+  for (int i = 0; i < 8; ++i) header[i] = static_cast<char>(length >> (8 * i));
+  const uint32_t crc = MaskCrc(Crc32c(header, 8));
+  for (int i = 0; i < 4; ++i) header[8 + i] = static_cast<char>(crc >> (8 * i));
+  {
+    std::ofstream file(path, std::ios::binary);
+    file.write(header, sizeof(header));
+    file << "a few payload bytes";
+  }
+  auto reader = RecordReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  std::string record;
+  absl::Status status = (*reader)->Read(&record);
+  EXPECT_TRUE(absl::IsDataLoss(status)) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("truncated record"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("at byte 0"));
+  EXPECT_EQ((*reader)->offset(), 0);
+}
+
 TEST(RecordIoTest, MissingFileIsNotFound) {
   auto reader = RecordReader::Open(TempFile("does_not_exist"));
   EXPECT_TRUE(absl::IsNotFound(reader.status())) << reader.status();
