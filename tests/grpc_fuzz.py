@@ -1930,14 +1930,13 @@ class Fuzzer:
         self.fail(VALID_FAILED, out.code, f'{len(missing)} of {len(sent)} items not confirmed',
                   case)
       return
-    probes = [k for k in dict.fromkeys(keys) if PROBE_TABLE in sent.get(k, [])]
-    for probe in reversed(probes):  # LIFO: the newest first
-      if not self.probe(case, probe):
-        for key in dict.fromkeys(keys):  # quarantine: delete the item everywhere
-          for table in sent.get(key, []):
-            if table in ALL_TABLES:
-              self.delete(table, [key])
-        break
+    probes = {k for k in keys if PROBE_TABLE in sent.get(k, [])}
+    if probes and not self.probe(case, probes):
+      sent_probes = {k for k, tables in sent.items() if PROBE_TABLE in tables}
+      for key in set(keys) | sent_probes:  # quarantine: delete the items everywhere
+        for table in sent.get(key, []):
+          if table in ALL_TABLES:
+            self.delete(table, [key])
 
   def delete(self, table: str, keys: Sequence[int]) -> None:
     """Deletes items (MutatePriorities); failures are reported."""
@@ -1947,36 +1946,40 @@ class Fuzzer:
       self.fail(VALID_FAILED, out.code, out.details, method='MutatePriorities',
                 kind='harness.delete', reproducer=f'delete {len(keys)} keys of {table}')
 
-  def probe(self, case: Case, key: int) -> bool:
-    """Samples the newest probe item (`key`); False if it failed to sample/decode."""
-    metadata = CODECS_METADATA if case.index % 2 else ()
-    how = 'announcing zstd' if metadata else 'without zstd'
-    out = self.client.call('SampleStream', [sample_request(PROBE_TABLE, 1, 5000)], 20.0,
-                           metadata)
-    items, error = assemble_samples(out.responses)
-    ok = True
-    if out.code != grpc.StatusCode.OK:
-      self.fail(BREAKS_SAMPLING, out.code, f'SampleStream ({how}): {out.details}', case)
-      ok = False
-    elif error:
-      self.fail(PROTOCOL, out.code, error, case)
-      ok = False
-    for item in items:
-      try:
-        decode_item(item.info.item, item.chunks)
-      except DecodeError as e:
-        self.fail(UNDECODABLE, 'OK', f'sampled {how}: {e}', case)
-        ok = False
-      self.delete(PROBE_TABLE, [item.info.item.key])
-      if item.info.item.key != key:
-        self.report.notes.append(f'probe of case #{case.index} sampled item '
-                                 f'{item.info.item.key}, not {key}')
-    if not items and ok:
-      self.fail(BREAKS_SAMPLING, out.code, f'no sample returned ({how})', case)
-      ok = False
-    if not ok:
-      self.delete(PROBE_TABLE, [key])
-    return ok
+  def probe(self, case: Case, keys: Set[int]) -> bool:
+    """Samples (newest first) and deletes the probe items until every one of
+    `keys` was seen; False if one failed to sample or decode. Probe items
+    the server inserted without confirming them (the stream failed first)
+    are sampled on the way."""
+    pending = set(keys)
+    for _ in range(len(keys) + 8):
+      if not pending:
+        return True
+      # The newest item twice: as clients without zstd get it (the server
+      # transcodes zstd chunks to Snappy), then as zstd clients do.
+      for metadata in ((), CODECS_METADATA):
+        how = 'announcing zstd' if metadata else 'without zstd'
+        out = self.client.call('SampleStream', [sample_request(PROBE_TABLE, 1, 5000)], 20.0,
+                               metadata)
+        items, error = assemble_samples(out.responses)
+        if out.code != grpc.StatusCode.OK:
+          self.fail(BREAKS_SAMPLING, out.code, f'SampleStream ({how}): {out.details}', case)
+          return False
+        if error or not items:
+          self.fail(PROTOCOL, out.code, error or f'no sample returned ({how})', case)
+          return False
+        for item in items:
+          try:
+            decode_item(item.info.item, item.chunks)
+          except DecodeError as e:
+            self.fail(UNDECODABLE, 'OK', f'sampled {how}: {e}', case)
+            return False
+      for item in items:
+        pending.discard(item.info.item.key)
+        self.delete(PROBE_TABLE, [item.info.item.key])
+    self.report.notes.append(f'probe of case #{case.index}: {len(pending)} of its probe items '
+                             'were not sampled')
+    return True
 
   def verify_samples(self, case: Case, out: Outcome, label: Optional[str] = None
                      ) -> List[SampledItem]:
@@ -2424,3 +2427,84 @@ class Fuzzer:
       self.stop_server()
       self.report.elapsed = time.monotonic() - start
     return self.report
+
+
+# --------------------------------------------------------------------------
+# A fake ReverbService, for checking how tf_reverb maps statuses to exceptions
+
+
+class FakeReverbServer:
+  """A Python ReverbService whose `failing` method ends with a chosen status.
+
+  The other methods behave just enough for tf_reverb's clients: ServerInfo
+  reports one table 'my_table' (no signature), InsertStream confirms every
+  item, the unary admin calls succeed, SampleStream and InitializeConnection
+  end at once (OK). Set `failing`, `code` and `message` before a call.
+  """
+
+  def __init__(self):
+    """Starts the gRPC server on a free localhost port."""
+    from concurrent import futures  # pylint: disable=g-import-not-at-top
+    self.failing = ''
+    self.code = grpc.StatusCode.OK
+    self.message = ''
+    self.calls: Dict[str, int] = {}
+    self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    handlers = {}
+    for method in UNARY_METHODS:
+      handlers[method] = grpc.unary_unary_rpc_method_handler(
+          self._unary(method), request_deserializer=REQUEST_TYPES[method].FromString,
+          response_serializer=lambda m: m.SerializeToString())
+    for method in STREAM_METHODS:
+      handlers[method] = grpc.stream_stream_rpc_method_handler(
+          self._stream(method), request_deserializer=REQUEST_TYPES[method].FromString,
+          response_serializer=lambda m: m.SerializeToString())
+    self._server.add_generic_rpc_handlers(
+        [grpc.method_handlers_generic_handler('deepmind.reverb.ReverbService', handlers)])
+    self.port = self._server.add_insecure_port('127.0.0.1:0')
+    self._server.start()
+
+  @property
+  def address(self) -> str:
+    """host:port."""
+    return f'127.0.0.1:{self.port}'
+
+  def stop(self) -> None:
+    """Stops the server."""
+    self._server.stop(grace=None)
+
+  def _count(self, method: str, context: grpc.ServicerContext) -> None:
+    self.calls[method] = self.calls.get(method, 0) + 1
+    if method == self.failing:
+      context.abort(self.code, self.message)
+
+  def _unary(self, method: str) -> Callable[[Any, grpc.ServicerContext], Any]:
+    responses = {
+        'MutatePriorities': rs.MutatePrioritiesResponse, 'Reset': rs.ResetResponse,
+        'Checkpoint': lambda: rs.CheckpointResponse(checkpoint_path='/fake'),
+    }
+
+    def handle(request: Any, context: grpc.ServicerContext) -> Any:
+      del request
+      self._count(method, context)
+      if method == 'ServerInfo':
+        response = rs.ServerInfoResponse()
+        info = response.table_info.add(name='my_table', max_size=10)
+        info.sampler_options.uniform = True
+        info.remover_options.fifo = True
+        return response
+      return responses[method]()
+    return handle
+
+  def _stream(self, method: str) -> Callable[[Iterator[Any], grpc.ServicerContext], Iterator[Any]]:
+    def handle(requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+      if method == 'InsertStream':
+        for request in requests:
+          self._count(method, context)
+          if request.items:
+            yield rs.InsertStreamResponse(keys=[i.key for i in request.items])
+        return
+      for _ in requests:
+        self._count(method, context)
+        return
+    return handle

@@ -461,3 +461,141 @@ def test_chunks_of_equal_keys_from_two_streams_survive_a_checkpoint_restore(tmp_
     restored.stop()
   finally:
     server.close()
+
+
+# --------------------------------------------------------------------------
+# Python side: server statuses -> tf_reverb exceptions (reverb-spec: the
+# status mapping at the top, §2.13). A fake ReverbService ends one method
+# with a chosen status; tf_reverb's Client and writers must raise the
+# spec's exception with the server's message.
+
+SPEC_EXCEPTION = {
+    grpc.StatusCode.INVALID_ARGUMENT: ValueError,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: IndexError,
+    grpc.StatusCode.UNIMPLEMENTED: NotImplementedError,
+    grpc.StatusCode.NOT_FOUND: RuntimeError,
+    grpc.StatusCode.FAILED_PRECONDITION: RuntimeError,
+    grpc.StatusCode.OUT_OF_RANGE: RuntimeError,
+    grpc.StatusCode.DEADLINE_EXCEEDED: RuntimeError,
+    grpc.StatusCode.INTERNAL: RuntimeError,
+    grpc.StatusCode.DATA_LOSS: RuntimeError,
+    grpc.StatusCode.CANCELLED: RuntimeError,
+    grpc.StatusCode.UNAVAILABLE: RuntimeError,
+}
+FAKE_MESSAGE = 'the fake server refuses: reason 42'
+
+
+def _trajectory_writer_flush(client) -> None:
+  with client.trajectory_writer(num_keep_alive_refs=2, validate_items=False) as writer:
+    writer.append({'x': np.float32(1)})
+    writer.create_item('my_table', 1.0, {'x': writer.history['x'][-1:]})
+    writer.flush(timeout_ms=10000)
+
+
+def _legacy_writer_close(client) -> None:
+  with client.writer(max_sequence_length=1) as writer:
+    writer.append(np.float32(1))
+    writer.create_item('my_table', 1, 1.0)
+
+
+# call name -> (the RPC it makes, the call)
+CLIENT_CALLS = {
+    'server_info': ('ServerInfo', lambda c: c.server_info()),
+    'mutate_priorities': ('MutatePriorities', lambda c: c.mutate_priorities('my_table', {1: 1.0})),
+    'reset': ('Reset', lambda c: c.reset('my_table')),
+    'checkpoint': ('Checkpoint', lambda c: c.checkpoint()),
+    'insert': ('InsertStream', lambda c: c.insert(np.float32(1), {'my_table': 1.0})),
+    'sample': ('SampleStream', lambda c: next(c.sample('my_table', timeout=10))),
+    'trajectory_writer_flush': ('InsertStream', _trajectory_writer_flush),
+    'legacy_writer_close': ('InsertStream', _legacy_writer_close),
+}
+# Statuses the clients retry (reverb-spec §2.7, §2.8, §4.4); see below.
+RETRIED = (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
+RETRYING_CALLS = ('sample', 'trajectory_writer_flush', 'legacy_writer_close')
+
+
+@pytest.fixture(scope='module')
+def fake_server() -> Iterator[fz.FakeReverbServer]:
+  """A fake ReverbService."""
+  server = fz.FakeReverbServer()
+  yield server
+  server.stop()
+
+
+def _raised(fake: fz.FakeReverbServer, method: str, code: grpc.StatusCode, call) -> Exception:
+  import tf_reverb as reverb  # pylint: disable=g-import-not-at-top
+  fake.failing, fake.code, fake.message = method, code, FAKE_MESSAGE
+  try:
+    with pytest.raises(Exception) as info:
+      call(reverb.Client(fake.address))
+  finally:
+    fake.failing = ''
+  return info.value
+
+
+@pytest.mark.parametrize('call', list(CLIENT_CALLS))
+@pytest.mark.parametrize('code', list(SPEC_EXCEPTION), ids=lambda c: c.name)
+def test_server_status_raises_the_spec_exception_with_the_server_message(fake_server, code,
+                                                                          call):
+  if code in RETRIED and call in RETRYING_CALLS:
+    pytest.skip('retried (see test_retried_statuses_end_at_the_callers_timeout)')
+  from tf_reverb import errors  # pylint: disable=g-import-not-at-top
+  method, function = CLIENT_CALLS[call]
+  error = _raised(fake_server, method, code, function)
+  text = f'{error}\n{error.__cause__}'
+  if code == grpc.StatusCode.DEADLINE_EXCEEDED and call == 'sample':
+    # Client.sample(timeout=...) may report the wait as tf_reverb's
+    # DeadlineExceededError (reverb#18), keeping the server's message.
+    assert isinstance(error, (RuntimeError, errors.DeadlineExceededError)), repr(error)
+  else:
+    assert type(error) is SPEC_EXCEPTION[code], repr(error)  # pylint: disable=unidiomatic-typecheck
+  assert FAKE_MESSAGE in text, repr(error)
+
+
+@pytest.mark.parametrize('call', ['sample', 'trajectory_writer_flush'])
+@pytest.mark.parametrize('code', RETRIED, ids=lambda c: c.name)
+def test_retried_statuses_end_at_the_callers_timeout(fake_server, code, call):
+  import tf_reverb as reverb  # pylint: disable=g-import-not-at-top
+  from tf_reverb import errors  # pylint: disable=g-import-not-at-top
+  fake_server.failing, fake_server.code, fake_server.message = 'SampleStream' if (
+      call == 'sample') else 'InsertStream', code, FAKE_MESSAGE
+  client = reverb.Client(fake_server.address)
+  try:
+    with pytest.raises(errors.DeadlineExceededError):
+      if call == 'sample':
+        next(client.sample('my_table', timeout=1))
+      else:
+        with client.trajectory_writer(num_keep_alive_refs=2, validate_items=False) as writer:
+          writer.append({'x': np.float32(1)})
+          writer.create_item('my_table', 1.0, {'x': writer.history['x'][-1:]})
+          writer.flush(timeout_ms=1000)
+  finally:
+    fake_server.failing = ''
+
+
+def test_writer_flush_timeout_is_deadline_exceeded_error(tmp_path):
+  import tf_reverb as reverb  # pylint: disable=g-import-not-at-top
+  from tf_reverb import errors  # pylint: disable=g-import-not-at-top
+  with reverb.Server([reverb.Table.queue('q', 1)], port=None) as server:
+    client = reverb.Client(f'localhost:{server.port}')
+    client.insert(np.float32(1), {'q': 1.0})  # the queue is full now
+    writer = client.trajectory_writer(num_keep_alive_refs=2)
+    writer.append({'x': np.float32(2)})
+    writer.create_item('q', 1.0, {'x': writer.history['x'][-1:]})
+    with pytest.raises(errors.DeadlineExceededError, match='Flush call did not complete'):
+      writer.flush(timeout_ms=300)
+    with pytest.raises(errors.DeadlineExceededError, match='End episode call did not complete'):
+      writer.end_episode(timeout_ms=300)
+    writer.close()
+
+
+def test_server_info_timeout_against_a_silent_server_is_deadline_exceeded_error():
+  import socket  # pylint: disable=g-import-not-at-top
+  import tf_reverb as reverb  # pylint: disable=g-import-not-at-top
+  from tf_reverb import errors  # pylint: disable=g-import-not-at-top
+  with socket.socket() as listener:  # accepts connections, never answers
+    listener.bind(('127.0.0.1', 0))
+    listener.listen()
+    client = reverb.Client(f'127.0.0.1:{listener.getsockname()[1]}')
+    with pytest.raises(errors.DeadlineExceededError, match='ServerInfo call did not complete'):
+      client.server_info(timeout=1)
