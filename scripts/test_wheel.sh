@@ -5,7 +5,8 @@
 #                         [--no-notf] [--keep]
 #
 # For each TensorFlow minor in the list (default: the oldest and the newest
-# supported, 2.15 and 2.21; --all: 2.15 ... 2.21) it creates a fresh venv
+# the wheel has kernels for, e.g. 2.15 and 2.21; --all: every one it has
+# kernels for) it creates a fresh venv
 # under .wheel-build/smoke-venvs/tfX (recreated every run; the pip cache is
 # reused), pip-installs only the wheel and tensorflow-cpu==X.*, and from a
 # scratch directory outside the checkout runs tests/wheel/smoke.py (import
@@ -21,14 +22,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-ALL_TF="2.15 2.16 2.17 2.18 2.19 2.20 2.21"
-TF_VERSIONS="2.15 2.21"
+TF_VERSIONS=""
+ALL=0
 WHEEL=""
 NOTF=1
 KEEP=0
 while (($#)); do
   case "$1" in
-    --all) TF_VERSIONS=$ALL_TF ;;
+    --all) ALL=1 ;;
     --tf) TF_VERSIONS=$2; shift ;;
     --tf=*) TF_VERSIONS=${1#--tf=} ;;
     --wheel) WHEEL=$2; shift ;;
@@ -54,6 +55,29 @@ if [ -z "$WHEEL" ]; then
 fi
 WHEEL=$(realpath -m "$WHEEL")
 [ -f "$WHEEL" ] || { echo "test_wheel.sh: $WHEEL not found" >&2; exit 2; }
+if [ -z "$TF_VERSIONS" ]; then
+  # The TF minors of the wheel's kernel libraries (libtf_reverb_ops_tf2_15.so).
+  KERNEL_TF=$("$PYTHON" - "$WHEEL" <<'EOF'
+import re, sys, zipfile
+found = set()
+for name in zipfile.ZipFile(sys.argv[1]).namelist():
+  match = re.search(r'libtf_reverb_ops_tf(\d+)_(\d+)\.so$', name)
+  if match:
+    found.add((int(match[1]), int(match[2])))
+print(' '.join(f'{major}.{minor}' for major, minor in sorted(found)))
+EOF
+)
+  if [ -z "$KERNEL_TF" ]; then
+    echo "test_wheel.sh: $WHEEL holds no TF kernel library" >&2
+    exit 2
+  fi
+  read -r -a kernels <<<"$KERNEL_TF"
+  if [ "$ALL" -eq 1 ] || [ "${#kernels[@]}" -eq 1 ]; then
+    TF_VERSIONS=$KERNEL_TF
+  else
+    TF_VERSIONS="${kernels[0]} ${kernels[-1]}"
+  fi
+fi
 
 VENVS=$ROOT/.wheel-build/smoke-venvs
 mkdir -p "$VENVS"
