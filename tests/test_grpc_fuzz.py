@@ -401,7 +401,7 @@ def test_squeeze_on_a_multi_row_column_is_rejected_invalid_argument(golden):
 
 def test_column_joining_two_dtypes_is_rejected_invalid_argument(golden):
   b = simple_insert(seed=18)
-  key = fz._new_chunk(b, random.Random(18), fz.DT_DOUBLE, (3,), 2)  # pylint: disable=protected-access
+  key = fz._new_chunk(b, random.Random(1018), fz.DT_DOUBLE, (3,), 2)  # pylint: disable=protected-access
   b.messages[0].items[0].flat_trajectory.columns[0].chunk_slices.add(
       chunk_key=key, offset=0, length=1, index=0)
   assert_rejected(golden, b)
@@ -409,7 +409,7 @@ def test_column_joining_two_dtypes_is_rejected_invalid_argument(golden):
 
 def test_column_joining_two_row_shapes_is_rejected_invalid_argument(golden):
   b = simple_insert(seed=19)
-  key = fz._new_chunk(b, random.Random(19), fz.DT_FLOAT, (4,), 2)  # pylint: disable=protected-access
+  key = fz._new_chunk(b, random.Random(1019), fz.DT_FLOAT, (4,), 2)  # pylint: disable=protected-access
   b.messages[0].items[0].flat_trajectory.columns[0].chunk_slices.add(
       chunk_key=key, offset=0, length=1, index=0)
   assert_rejected(golden, b)

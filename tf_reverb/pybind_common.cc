@@ -2,7 +2,9 @@
 
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "pybind11/stl.h"
 
 namespace py = pybind11;
@@ -68,8 +70,19 @@ void MaybeRaise(const absl::Status& status) {
   }
 }
 
+// How the C++ writers word their own flush / end_episode timeouts
+// (server/writer/trajectory_writer.cc WaitForPending): "Flush call did not
+// complete within provided timeout of 500ms".
+constexpr absl::string_view kWriterTimeoutText = " call did not complete within provided timeout";
+
 void MaybeRaiseWithDeadline(const absl::Status& status) {
-  if (status.code() == absl::StatusCode::kDeadlineExceeded) {
+  // Only a writer's own timeout is a DeadlineExceededError (reverb-spec
+  // §2.13). A DEADLINE_EXCEEDED the server ended the insert stream with is
+  // the stream's sticky error, raised by every later call (the legacy
+  // Writer's flush and close too, which take no timeout): a RuntimeError
+  // with the server's message, as Reverb raises it.
+  if (status.code() == absl::StatusCode::kDeadlineExceeded &&
+      absl::StrContains(status.message(), kWriterTimeoutText)) {
     py::object error = py::module_::import("tf_reverb.errors").attr("DeadlineExceededError");
     PyErr_SetString(error.ptr(), std::string(status.message()).c_str());
     throw py::error_already_set();
