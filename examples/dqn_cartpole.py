@@ -1,6 +1,7 @@
 """Distributed DQN on CartPole with tf_reverb: the product doing its real job.
 
   python examples/dqn_cartpole.py [--quick] [--resume] [--actors N]
+                                  [--max_env_steps N] [--episodes N]
 
 The Bazel-built ``reverb_server`` binary holds the replay data: a prioritized
 replay table rate-limited by SampleToInsertRatio, and a weights table; it
@@ -15,6 +16,12 @@ This process orchestrates: it prints a live progress line, and at the end a
 summary paragraph, ``summary.json`` and ``learning_curve.png`` in --run_dir.
 ``--resume`` continues a killed run from the server's latest checkpoint and
 the learner's saved weights. Ctrl-C stops everything cleanly.
+
+A run ends when the mean return of the last 20 episodes reaches
+``--target_return``, or after ``--max_env_steps`` environment steps or
+``--episodes`` episodes played by this invocation; ``--minutes`` adds an
+optional wall-clock budget. The defaults are bounded by steps, so what a run
+does does not depend on how fast the machine is.
 """
 
 import argparse
@@ -38,6 +45,14 @@ WEIGHTS = 'weights'
 OBSERVATION_SIZE = 4
 NUM_ACTIONS = 2
 RANDOM_POLICY_RETURN = 22.0  # mean CartPole-v1 return of a random policy
+# Deadline of calls that must succeed (a local server answering): only a hung
+# server reaches it, however busy the machine.
+RPC_TIMEOUT_S = 120.0
+# How long stopping waits for a process to exit before it is killed.
+PROCESS_EXIT_TIMEOUT_S = 120.0
+# How long the learner's dataset waits for data before it checks whether the
+# run is stopping (it then resumes sampling); not a deadline on anything.
+STOP_POLL_MS = 2000
 
 
 # ---------------------------------------------------------------------------
@@ -119,18 +134,34 @@ def actor_main(index: int, address: str, config: Dict[str, Any],
   def insert(transition):
     tf_client.insert(tree.flatten(transition), tables, priorities)
 
+  published = False
+
   def load_weights() -> bool:
-    try:
-      keras_callbacks.load_latest_weights(client, WEIGHTS, model, timeout=0.05)
-    except reverb.DeadlineExceededError:
-      return False  # nothing published yet
+    # Asks whether the learner published yet instead of sampling with a short
+    # timeout: on a busy machine a short timeout also fires when weights
+    # exist, and the actor would keep playing its initial policy. Once
+    # published, the weights table is never empty (max_size 1, sampling does
+    # not consume), so a load only waits for the server's answer.
+    nonlocal published
+    if not published:
+      published = client.server_info(timeout=RPC_TIMEOUT_S)[
+          WEIGHTS].current_size > 0
+      if not published:
+        return False
+    keras_callbacks.load_latest_weights(client, WEIGHTS, model,
+                                        timeout=RPC_TIMEOUT_S)
     return True
 
   steps = config['initial_steps'] // config['num_actors']
   rng = np.random.default_rng(config['seed'] + index)
   episode = 0
   while not stop.is_set():
-    loaded = load_weights()
+    try:
+      loaded = load_weights()
+    except (RuntimeError, reverb.ReverbError):  # transport errors, deadlines
+      if stop.is_set():
+        return  # the server is shutting down
+      raise
     observation, _ = env.reset(seed=int(rng.integers(1 << 31)))
     episode_return, done = 0.0, False
     while not done and not stop.is_set():
@@ -213,11 +244,20 @@ def learner_main(address: str, config: Dict[str, Any], stop: Any,
     data = {k: v[0] for k, v in sample.data.items()}
     return sample.info.key, data
 
-  dataset = reverb.TrajectoryDataset.from_table_signature(
+  # The table's rate limiter paces the learner against the actors, so the
+  # learner may wait for data for as long as the actors take (a busy machine,
+  # TensorFlow's start-up). A sampling dataset ends after
+  # rate_limiter_timeout_ms without data; it is restarted until the run
+  # stops, so a wait never ends training and a learner waiting for data
+  # that will not come (the actors have stopped) still stops.
+  samples = reverb.TrajectoryDataset.from_table_signature(
       server_address=address, table=REPLAY,
       max_in_flight_samples_per_worker=2 * config['batch_size'],
-      rate_limiter_timeout_ms=config['sample_timeout_ms'])
-  dataset = (dataset.map(squeeze)
+      rate_limiter_timeout_ms=STOP_POLL_MS).map(squeeze)
+  until_stopped = tf.data.Dataset.range(1 << 62).take_while(
+      lambda _: tf.reshape(
+          tf.py_function(lambda: not stop.is_set(), [], tf.bool), []))
+  dataset = (until_stopped.flat_map(lambda _: samples)
              .batch(config['batch_size'], drop_remainder=True)
              .prefetch(2))
 
@@ -257,8 +297,9 @@ def learner_main(address: str, config: Dict[str, Any], stop: Any,
       reverb.Client(address), WEIGHTS,
       every_n_batches=config['publish_every'], every_n_epochs=None)
   coordinator = Coordinator()
-  learner.fit(dataset, epochs=1_000_000, steps_per_epoch=100, verbose=0,
-              callbacks=[publisher, coordinator])
+  # One epoch that lasts until the run stops: the dataset's end (or the
+  # coordinator) ends it; with more epochs Keras would start the next one.
+  learner.fit(dataset, epochs=1, verbose=0, callbacks=[publisher, coordinator])
   learner.q_network.save_weights(weights_path)
   stats.put(('learner_done', coordinator.batches, publisher.version,
              time.time()))
@@ -327,12 +368,15 @@ class Run:
         epsilon_decay_steps=args.epsilon_decay_steps, final_epsilon=0.05,
         discount=0.99, batch_size=64, learning_rate=1e-3,
         target_update_every=200, publish_every=50, samples_per_insert=8.0,
-        min_replay_size=500, replay_size=50_000, sample_timeout_ms=5000,
+        min_replay_size=500, replay_size=50_000,
         learner_weights=os.path.join(self.run_dir, 'learner.weights.h5'))
     self.returns: List[float] = list(previous.get('returns', []))
     self.return_steps: List[int] = list(previous.get('return_steps', []))
     self.env_steps = previous.get('env_steps', 0)
-    self.actor_steps = collections.defaultdict(int)
+    # This invocation's budgets (--max_env_steps, --episodes) count from here.
+    self.initial_env_steps = self.env_steps
+    self.initial_episodes = len(self.returns)
+    self.actor_steps = collections.defaultdict(int)  # new steps, per actor
     self.weights_loaded = previous.get('weights_loaded', 0)
     self.learner_batches = 0
     self.weights_published = 0
@@ -365,6 +409,8 @@ class Run:
     # Keep draining the server's log so it never blocks on a full pipe.
     import threading  # pylint: disable=g-import-not-at-top
     threading.Thread(target=self._copy_server_log, daemon=True).start()
+    import tf_reverb as reverb  # pylint: disable=g-import-not-at-top
+    self.client = reverb.Client(self.address)
 
   def _copy_server_log(self) -> None:
     for line in self.server.stderr:
@@ -373,39 +419,78 @@ class Run:
 
   def start_workers(self) -> None:
     context = mp.get_context('spawn')
-    self.stop_event = context.Event()
+    self.stop_actors = context.Event()
+    self.stop_learner = context.Event()
     self.stats = context.Queue()
     self.actors = [
         context.Process(target=actor_main, name=f'actor-{i}',
-                        args=(i, self.address, self.config, self.stop_event,
+                        args=(i, self.address, self.config, self.stop_actors,
                               self.stats))
         for i in range(self.args.actors)
     ]
     self.learner = context.Process(
         target=learner_main, name='learner',
-        args=(self.address, self.config, self.stop_event, self.stats))
+        args=(self.address, self.config, self.stop_learner, self.stats))
     for process in self.actors + [self.learner]:
       process.start()
 
+  def _wait(self, processes: List[Any], while_alive: Any = None) -> None:
+    """Waits until `processes` exit (or `while_alive` does), draining stats.
+
+    Draining keeps the stats pipe from filling up: a child exits only once
+    what it put on the queue has been written. The deadline only catches a
+    hung process.
+    """
+    deadline = time.time() + PROCESS_EXIT_TIMEOUT_S
+    while (any(p.is_alive() for p in processes) and time.time() < deadline and
+           (while_alive is None or while_alive.is_alive())):
+      for process in processes:
+        process.join(timeout=0.2)
+      self.drain_stats()
+
   def stop(self) -> None:
-    """Actors first, then the learner, then the server (final checkpoint)."""
-    self.stop_event.set()
-    for process in self.actors:
-      process.join(timeout=10)
-    self.learner.join(timeout=30)
+    """Actors first, then the learner, then the server (final checkpoint).
+
+    The actors stop while the learner still samples, so none is left waiting
+    in an insert the rate limiter holds back. The learner then stops at its
+    next batch or, when it waits for data that will not come, at its
+    dataset's next poll of the stop event. The waits end when the processes
+    are done; their deadlines only catch a hung process.
+    """
+    self.stop_actors.set()
+    self._wait(self.actors, while_alive=self.learner)
+    stopped_by_us = []
+    if not self.learner.is_alive():
+      # Nothing samples any more, so an actor's insert may wait for the rate
+      # limiter forever (TFClient.insert has no timeout and rides out server
+      # restarts); the actors' finished episodes are reported already.
+      stopped_by_us = [p for p in self.actors if p.is_alive()]
+      for process in stopped_by_us:
+        process.terminate()
+    self.stop_learner.set()
+    self._wait([self.learner])
     self.drain_stats()
-    # Anything still blocked (e.g. an insert held by the rate limiter) is
-    # released when the server drains and stops.
+    try:
+      self.poll_server()  # the final counts
+    except Exception as e:  # pylint: disable=broad-except
+      print(f'Could not read the final table counts: {e}', file=sys.stderr)
     self.server.send_signal(signal.SIGTERM)
     try:
-      self.server.wait(timeout=60)
+      self.server.wait(timeout=PROCESS_EXIT_TIMEOUT_S)
     except subprocess.TimeoutExpired:
+      print('reverb_server did not stop; killing it', file=sys.stderr)
       self.server.kill()
+    self._wait(self.actors + [self.learner])
     for process in self.actors + [self.learner]:
-      process.join(timeout=10)
       if process.is_alive():
+        print(f'{process.name} did not stop; killing it', file=sys.stderr)
         process.kill()
+        process.join()
     self.drain_stats()
+    # A process that failed while stopping failed the run too.
+    self.failed += [p.name for p in self.actors + [self.learner]
+                    if p.exitcode != 0 and p.name not in self.failed and
+                    p not in stopped_by_us]
 
   # -- progress ---------------------------------------------------------------
 
@@ -419,8 +504,10 @@ class Run:
       if kind == 'episode':
         _, actor, episode_return, steps, _, loaded, _ = message
         self.returns.append(episode_return)
-        self.actor_steps[actor] = steps
-        self.env_steps = sum(self.actor_steps.values())
+        # An actor counts from its share of a resumed run's steps.
+        self.actor_steps[actor] = steps - (self.config['initial_steps'] //
+                                           self.config['num_actors'])
+        self.env_steps = self.initial_env_steps + sum(self.actor_steps.values())
         self.return_steps.append(self.env_steps)
         self.weights_loaded += int(loaded)
       elif kind == 'learner':
@@ -432,43 +519,64 @@ class Run:
   def mean_return(self, last: int = 20) -> float:
     return float(np.mean(self.returns[-last:])) if self.returns else 0.0
 
+  def poll_server(self) -> Dict[str, float]:
+    """Reads the replay table's counters; returns them with the time."""
+    info = self.client.server_info(timeout=RPC_TIMEOUT_S)[REPLAY]
+    counts = {'time': time.time(),
+              'inserted': info.rate_limiter_info.insert_stats.completed,
+              'sampled': info.rate_limiter_info.sample_stats.completed}
+    self.inserted, self.sampled = counts['inserted'], counts['sampled']
+    self.replay_size = info.current_size
+    return counts
+
+  def done(self) -> str:
+    """Why the run should end now, or '' to go on."""
+    if (len(self.returns) >= 20 and
+        self.mean_return() >= self.args.target_return):
+      return f'the mean return reached {self.args.target_return:g}'
+    if (self.args.max_env_steps is not None and
+        self.env_steps - self.initial_env_steps >= self.args.max_env_steps):
+      return f'{self.args.max_env_steps} environment steps were played'
+    if (self.args.episodes is not None and
+        len(self.returns) - self.initial_episodes >= self.args.episodes):
+      return f'{self.args.episodes} episodes were played'
+    if (self.args.minutes is not None and
+        time.time() - self.start >= self.args.minutes * 60):
+      return f'the {self.args.minutes:g}-minute budget is spent'
+    return ''
+
   def watch(self) -> None:
-    import tf_reverb as reverb  # pylint: disable=g-import-not-at-top
-    client = reverb.Client(self.address)
+    """Prints progress once a second until done() or a process dies."""
     previous = None
-    deadline = self.start + self.args.minutes * 60
-    while time.time() < deadline:
-      time.sleep(1.0)
+    while True:
+      time.sleep(1.0)  # the progress line's period, not a synchronisation
       self.drain_stats()
       dead = [p.name for p in self.actors + [self.learner] if not p.is_alive()]
       if dead:
-        print(f'\n{", ".join(dead)} stopped unexpectedly; shutting down')
+        print(f'\n{", ".join(dead)} stopped unexpectedly; shutting down',
+              file=sys.stderr)
         self.failed = dead
         break
-      info = client.server_info(timeout=10)[REPLAY]
-      counts = (time.time(), info.rate_limiter_info.insert_stats.completed,
-                info.rate_limiter_info.sample_stats.completed)
+      counts = self.poll_server()
       if previous is not None:
-        dt = counts[0] - previous[0]
+        dt = counts['time'] - previous['time']
         self.rates.append({
-            'time': counts[0] - self.start,
-            'inserts_per_s': (counts[1] - previous[1]) / dt,
-            'samples_per_s': (counts[2] - previous[2]) / dt,
+            'time': counts['time'] - self.start,
+            'inserts_per_s': (counts['inserted'] - previous['inserted']) / dt,
+            'samples_per_s': (counts['sampled'] - previous['sampled']) / dt,
         })
         rate = self.rates[-1]
-        print(f'\r[{counts[0] - self.start:5.0f}s] steps {self.env_steps:7d} '
-              f'episodes {len(self.returns):5d} return(last 20) '
-              f'{self.mean_return():6.1f} | inserts/s '
+        print(f'\r[{counts["time"] - self.start:5.0f}s] steps '
+              f'{self.env_steps:7d} episodes {len(self.returns):5d} '
+              f'return(last 20) {self.mean_return():6.1f} | inserts/s '
               f'{rate["inserts_per_s"]:6.0f} samples/s '
-              f'{rate["samples_per_s"]:7.0f} | replay {info.current_size:6d} '
+              f'{rate["samples_per_s"]:7.0f} | replay {self.replay_size:6d} '
               f'| learner steps {self.learner_batches:6d}', end='', flush=True)
       previous = counts
-      self.inserted, self.sampled = counts[1], counts[2]
-      self.replay_size = info.current_size
-      if (len(self.returns) >= 20 and
-          self.mean_return() >= self.args.target_return):
+      reason = self.done()
+      if reason:
+        print(f'\nStopping: {reason}')
         break
-    print()
 
   # -- results ----------------------------------------------------------------
 
@@ -560,11 +668,19 @@ def parse_args() -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--actors', type=int, default=2)
   parser.add_argument('--quick', action='store_true',
-                      help='a short run (under 3 minutes)')
+                      help='a short run: at most 20000 steps, stops at a '
+                      'mean return of 100 (under 3 minutes here)')
   parser.add_argument('--resume', action='store_true',
                       help="continue from the run's last checkpoint")
+  parser.add_argument('--max_env_steps', type=int, default=None,
+                      help='stop after this many environment steps in this '
+                      'invocation (default 200000, or 20000 with --quick)')
+  parser.add_argument('--episodes', type=int, default=None,
+                      help='stop after this many episodes in this invocation '
+                      '(default: no limit)')
   parser.add_argument('--minutes', type=float, default=None,
-                      help='time budget (default 15, or 2.5 with --quick)')
+                      help='also stop after this many minutes (default: no '
+                      'time limit)')
   parser.add_argument('--target_return', type=float, default=None,
                       help='stop once the mean of the last 20 returns reaches '
                       'this (default 195, or 100 with --quick)')
@@ -573,8 +689,8 @@ def parse_args() -> argparse.Namespace:
   parser.add_argument('--run_dir', default='runs/dqn_cartpole')
   parser.add_argument('--seed', type=int, default=0)
   args = parser.parse_args()
-  if args.minutes is None:
-    args.minutes = 2.5 if args.quick else 15.0
+  if args.max_env_steps is None:
+    args.max_env_steps = 20_000 if args.quick else 200_000
   if args.target_return is None:
     args.target_return = 100.0 if args.quick else 195.0
   if args.epsilon_decay_steps is None:
