@@ -22,6 +22,11 @@ A run ends when the mean return of the last 20 episodes reaches
 ``--episodes`` episodes played by this invocation; ``--minutes`` adds an
 optional wall-clock budget. The defaults are bounded by steps, so what a run
 does does not depend on how fast the machine is.
+
+TensorFlow's start-up notices (oneDNN, CPU features, absl's "before
+InitializeLog" line) are turned off for this process and its children unless
+the environment already sets ``TF_CPP_MIN_LOG_LEVEL`` or
+``TF_ENABLE_ONEDNN_OPTS``; TF's warnings and errors stay visible.
 """
 
 import argparse
@@ -37,8 +42,21 @@ import subprocess
 import sys
 import time
 from typing import Any, Dict, List
+import warnings
 
-import numpy as np
+# Before anything imports TensorFlow (the spawned actors and learner inherit
+# the environment). TF_CPP_MIN_LOG_LEVEL=1 drops TF's INFO lines
+# (cpu_feature_guard, ...) but keeps its warnings and errors. TF 2.16+ logs
+# "oneDNN custom operations are on" through its bundled absl whatever the log
+# level, and that first absl log line is what prints "All log messages before
+# absl::InitializeLog() is called are written to STDERR"; only choosing
+# oneDNN explicitly avoids it. This example's small Dense networks gain
+# nothing from oneDNN's custom ops; a user's own setting of either variable
+# wins.
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '1')
+os.environ.setdefault('TF_ENABLE_ONEDNN_OPTS', '0')
+
+import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 REPLAY = 'replay'
 WEIGHTS = 'weights'
@@ -297,9 +315,16 @@ def learner_main(address: str, config: Dict[str, Any], stop: Any,
       reverb.Client(address), WEIGHTS,
       every_n_batches=config['publish_every'], every_n_epochs=None)
   coordinator = Coordinator()
-  # One epoch that lasts until the run stops: the dataset's end (or the
-  # coordinator) ends it; with more epochs Keras would start the next one.
-  learner.fit(dataset, epochs=1, verbose=0, callbacks=[publisher, coordinator])
+  with warnings.catch_warnings():
+    # The dataset ends on purpose when the run stops (above); Keras reports
+    # the end of any dataset of unknown length as "ran out of data".
+    warnings.filterwarnings('ignore', message='Your input ran out of data')
+    # One epoch that lasts until the run stops: the dataset's end (or the
+    # coordinator) ends it; with more epochs Keras would start the next one.
+    # shuffle=False: the replay table decides what is sampled (Keras warns
+    # that it cannot shuffle a tf.data.Dataset).
+    learner.fit(dataset, epochs=1, verbose=0, shuffle=False,
+                callbacks=[publisher, coordinator])
   learner.q_network.save_weights(weights_path)
   stats.put(('learner_done', coordinator.batches, publisher.version,
              time.time()))
@@ -399,7 +424,7 @@ class Run:
          f'--checkpoint_interval_seconds={self.args.checkpoint_interval}'],
         stderr=subprocess.PIPE, text=True, start_new_session=True)
     for line in self.server.stderr:
-      self.server_log.write(line)
+      self._log_server_line(line)
       match = re.search(r'event=started port=(\d+)', line)
       if match:
         self.address = f'localhost:{match.group(1)}'
@@ -412,10 +437,16 @@ class Run:
     import tf_reverb as reverb  # pylint: disable=g-import-not-at-top
     self.client = reverb.Client(self.address)
 
+  def _log_server_line(self, line: str) -> None:
+    """server.log gets every line; the terminal the server's errors."""
+    self.server_log.write(line)
+    self.server_log.flush()
+    if re.search(r'event=(error|\w+_failed)\b', line):
+      sys.stderr.write(f'reverb_server: {line}')
+
   def _copy_server_log(self) -> None:
     for line in self.server.stderr:
-      self.server_log.write(line)
-      self.server_log.flush()
+      self._log_server_line(line)
 
   def start_workers(self) -> None:
     context = mp.get_context('spawn')

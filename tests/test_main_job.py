@@ -12,17 +12,21 @@ import sys
 
 import tf_reverb as reverb
 from conftest import ROOT
+from test_quiet_output import RUN_TIMEOUT_S
+from test_quiet_output import default_environment
+from test_quiet_output import noise_lines
 
 EXAMPLE = os.path.join(ROOT, 'examples', 'dqn_cartpole.py')
-# Hang guard of a whole run; the run itself is bounded by steps or episodes.
-RUN_TIMEOUT_S = 1800
 
 
 def _run(run_dir, *flags):
   result = subprocess.run(
       [sys.executable, EXAMPLE, '--quick', f'--run_dir={run_dir}', *flags],
-      capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+      capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+      env=default_environment())
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  # Quiet: no TensorFlow / absl start-up notices, no Keras warnings we cause.
+  assert not noise_lines(result.stderr), result.stderr[-3000:]
   with open(os.path.join(run_dir, 'summary.json')) as f:
     return json.load(f), result.stdout
 
