@@ -1815,8 +1815,16 @@ class Fuzzer:
   def fail(self, check: str, code: Any, message: str, case: Optional[Case] = None,
            method: Optional[str] = None, kind: Optional[str] = None,
            reproducer: Optional[str] = None) -> None:
-    """Records a failure of `case` (or of a named phase)."""
+    """Records a failure of `case` (or of a named phase); with
+    TF_REVERB_FUZZ_DUMP=dir, also writes the case's messages there
+    (case-<index>-<n>.bin)."""
     case = case or self.case
+    dump = os.environ.get('TF_REVERB_FUZZ_DUMP')
+    if dump and case is not None and case.index >= 0:
+      os.makedirs(dump, exist_ok=True)
+      for n, m in enumerate(case.messages):
+        with open(os.path.join(dump, f'case-{case.index}-{n}.bin'), 'wb') as f:
+          f.write(m)
     code_name = code.name if isinstance(code, grpc.StatusCode) else str(code)
     self.report.add(Failure(
         check, method or (case.method if case else '-'), kind or (case.kind if case else '-'),
@@ -2508,3 +2516,39 @@ class FakeReverbServer:
         self._count(method, context)
         return
     return handle
+
+
+def main(argv: Sequence[str]) -> int:
+  """`show SEED INDEX`: what fuzz case INDEX of SEED sends; `send SEED INDEX
+  HOST:PORT`: sends it to a server and prints how the call ended. (Cases
+  that name existing items or the server's pid use stand-ins here.)"""
+  if len(argv) < 3 or argv[0] not in ('show', 'send'):
+    print(main.__doc__)
+    return 2
+  fuzzer = Fuzzer('/tmp', int(argv[1]), 0)
+
+  class _StandIn:
+    pid = os.getpid()
+
+  fuzzer.server = _StandIn()  # type: ignore[assignment]
+  case = fuzzer.make_case(int(argv[2]))
+  print(case.describe())
+  for n, m in enumerate(case.messages):
+    try:
+      text = str(REQUEST_TYPES[case.method].FromString(m))[:3000] if parsable(case.method, m) else ''
+    except pb_message.DecodeError:
+      text = ''
+    print(f'--- message {n}: {len(m)} bytes{"" if text else " (unparsable)"}\n{text or m[:512].hex()}')
+  if argv[0] == 'send':
+    client = RawClient(argv[3])
+    out = client.call(case.method, case.messages, case.deadline, case.metadata, case.cancel,
+                      case.half_close)
+    print(f'=> {out.code.name} {out.details!r} after {out.elapsed:.2f}s, '
+          f'{len(out.responses)} responses')
+    client.close()
+  return 0
+
+
+if __name__ == '__main__':
+  import sys  # pylint: disable=g-import-not-at-top
+  sys.exit(main(sys.argv[1:]))
