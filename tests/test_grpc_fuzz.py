@@ -12,7 +12,13 @@ and examples; TF_REVERB_FUZZ_REPORT=path also writes them as JSON. See
 tests/grpc_fuzz.py for the checks. Run alone:
 
   .venv/bin/python -m pytest tests/test_grpc_fuzz.py -q
-  TF_REVERB_FUZZ_REQUESTS=20000 .venv/bin/python -m pytest tests/test_grpc_fuzz.py -k test_grpc_fuzz -s
+  TF_REVERB_FUZZ_REQUESTS=20000 .venv/bin/python -m pytest -s \
+      tests/test_grpc_fuzz.py::test_grpc_fuzz
+
+TF_REVERB_FUZZ_SERVER=path fuzzes another reverb_server build,
+TF_REVERB_FUZZ_DUMP=dir writes the messages of failing cases, and
+`python tests/grpc_fuzz.py show|send SEED INDEX [HOST:PORT]` prints or sends
+one case. 2000 requests take ~25 s on a loaded 2-core machine.
 
 The other tests are golden cases: single requests with the outcome they
 must have, named for what they check.
