@@ -80,7 +80,10 @@ build_start=$SECONDS
 log "building ${targets[*]} (clang, --config=fuzz, output base $OUTPUT_BASE)"
 labels=()
 for target in "${targets[@]}"; do labels+=("//server/fuzz:$target"); done
-"${BAZEL[@]}" build --config=fuzz "${labels[@]}"
+# No bazel-* convenience symlinks: they would point the checkout's bazel-bin
+# and bazel-<workspace> at this output base (and `bazel query //...` in the
+# main build would then wander into it).
+"${BAZEL[@]}" build --config=fuzz --symlink_prefix=/ "${labels[@]}"
 BIN=$("${BAZEL[@]}" info --config=fuzz bazel-bin 2>/dev/null)/server/fuzz
 log "build took $((SECONDS - build_start)) s"
 

@@ -51,7 +51,9 @@ fi
 
 OUTPUT_ROOT=${SANITIZER_OUTPUT_ROOT:-$HOME/.cache/tf_reverb}
 # Sanitized tests run several times slower: generous per-size timeouts.
-COMMON=(--keep_going --test_timeout=300,900,2700,3600
+# --symlink_prefix=/: no bazel-* convenience symlinks, which would point the
+# checkout's bazel-bin/bazel-testlogs at a sanitizer output base.
+COMMON=(--keep_going --symlink_prefix=/ --test_timeout=300,900,2700,3600
         --test_env=UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
         --test_env=ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1
         --test_env=TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1)
