@@ -21,6 +21,7 @@ import tree
 from conftest import DM_PYTHON
 from conftest import requires_dm_reverb
 from conftest import run_python
+import grpc_fuzz
 import tf_reverb as reverb
 from tf_reverb import reverb_types
 from tf_reverb import tensor_spec
@@ -280,22 +281,24 @@ def test_server_rejects_unvalidated_trajectory_writer_items(signature_server):
   assert _size(signature_server, 'sig') == 1
 
 
-def _tensor_proto(dtype, shape):
+def _tensor_proto(dtype, shape, item_bytes):
+  """A valid Snappy-coded chunk tensor of zeros."""
+  content = bytes(int(np.prod(shape)) * item_bytes)
   return tensor_pb2.TensorProto(
       dtype=dtype,
       tensor_shape=tensor_pb2.TensorShapeProto(
           dim=[tensor_pb2.TensorShapeProto.Dim(size=d) for d in shape]),
-      tensor_content=b'')
+      tensor_content=grpc_fuzz.Codecs().snappy_compress(content))
 
 
 def test_server_rejects_inconsistent_raw_grpc_items(signature_server):
-  # Headers only: the server checks dtypes and shapes without decoding.
+  # A well-formed chunk whose column 0 disagrees with the signature.
   chunk = schema_pb2.ChunkData(
       chunk_key=1,
       sequence_range=schema_pb2.SequenceRange(episode_id=1, start=0, end=0),
       data=schema_pb2.ChunkData.Data(tensors=[
-          _tensor_proto(tensor_pb2.DT_INT64, [1, 2]),
-          _tensor_proto(tensor_pb2.DT_INT32, [1]),
+          _tensor_proto(tensor_pb2.DT_INT64, [1, 2], 8),
+          _tensor_proto(tensor_pb2.DT_INT32, [1], 4),
       ]),
       data_tensors_len=2)
   item = schema_pb2.PrioritizedItem(
