@@ -35,6 +35,9 @@ using ::tf_reverb::tensor_testing::Int32Scalar;
 namespace tfp = ::tf_reverb::tf;
 using ::deepmind::reverb::KeyDistributionOptions;
 
+// Deadline of calls that must succeed: only a hung test reaches it, however
+// loaded the machine.
+constexpr absl::Duration kDeadline = absl::Seconds(120);
 constexpr int kSteps = 20;
 constexpr int kChunkLength = 5;
 
@@ -84,12 +87,12 @@ void WriteSteps(TrajectoryWriter& writer, bool flush = true) {
                                  TrajectoryColumn{{*refs[1]}, true}})
                     .ok());
     if (i == 0) {
-      absl::Status s = writer.Flush(0, absl::Seconds(30));
+      absl::Status s = writer.Flush(0, kDeadline);
       ASSERT_TRUE(s.ok()) << s;
     }
   }
   if (flush) {
-    absl::Status s = writer.Flush(0, absl::Seconds(30));
+    absl::Status s = writer.Flush(0, kDeadline);
     ASSERT_TRUE(s.ok()) << s;
   }
 }
@@ -127,7 +130,7 @@ int ExpectOurClientReads(int port) {
   Client client(absl::StrCat("dns:///127.0.0.1:", port));
   SamplerOptions options;
   options.max_samples = 3 * kSteps;
-  options.rate_limiter_timeout = absl::Seconds(10);
+  options.rate_limiter_timeout = kDeadline;
   std::unique_ptr<Sampler> sampler = client.NewSampler("t", options);
   int later_steps = 0;
   for (int i = 0; i < 3 * kSteps; ++i) {
@@ -281,7 +284,7 @@ TEST_F(CodecNegotiationTest, ReconnectToServerWithoutAnnouncementTranscodes) {
   builder.RegisterService(service.get());
   std::unique_ptr<grpc::Server> second = builder.BuildAndStart();
   ASSERT_NE(second, nullptr);
-  absl::Status s = writer->Flush(0, absl::Seconds(30));
+  absl::Status s = writer->Flush(0, kDeadline);
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_GE(writer->num_streams_opened(), 2);
   std::vector<ChunkCompression> stored = StoredCompressions(*table);

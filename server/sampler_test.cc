@@ -32,7 +32,12 @@ using ::tf_reverb::tensor_testing::Int32Scalar;
 namespace tfp = ::tf_reverb::tf;
 using ::deepmind::reverb::KeyDistributionOptions;
 
-constexpr absl::Duration kLong = absl::Seconds(30);
+// Deadline of waits that must end: only a hung test reaches it, however
+// loaded the machine.
+constexpr absl::Duration kLong = absl::Seconds(120);
+// How long a check that nothing more happens looks (a busy machine can only
+// make it miss a bug, never fail a correct sampler).
+constexpr absl::Duration kQuiet = absl::Milliseconds(200);
 
 KeyDistributionOptions Uniform() {
   KeyDistributionOptions o;
@@ -99,6 +104,12 @@ class ScriptedWorker : public SamplerWorker {
   Script* script_;
 };
 
+// Waits until `done(script)` holds (under script->mu); false after kLong.
+bool AwaitScript(Script* script, bool (*done)(Script*)) {
+  absl::MutexLock lock(&script->mu);
+  return script->mu.AwaitWithTimeout(absl::Condition(done, script), kLong);
+}
+
 std::unique_ptr<Sampler> ScriptedSampler(Script* script, SamplerOptions options) {
   absl::StatusOr<std::unique_ptr<Sampler>> sampler = Sampler::Create(
       [script] { return std::make_unique<ScriptedWorker>(script); }, options);
@@ -164,13 +175,22 @@ TEST(SamplerTest, PrefetchIsBoundedByInFlightTimesWorkers) {
   options.max_in_flight_samples_per_worker = 5;
   options.num_workers = 3;
   auto sampler = ScriptedSampler(&script, options);
-  absl::SleepFor(absl::Milliseconds(200));  // workers fill the queue
+  // The workers fill the queue, then request nothing more.
+  ASSERT_TRUE(AwaitScript(&script, [](Script* s) {
+    s->mu.AssertHeld();
+    return s->requested >= 15;
+  }));
+  absl::SleepFor(kQuiet);
   {
     absl::MutexLock lock(&script.mu);
     EXPECT_EQ(script.requested, 15);
   }
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(sampler->Next(kLong).ok());
-  absl::SleepFor(absl::Milliseconds(200));
+  ASSERT_TRUE(AwaitScript(&script, [](Script* s) {
+    s->mu.AssertHeld();
+    return s->requested >= 19;
+  }));
+  absl::SleepFor(kQuiet);
   absl::MutexLock lock(&script.mu);
   EXPECT_EQ(script.requested, 19);  // refilled exactly what was consumed
 }
@@ -239,7 +259,15 @@ TEST(SamplerTest, RateLimiterTimeoutOnlyCountsWhileAConsumerWaits) {
   SamplerOptions options;
   options.rate_limiter_timeout = absl::Milliseconds(5);
   auto sampler = ScriptedSampler(&script, options);
-  absl::SleepFor(absl::Milliseconds(200));  // the timeout fires, nobody waits
+  // The timeout fires while nobody waits (the worker then parks until a
+  // consumer waits, and asks again). Waits for the event, not for a fixed
+  // time; only the few instructions between the worker's call returning and
+  // its look at the waiting consumers are covered by a pause.
+  ASSERT_TRUE(AwaitScript(&script, [](Script* s) {
+    s->mu.AssertHeld();
+    return s->calls >= 1 && s->failures.empty();
+  }));
+  absl::SleepFor(kQuiet);
   absl::StatusOr<Sample> sample = sampler->Next(kLong);
   ASSERT_TRUE(sample.ok()) << sample.status();
   absl::MutexLock lock(&script.mu);

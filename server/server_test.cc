@@ -55,8 +55,13 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 
+// How long a check that a call stays blocked looks (a busy machine can only
+// make it miss a bug, never fail a correct server).
 constexpr absl::Duration kBlockCheck = absl::Milliseconds(200);
-constexpr absl::Duration kUnblockTimeout = absl::Seconds(20);
+// Deadline of calls and waits that must succeed: only a hung test reaches
+// it, however loaded the machine.
+constexpr absl::Duration kUnblockTimeout = absl::Seconds(120);
+constexpr absl::Duration kRpcDeadline = absl::Seconds(120);
 
 // Counts the client RPCs this process starts, per method, so tests can tell
 // whether a sampler went through gRPC or took the in-process shortcut.
@@ -192,7 +197,7 @@ struct InsertResult {
 InsertResult RunInsertStream(ReverbService::Stub& stub,
                              const std::vector<InsertStreamRequest>& requests) {
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
   auto stream = stub.InsertStream(&context);
   InsertResult result;
   size_t expected = 0;
@@ -229,7 +234,7 @@ TEST(ServerTest, PortZeroBindsARealPort) {
   EXPECT_LT(server->port(), 65536);
   Client client(ShortcutAddress(server->port()));
   absl::StatusOr<deepmind::reverb::ServerInfoResponse> info =
-      client.ServerInfo(absl::Seconds(10));
+      client.ServerInfo(kRpcDeadline);
   ASSERT_TRUE(info.ok()) << info.status();
   ASSERT_EQ(info->table_info_size(), 1);
   EXPECT_EQ(info->table_info(0).name(), "t");
@@ -335,7 +340,7 @@ void CheckInsertStepRoundTrip(const std::string& address, bool via_grpc) {
 
   SamplerOptions options;
   options.max_samples = 2;
-  options.rate_limiter_timeout = absl::Seconds(10);
+  options.rate_limiter_timeout = kRpcDeadline;
   std::unique_ptr<Sampler> sampler = client.NewSampler("t", options);
   absl::StatusOr<Sample> sample = sampler->Next();
   ASSERT_TRUE(sample.ok()) << sample.status();
@@ -418,7 +423,7 @@ TEST(ServerTest, ServerInfoListsTables) {
   ASSERT_TRUE(client.InsertStep({FloatScalar(1)}, {{"a", 1.0}, {"b", 2.0}}).ok());
   ASSERT_TRUE(client.InsertStep({FloatScalar(2)}, {{"a", 1.0}}).ok());
   absl::StatusOr<deepmind::reverb::ServerInfoResponse> info =
-      client.ServerInfo(absl::Seconds(10));
+      client.ServerInfo(kRpcDeadline);
   ASSERT_TRUE(info.ok()) << info.status();
   std::map<std::string, deepmind::reverb::TableInfo> by_name;
   for (const auto& t : info->table_info()) by_name[t.name()] = t;
@@ -434,7 +439,7 @@ TEST(ServerTest, ServerInfoListsTables) {
   EXPECT_TRUE(info->tables_state_id().high() != 0 || info->tables_state_id().low() != 0);
   // The state id is constant for the server's lifetime.
   absl::StatusOr<deepmind::reverb::ServerInfoResponse> again =
-      client.ServerInfo(absl::Seconds(10));
+      client.ServerInfo(kRpcDeadline);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->tables_state_id().high(), info->tables_state_id().high());
   EXPECT_EQ(again->tables_state_id().low(), info->tables_state_id().low());
@@ -530,7 +535,7 @@ TEST(ServerTest, MutatePrioritiesAndResetOverGrpc) {
   ASSERT_TRUE(client.Reset("heap").ok());
   EXPECT_EQ(heap->size(), 0);
   absl::StatusOr<deepmind::reverb::ServerInfoResponse> info =
-      client.ServerInfo(absl::Seconds(10));
+      client.ServerInfo(kRpcDeadline);
   ASSERT_TRUE(info.ok());
   for (const auto& t : info->table_info()) {
     EXPECT_EQ(t.current_size(), t.name() == "heap" ? 0 : 3) << t.name();
@@ -797,7 +802,7 @@ TEST(SampleStreamTest, StopCancelsBlockedSamplers) {
   ASSERT_NE(server, nullptr);
   Client grpc_client(GrpcOnlyAddress(server->port()));
   Client local_client(ShortcutAddress(server->port()));
-  ASSERT_TRUE(grpc_client.ServerInfo(absl::Seconds(10)).ok());  // connected
+  ASSERT_TRUE(grpc_client.ServerInfo(kRpcDeadline).ok());  // connected
 
   absl::StatusOr<Sample> grpc_result = absl::UnknownError("unset");
   absl::StatusOr<Sample> local_result = absl::UnknownError("unset");
@@ -848,8 +853,11 @@ TEST(SampleStreamTest, StopCancelsBlockedInsertStream) {
     result = RunInsertStream(*stub, {request});
     done.Notify();
   });
-  EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(500)));
+  // The first item goes in, the second waits for room.
+  const absl::Time deadline = absl::Now() + kUnblockTimeout;
+  while (table->size() < 1 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
   EXPECT_EQ(table->size(), 1);
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(kBlockCheck));
   server->Stop();
   EXPECT_TRUE(done.WaitForNotificationWithTimeout(kUnblockTimeout));
   writer.join();
@@ -962,7 +970,7 @@ TEST(SampleStreamTest, ManyClientsConcurrently) {
       SamplerOptions options;
       options.max_samples = 60;
       options.max_in_flight_samples_per_worker = 4;
-      options.rate_limiter_timeout = absl::Seconds(20);
+      options.rate_limiter_timeout = kRpcDeadline;
       auto sampler = client.NewSampler("t", options);
       for (int i = 0; i < 60; ++i) {
         absl::StatusOr<Sample> sample = sampler->Next();

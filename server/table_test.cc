@@ -35,9 +35,12 @@ using ::testing::UnorderedElementsAreArray;
 
 using namespace ::tf_reverb::testing;  // NOLINT: test builders
 constexpr absl::Duration kForever = absl::InfiniteDuration();
-// Long enough that a call which should block is seen blocking.
+// Long enough that a call which should block is seen blocking (a busy
+// machine can only make the check miss a bug, never fail a correct table).
 constexpr absl::Duration kBlockCheck = absl::Milliseconds(150);
-constexpr absl::Duration kUnblockTimeout = absl::Seconds(10);
+// Deadline of waits that must end: only a hung test reaches it, however
+// loaded the machine.
+constexpr absl::Duration kUnblockTimeout = absl::Seconds(120);
 
 
 uint64_t KeyOf(const SampledItem& s) { return s.data.item->key(); }

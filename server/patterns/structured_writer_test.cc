@@ -18,6 +18,10 @@
 namespace tf_reverb {
 namespace {
 
+// Deadline of calls that must succeed: only a hung test reaches it, however
+// loaded the machine.
+constexpr absl::Duration kDeadline = absl::Seconds(120);
+
 using ::tf_reverb::tensor_testing::Int32Scalar;
 using ::tf_reverb::tensor_testing::Values;
 
@@ -67,7 +71,7 @@ class StructuredWriterTest : public ::testing::Test {
     std::vector<SampledItem> sampled;
     const int64_t size = table.size();
     for (int64_t i = 0; i < size; ++i) {
-      EXPECT_TRUE(table.SampleBatch(1, absl::Seconds(5), &sampled).ok());
+      EXPECT_TRUE(table.SampleBatch(1, kDeadline, &sampled).ok());
     }
     for (const SampledItem& item : sampled) {
       absl::StatusOr<Tensor> data = Sample::FromSampledItem(item).UnpackColumn(column);
@@ -87,8 +91,8 @@ TEST_F(StructuredWriterTest, ConfigsTurnStepsIntoItemsOfTheirTables) {
                            "flat { flat_source_index: 1 stop: -1 } table: 'last' "
                            "conditions { is_end_episode: true eq: 1 }"});
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(writer->Append({Int32Scalar(i), Int32Scalar(100 + i)}, false).ok());
-  ASSERT_TRUE(writer->EndEpisode(true, absl::Seconds(10)).ok());
-  ASSERT_TRUE(writer->Flush(0, absl::Seconds(10)).ok());
+  ASSERT_TRUE(writer->EndEpisode(true, kDeadline).ok());
+  ASSERT_TRUE(writer->Flush(0, kDeadline).ok());
   EXPECT_EQ(writer->num_items_created(), 4);
   EXPECT_EQ(window_->size(), 3);
   EXPECT_EQ(window_->Info().max_size(), 1000);
@@ -101,9 +105,9 @@ TEST_F(StructuredWriterTest, PrioritiesReachTheTable) {
   auto writer = NewWriter({"flat { stop: -1 } table: 'window' "
                            "priority { td_error { max_priority_weight: 1 flat_source_index: 0 } }"});
   ASSERT_TRUE(writer->Append({Int32Scalar(-7)}, false).ok());
-  ASSERT_TRUE(writer->Flush(0, absl::Seconds(10)).ok());
+  ASSERT_TRUE(writer->Flush(0, kDeadline).ok());
   std::vector<SampledItem> sampled;
-  ASSERT_TRUE(window_->SampleBatch(1, absl::Seconds(5), &sampled).ok());
+  ASSERT_TRUE(window_->SampleBatch(1, kDeadline, &sampled).ok());
   EXPECT_DOUBLE_EQ(sampled[0].priority, 7.0);
 }
 
@@ -117,7 +121,7 @@ TEST_F(StructuredWriterTest, UnusedColumnsAreNeverSent) {
   odd.data.assign(8, '\0');
   ASSERT_TRUE(writer->Append({Int32Scalar(0), Int32Scalar(1)}, false).ok());
   ASSERT_TRUE(writer->Append({odd, Int32Scalar(2)}, false).ok());
-  ASSERT_TRUE(writer->Flush(0, absl::Seconds(10)).ok());
+  ASSERT_TRUE(writer->Flush(0, kDeadline).ok());
   EXPECT_THAT(Columns(*window_, 0), ElementsAre(ElementsAre(1), ElementsAre(2)));
 }
 
@@ -137,7 +141,7 @@ TEST_F(StructuredWriterTest, PartialAppendsAndErrors) {
   f.dtype = tf::DT_FLOAT;
   f.data.assign(4, '\0');
   EXPECT_EQ(writer->Append({f, Int32Scalar(2)}, false).code(), absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(writer->Flush(0, absl::Seconds(10)).ok());
+  ASSERT_TRUE(writer->Flush(0, kDeadline).ok());
   EXPECT_EQ(window_->size(), 1);
 }
 

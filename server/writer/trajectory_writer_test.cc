@@ -3,6 +3,7 @@
 
 #include <cfloat>
 #include <cstring>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -27,6 +28,18 @@ using ::tf_reverb::tensor_testing::Values;
 namespace tfp = ::tf_reverb::tf;
 using ::deepmind::reverb::KeyDistributionOptions;
 using ::testing::HasSubstr;
+
+// Deadline of calls and waits that must succeed: only a hung test reaches
+// it, however loaded the machine.
+constexpr absl::Duration kDeadline = absl::Seconds(120);
+
+// Polls `done` until it holds or kDeadline passes; returns its last value.
+template <typename Predicate>
+bool Eventually(Predicate done) {
+  const absl::Time deadline = absl::Now() + kDeadline;
+  while (!done() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  return done();
+}
 
 KeyDistributionOptions Fifo() {
   KeyDistributionOptions o;
@@ -85,7 +98,7 @@ std::vector<Sample> SampleN(int port, const std::string& table, int n) {
   Client client(absl::StrCat("dns:///127.0.0.1:", port));
   SamplerOptions options;
   options.max_samples = n;
-  options.rate_limiter_timeout = absl::Seconds(10);
+  options.rate_limiter_timeout = kDeadline;
   std::unique_ptr<Sampler> sampler = client.NewSampler(table, options);
   std::vector<Sample> out;
   for (int i = 0; i < n; ++i) {
@@ -190,9 +203,7 @@ TEST(TrajectoryWriterTest, LargeChunksGoOutWhileTheirItemsWaitForOtherChunks) {
   ASSERT_TRUE(writer->CreateItem("t", 1.0, {Column({Ref(step2, 0)}), Column({Ref(step2, 1)})})
                   .ok());
   append(3);
-  for (int i = 0; i < 10000 && writer->num_requests_sent() == 0; ++i) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  EXPECT_TRUE(Eventually([&] { return writer->num_requests_sent() > 0; }));
   EXPECT_EQ(writer->num_requests_sent(), 1);
   EXPECT_EQ(writer->num_pending_items(), 1);
   EXPECT_EQ(server->service()->GetTable("t").value()->size(), 0);
@@ -243,6 +254,7 @@ TEST(TrajectoryWriterTest, ReadyItemsAreSentWithoutFlushInSharedRequests) {
   auto server = StartServer({MakeTable("t")});
   auto writer = NewWriter(server->port(), /*keep_alive=*/1, /*chunk_length=*/1);
   constexpr int kItems = 200;
+  const absl::Time start = absl::Now();
   for (int i = 0; i < kItems; ++i) {
     auto step = AppendStep(*writer, i);
     ASSERT_TRUE(writer->CreateItem("t", 1, {Column({Ref(step, 1)})}).ok());
@@ -250,14 +262,21 @@ TEST(TrajectoryWriterTest, ReadyItemsAreSentWithoutFlushInSharedRequests) {
     // every item would go out on its own.
     absl::SleepFor(absl::Microseconds(200));
   }
+  const absl::Duration pace = (absl::Now() - start) / kItems;
   // No Flush: the coalescing window ends by itself.
-  for (int i = 0; i < 10000 && writer->num_pending_items() > 0; ++i) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  EXPECT_EQ(writer->num_pending_items(), 0);
+  EXPECT_TRUE(Eventually([&] { return writer->num_pending_items() == 0; }));
   EXPECT_EQ(server->service()->GetTable("t").value()->size(), kItems);
-  // A steady stream of items shares requests.
-  EXPECT_LE(writer->num_requests_sent(), kItems / 2);
+  // A steady stream of items shares requests: items that come within the
+  // coalescing window of each other. On a machine so busy that the loop
+  // above took longer per item than the window, there was no such stream,
+  // and sharing is not expected (seen: 0.3-0.5 ms per item, 40-60 requests;
+  // 1.3-1.8 ms under load, 55-77 requests).
+  if (pace <= kCoalesceWindow) {
+    EXPECT_LE(writer->num_requests_sent(), kItems / 2) << "pace " << pace;
+  } else {
+    std::cerr << "Not checking request sharing: one item per " << pace
+              << ", slower than the coalescing window allows\n";
+  }
 }
 
 TEST(TrajectoryWriterTest, CreateItemValidation) {
@@ -392,7 +411,7 @@ TEST(TrajectoryWriterTest, FlushAndEndEpisodeTimeOutWhileTheTableBlocks) {
   EXPECT_THAT(ended.message(), HasSubstr("End episode call did not complete"));
   EXPECT_EQ(writer->episode_steps(), 2);  // nothing reset on timeout
   EXPECT_EQ(SampleN(server->port(), "t", 1).size(), 1u);  // unblocks the insert
-  ASSERT_TRUE(writer->Flush(0, absl::Seconds(30)).ok());
+  ASSERT_TRUE(writer->Flush(0, kDeadline).ok());
   EXPECT_EQ(table->size(), 2);
 }
 
@@ -416,10 +435,10 @@ TEST(TrajectoryWriterTest, CreateItemBlocksWhenTooManyItemsArePending) {
   EXPECT_FALSE(created.WaitForNotificationWithTimeout(absl::Milliseconds(300)));
   EXPECT_LE(writer->num_pending_items(), 2);
   SampleN(server->port(), "t", 1);  // room for one more insert
-  EXPECT_TRUE(created.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_TRUE(created.WaitForNotificationWithTimeout(kDeadline));
   creator.join();
   SampleN(server->port(), "t", 2);
-  ASSERT_TRUE(writer->Flush(0, absl::Seconds(30)).ok());
+  ASSERT_TRUE(writer->Flush(0, kDeadline).ok());
   EXPECT_EQ(table->size(), 4);
 }
 
@@ -441,7 +460,7 @@ TEST(TrajectoryWriterTest, ReconnectsAfterServerRestartWithoutDuplicates) {
     auto step = AppendStep(*writer, i);
     ASSERT_TRUE(writer->CreateItem("t", 1, {Column({Ref(step, 0)})}).ok());
   }
-  ASSERT_TRUE(writer->Flush(0, absl::Seconds(30)).ok());
+  ASSERT_TRUE(writer->Flush(0, kDeadline).ok());
   EXPECT_EQ(table->size(), 2);  // confirmed items were not resent
   EXPECT_GE(writer->num_streams_opened(), 2);
 }
@@ -455,7 +474,7 @@ TEST(TrajectoryWriterTest, ResendsUnconfirmedItemsAfterServerRestart) {
     ASSERT_TRUE(writer->CreateItem("t", 1, {Column({Ref(step, 0)})}).ok());
   }
   // The second insert blocks in the rate limiter and stays unconfirmed.
-  EXPECT_EQ(writer->Flush(1, absl::Seconds(30)).code(), absl::StatusCode::kOk);
+  EXPECT_EQ(writer->Flush(1, kDeadline).code(), absl::StatusCode::kOk);
   EXPECT_EQ(writer->Flush(0, absl::Milliseconds(100)).code(),
             absl::StatusCode::kDeadlineExceeded);
   server->Stop();
@@ -463,7 +482,7 @@ TEST(TrajectoryWriterTest, ResendsUnconfirmedItemsAfterServerRestart) {
   auto table = MakeTable("t");
   server = StartServer({table}, port);
   ASSERT_NE(server, nullptr);
-  ASSERT_TRUE(writer->Flush(0, absl::Seconds(30)).ok());
+  ASSERT_TRUE(writer->Flush(0, kDeadline).ok());
   EXPECT_EQ(table->size(), 1);
   std::vector<Sample> samples = SampleN(port, "t", 1);
   ASSERT_EQ(samples.size(), 1u);
