@@ -67,7 +67,7 @@ class BinaryServer:
         text=True)
     self.lines = []
     self.port = None
-    deadline = time.time() + 30
+    deadline = time.time() + 120  # only a hung start reaches it
     while time.time() < deadline:
       line = self.process.stdout.readline()
       if not line:

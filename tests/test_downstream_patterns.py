@@ -944,7 +944,7 @@ def test_pre_014_get_signature_timeout_ms_keyword():
       writer.create_item('sig', 1.0, {'x': writer.history['x'][-1]})
     writer = reverb.Client(address).trajectory_writer(
         num_keep_alive_refs=1, validate_items=False,
-        get_signature_timeout_ms=5000)
+        get_signature_timeout_ms=60_000)
     writer.append({'x': np.float32(1)})
     # Set, the keyword turns validation on: the mismatch is caught here.
     with pytest.raises(ValueError, match='sig'):

@@ -37,7 +37,7 @@ def test_publish_every_n_batches_and_load_into_actor_model():
     actor = make_model(1)
     assert not all(np.array_equal(a, b) for a, b in
                    zip(actor.get_weights(), learner.get_weights()))
-    version = reverb.load_latest_weights(address, 'weights', actor, timeout=10)
+    version = reverb.load_latest_weights(address, 'weights', actor, timeout=60)
     assert version == 4
     for got, want in zip(actor.get_weights(), learner.get_weights()):
       np.testing.assert_array_equal(got, want)

