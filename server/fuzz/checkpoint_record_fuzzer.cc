@@ -5,7 +5,9 @@
 //     items.tfrecord of a checkpoint directory that Checkpointer::Load
 //     restores into two fresh tables ("t" and "u"), decoding every record as
 //     the loader does (PriorityTableCheckpoint, ChunkData, PrioritizedItem)
-//     and handing them to Table::Restore.
+//     and handing them to Table::Restore; then once more with every record's
+//     checksums recomputed (Reframe), so that mutated payloads reach the
+//     loader instead of stopping at the checksum.
 //
 // Properties: never crashes, never allocates what a corrupt length merely
 // claims (run with -malloc_limit_mb); failures are statuses; the records a
@@ -14,6 +16,7 @@
 // after a successful load every restored item is well-formed
 // (ValidateTableItem) and decoding its slices fails, if at all, with a
 // status.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -21,6 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/checkpointing/checkpointer.h"
+#include "server/checkpointing/crc32c.h"
 #include "server/checkpointing/record_io.h"
 #include "server/fuzz/fuzz_check.h"
 #include "server/fuzz/fuzz_files.h"
@@ -70,10 +74,45 @@ void ReadRecordFile(const std::string& bytes) {
              "re-written records differ from the bytes read");
 }
 
-void LoadCheckpoint(const std::string& bytes) {
+uint64_t GetFixed64(const char* in) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(in[i])) << (8 * i);
+  return v;
+}
+
+void PutFixed(std::string* out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+
+// `file` read loosely as records (a length, 4 checksum bytes, the payload,
+// 4 checksum bytes; lengths clamped to what is there) and written again with
+// correct checksums.
+std::string Reframe(const std::string& file) {
+  std::string out;
+  size_t pos = 0;
+  while (pos + 12 <= file.size()) {
+    const uint64_t claimed = GetFixed64(file.data() + pos);
+    pos += 12;
+    const size_t length = static_cast<size_t>(std::min<uint64_t>(claimed, file.size() - pos));
+    const absl::string_view payload(file.data() + pos, length);
+    pos = std::min(file.size(), pos + length + 4);
+    std::string header;
+    PutFixed(&header, length, 8);
+    out += header;
+    PutFixed(&out, MaskCrc(Crc32c(header.data(), 8)), 4);
+    out.append(payload.data(), payload.size());
+    PutFixed(&out, MaskCrc(Crc32c(payload.data(), payload.size())), 4);
+  }
+  return out;
+}
+
+void LoadCheckpoint(const std::string& bytes, bool reframe) {
   const std::string dir = fuzz::ScratchDirectory() + "/checkpoint";
   std::filesystem::create_directories(dir);
-  const std::vector<std::string> files = fuzz::SplitFiles(bytes, 3);
+  std::vector<std::string> files = fuzz::SplitFiles(bytes, 3);
+  if (reframe) {
+    for (std::string& file : files) file = Reframe(file);
+  }
   fuzz::WriteFileOrDie(dir + "/tables.tfrecord", files[0]);
   fuzz::WriteFileOrDie(dir + "/chunks.tfrecord", files[1]);
   fuzz::WriteFileOrDie(dir + "/items.tfrecord", files[2]);
@@ -111,6 +150,7 @@ void LoadCheckpoint(const std::string& bytes) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
   tf_reverb::ReadRecordFile(bytes);
-  tf_reverb::LoadCheckpoint(bytes);
+  tf_reverb::LoadCheckpoint(bytes, /*reframe=*/false);
+  tf_reverb::LoadCheckpoint(bytes, /*reframe=*/true);
   return 0;
 }
