@@ -86,20 +86,27 @@ def test_sigterm_cancels_blocked_clients(binary_server):
       stub = reverb_service_pb2_grpc.ReverbServiceStub(channel)
       request = reverb_service_pb2.SampleStreamRequest(table='my_table',
                                                        num_samples=1)
+
+      def requests():
+        yield request
+        sent.set()  # gRPC asks for more once the request went out
+
       try:
-        for _ in stub.SampleStream(iter([request]), timeout=60,
-                                   wait_for_ready=True):
+        for _ in stub.SampleStream(requests(), timeout=90):
           pass
       except grpc.RpcError as e:
         outcome.append(e)
 
+  sent = threading.Event()
   thread = threading.Thread(target=sample)
   thread.start()
-  import time  # pylint: disable=g-import-not-at-top
-  time.sleep(0.5)  # the stream is blocked in the empty table
-  assert server.terminate(timeout=30) == 0
-  thread.join(timeout=30)
+  # SIGTERM once the request is on its way, not after a fixed pause (which a
+  # busy machine could outlast before the stream even started).
+  assert sent.wait(timeout=120)
+  assert server.terminate(timeout=120) == 0
+  thread.join(timeout=120)  # the call's own deadline ends it sooner
   assert outcome, 'the blocked sample did not fail when the server stopped'
+  assert outcome[0].code().name in ('CANCELLED', 'UNAVAILABLE'), outcome[0]
 
 
 @pytest.mark.parametrize('config, message', [
