@@ -18,6 +18,10 @@ absl::Status ValidateChunk(const deepmind::reverb::ChunkData& chunk) {
   }
   for (int i = 0; i < tensors; ++i) {
     const auto& tensor = chunk.data().tensors(i);
+    if (tensor.tensor_shape().unknown_rank()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " tensor ", i, ": tensor_shape.unknown_rank is set."));
+    }
     const int rank = tensor.tensor_shape().dim_size();
     if (rank == 0) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -142,6 +142,9 @@ TEST(ChunkValidationTest, ShapesDtypesAndCodecsAreChecked) {
                  "Unsupported chunk compression 7");
   std::vector<int64_t> deep(kMaxChunkTensorRank + 1, 1);
   ExpectRejected(OneTensorChunk(35, tfp::DT_UINT8, deep, block, kSnappy), "dimensions");
+  ChunkData unknown_rank = OneTensorChunk(37, tfp::DT_UINT8, {8}, block, kSnappy);
+  unknown_rank.mutable_data()->mutable_tensors(0)->mutable_tensor_shape()->set_unknown_rank(true);
+  ExpectRejected(unknown_rank, "unknown_rank");
   ChunkData none;
   none.set_chunk_key(36);
   ExpectRejected(none, "holds no tensors");

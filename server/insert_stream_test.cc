@@ -31,7 +31,7 @@ class InsertStreamTest : public ::testing::Test {
         handler_([this](const std::string& name) -> absl::StatusOr<std::shared_ptr<Table>> {
           if (name == table_->name()) return table_;
           return absl::NotFoundError(absl::StrCat("Priority table ", name, " was not found"));
-        }, nullptr) {}
+        }) {}
 
   // A request holding `chunks` and an item over all their rows.
   static InsertStreamRequest Request(uint64_t key,
@@ -46,7 +46,7 @@ class InsertStreamTest : public ::testing::Test {
   }
 
   absl::Status Handle(InsertStreamRequest request) {
-    return handler_.Handle(&request, &confirmed_, [this](std::vector<uint64_t>* keys) {
+    return handler_.Handle(std::move(request), &confirmed_, [this](std::vector<uint64_t>* keys) {
       flushed_.insert(flushed_.end(), keys->begin(), keys->end());
       keys->clear();
       return flush_result_;

@@ -2,13 +2,16 @@
 // fixed set of tables (reverb-spec.md §4).
 //
 // Contract:
-//  * Thread-safety: thread-safe; gRPC calls the handlers from its own thread
-//    pool, each stream on one thread, and all shared state lives in the
-//    (thread-safe) tables. The table map is immutable after construction.
-//  * Ownership: shares the tables with the Server and in-process users.
+//  * Thread-safety: thread-safe. Every method runs on gRPC's callback API
+//    (no thread per call): the streams are reactors (insert_stream_reactor.h,
+//    sample_stream_reactor.h) that wait on their tables without a thread;
+//    the service's WorkQueue resumes them and runs checkpoints. All shared
+//    state lives in the (thread-safe) tables; the table map is immutable.
+//  * Ownership: shares the tables with the Server and in-process users; owns
+//    the WorkQueue (destroy the service only after the gRPC server).
 //  * Requests arrive as raw bytes (every method is registered with a
 //    grpc::ByteBuffer request) and are parsed here, so that a message that
-//    does not parse ends the call with INVALID_ARGUMENT naming the method,
+//    does not parse ends the call with INVALID_ARGUMENT naming the type,
 //    where gRPC's generated handler would end a stream with OK (a failed
 //    read looks like a half-close) and a unary call with an empty INTERNAL.
 //  * Errors are gRPC statuses a client can act on: NOT_FOUND "Priority table
@@ -16,7 +19,7 @@
 //    (chunk_validation.h) and items (insert_stream.h); FAILED_PRECONDITION
 //    for keep_chunk_keys naming chunks the stream does not hold;
 //    DEADLINE_EXCEEDED for rate-limiter timeouts; CANCELLED after Close().
-//    No exception escapes a handler: std::bad_alloc becomes
+//    No exception escapes a handler (handler_guard.h): std::bad_alloc becomes
 //    RESOURCE_EXHAUSTED, any other exception INTERNAL with its what() (that
 //    is a bug of ours); UNKNOWN is never sent.
 //  * Chunk codecs (chunk_codec.h): every InsertStream starts by sending its
@@ -39,11 +42,9 @@
 #include "reverb_service.grpc.pb.h"
 #include "server/checkpointing/checkpointer.h"
 #include "table.h"
+#include "work_queue.h"
 
 namespace tf_reverb {
-
-// A SampleStreamResponse is closed once it holds this many bytes of chunks.
-inline constexpr int64_t kMaxSampleResponseBytes = 2 << 20;
 
 class ReverbServiceImpl final : public deepmind::reverb::ReverbService::Service {
  public:
@@ -56,7 +57,7 @@ class ReverbServiceImpl final : public deepmind::reverb::ReverbService::Service 
   const std::vector<std::shared_ptr<Table>>& tables() const { return tables_; }
   // Closes every table, failing blocked inserts and samples.
   void Close();
-  // Number of handlers currently inside a (possibly blocked) table call.
+  // Number of stream calls currently waiting on a table (rate limiter).
   int calls_in_tables() const { return calls_in_tables_.load(); }
   std::string DebugString() const;
   // Whether InsertStreams announce zstd; defaults to
@@ -65,46 +66,33 @@ class ReverbServiceImpl final : public deepmind::reverb::ReverbService::Service 
   bool announce_zstd() const { return announce_zstd_.load(); }
 
  private:
-  template <typename Response>
-  using RawStream = grpc::ServerReaderWriter<Response, grpc::ByteBuffer>;
-
-  // Registers the method at `index` (its position in reverb_service.proto)
-  // with a raw-bytes request that is parsed as `Request` before `handler`.
+  // Registers the unary method at `index` (its position in
+  // reverb_service.proto) with a raw-bytes request parsed as `Request`
+  // before `handler` runs: on gRPC's thread, or on the WorkQueue when
+  // `offload` (work that takes long, like a checkpoint).
   template <typename Request, typename Response>
   void RegisterUnary(int index, const char* name,
-                     grpc::Status (ReverbServiceImpl::*handler)(grpc::ServerContext*,
-                                                                const Request&, Response*));
-  template <typename Response>
-  void RegisterStream(int index, const char* name,
-                      grpc::Status (ReverbServiceImpl::*handler)(grpc::ServerContext*,
-                                                                 RawStream<Response>*));
+                     grpc::Status (ReverbServiceImpl::*handler)(const Request&, Response*),
+                     bool offload = false);
 
-  grpc::Status HandleCheckpoint(grpc::ServerContext* context,
-                          const deepmind::reverb::CheckpointRequest& request,
-                          deepmind::reverb::CheckpointResponse* response);
-  grpc::Status HandleInsertStream(grpc::ServerContext* context,
-                            RawStream<deepmind::reverb::InsertStreamResponse>* stream);
-  grpc::Status HandleMutatePriorities(grpc::ServerContext* context,
-                                const deepmind::reverb::MutatePrioritiesRequest& request,
-                                deepmind::reverb::MutatePrioritiesResponse* response);
-  grpc::Status HandleReset(grpc::ServerContext* context,
-                     const deepmind::reverb::ResetRequest& request,
-                     deepmind::reverb::ResetResponse* response);
-  grpc::Status HandleSampleStream(grpc::ServerContext* context,
-                            RawStream<deepmind::reverb::SampleStreamResponse>* stream);
-  grpc::Status HandleServerInfo(grpc::ServerContext* context,
-                          const deepmind::reverb::ServerInfoRequest& request,
-                          deepmind::reverb::ServerInfoResponse* response);
-  grpc::Status HandleInitializeConnection(
-      grpc::ServerContext* context,
-      RawStream<deepmind::reverb::InitializeConnectionResponse>* stream);
+  grpc::Status HandleCheckpoint(const deepmind::reverb::CheckpointRequest& request,
+                                deepmind::reverb::CheckpointResponse* response);
+  grpc::Status HandleMutatePriorities(const deepmind::reverb::MutatePrioritiesRequest& request,
+                                      deepmind::reverb::MutatePrioritiesResponse* response);
+  grpc::Status HandleReset(const deepmind::reverb::ResetRequest& request,
+                           deepmind::reverb::ResetResponse* response);
+  grpc::Status HandleServerInfo(const deepmind::reverb::ServerInfoRequest& request,
+                                deepmind::reverb::ServerInfoResponse* response);
 
   const std::vector<std::shared_ptr<Table>> tables_;
   const std::shared_ptr<Checkpointer> checkpointer_;
   absl::flat_hash_map<std::string, std::shared_ptr<Table>> by_name_;
   deepmind::reverb::Uint128 tables_state_id_;
+  // Stream calls currently waiting on a table.
   std::atomic<int> calls_in_tables_{0};
   std::atomic<bool> announce_zstd_;
+  // Resumes waiting streams, runs their timeouts and the checkpoints.
+  std::unique_ptr<WorkQueue> work_;
 };
 
 }  // namespace tf_reverb

@@ -3,6 +3,7 @@
 // and exceptions inside a handler.
 #include "server/reverb_service.h"
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <new>
@@ -55,7 +56,9 @@ class ThrowingExtension : public TableExtension {
     if (mode == Throw::kRuntimeError) throw std::runtime_error("extension bug");
   }
   std::string DebugString() const override { return "ThrowingExtension"; }
-  Throw mode = Throw::kNothing;
+  // Set by the test thread, read by the server's (the socket in between
+  // orders them, but TSan cannot see through the uninstrumented gRPC).
+  std::atomic<Throw> mode{Throw::kNothing};
 };
 
 class ReverbServiceTest : public ::testing::Test {

@@ -26,6 +26,30 @@ int64_t ChunkBytes(const TableItem& item) {
 
 }  // namespace
 
+Table::WakeList::~WakeList() {
+  for (const std::weak_ptr<Waker>& weak : wakers_) {
+    if (std::shared_ptr<Waker> waker = weak.lock()) (*waker)();
+  }
+}
+
+void Table::CollectWakersLocked(WakeList* wake) {
+  const absl::Time now = absl::Now();
+  auto take = [&](std::vector<Waiter>* waiters, int64_t* blocked_ms) {
+    for (Waiter& waiter : *waiters) {
+      *blocked_ms += absl::ToInt64Milliseconds(now - waiter.since);
+      wake->wakers_.push_back(std::move(waiter.waker));
+    }
+    waiters->clear();
+  };
+  if (!insert_waiters_.empty() && (closed_ || rate_limiter_.CanInsert(1))) {
+    take(&insert_waiters_, &inserts_blocked_ms_);
+  }
+  if (!sample_waiters_.empty() &&
+      (closed_ || (!items_.empty() && rate_limiter_.CanSample(1)))) {
+    take(&sample_waiters_, &samples_blocked_ms_);
+  }
+}
+
 absl::StatusOr<std::shared_ptr<Table>> Table::Create(Config config) {
   if (config.name.empty()) return absl::InvalidArgumentError("name must be nonempty");
   if (config.max_size <= 0) {
@@ -108,8 +132,7 @@ absl::Status Table::ValidatePriority(double priority) const {
   return remover_->ValidatePriority(priority);
 }
 
-absl::Status Table::InsertOrAssign(TableItem item, absl::Duration timeout,
-                                   const std::function<bool()>& cancelled) {
+absl::Status Table::CheckItem(const TableItem& item) const {
   // Validated (and, for a table with a signature, checked against it) outside
   // the lock: reading the item's chunk headers costs time that samplers and
   // other inserts need not wait for.
@@ -122,8 +145,15 @@ absl::Status Table::InsertOrAssign(TableItem item, absl::Duration timeout,
   if (signature != nullptr) {
     if (absl::Status s = CheckItemColumns(name_, *signature, columns); !s.ok()) return s;
   }
+  return absl::OkStatus();
+}
+
+absl::Status Table::InsertOrAssign(TableItem item, absl::Duration timeout,
+                                   const std::function<bool()>& cancelled) {
+  if (absl::Status s = CheckItem(item); !s.ok()) return s;
   const uint64_t key = item.item->key();
   const double priority = item.item->priority();
+  WakeList wake;
   absl::MutexLock lock(&mu_);
   if (closed_) return absl::CancelledError(kTableClosedMessage);
   if (absl::Status s = ValidatePriority(priority); !s.ok()) return s;
@@ -139,7 +169,32 @@ absl::Status Table::InsertOrAssign(TableItem item, absl::Duration timeout,
   }
   // Another caller may have inserted the same key while this one waited.
   if (items_.contains(key)) return UpdateLocked(key, priority);
-  return InsertLocked(std::move(item));
+  absl::Status status = InsertLocked(std::move(item));
+  CollectWakersLocked(&wake);
+  return status;
+}
+
+absl::StatusOr<bool> Table::TryInsertOrAssign(TableItem& item,
+                                              const std::shared_ptr<Waker>& wake) {
+  if (absl::Status s = CheckItem(item); !s.ok()) return s;
+  const uint64_t key = item.item->key();
+  const double priority = item.item->priority();
+  WakeList wakers;
+  absl::MutexLock lock(&mu_);
+  if (closed_) return absl::CancelledError(kTableClosedMessage);
+  if (absl::Status s = ValidatePriority(priority); !s.ok()) return s;
+  if (items_.contains(key)) {
+    if (absl::Status s = UpdateLocked(key, priority); !s.ok()) return s;
+    return true;
+  }
+  if (!rate_limiter_.CanInsert(1)) {
+    insert_waiters_.push_back(Waiter{wake, absl::Now()});
+    return false;
+  }
+  absl::Status status = InsertLocked(std::move(item));
+  CollectWakersLocked(&wakers);
+  if (!status.ok()) return status;
+  return true;
 }
 
 absl::Status Table::InsertLocked(TableItem item) {
@@ -224,6 +279,7 @@ absl::Status Table::SampleBatch(int64_t num_samples, absl::Duration timeout,
     return absl::InvalidArgumentError(
         absl::StrCat("num_samples must be >= 1, got ", num_samples));
   }
+  WakeList wake;
   absl::MutexLock lock(&mu_);
   auto can_sample = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !items_.empty() && rate_limiter_.CanSample(1);
@@ -233,6 +289,36 @@ absl::Status Table::SampleBatch(int64_t num_samples, absl::Duration timeout,
       !s.ok()) {
     return s;
   }
+  absl::Status status = SampleLocked(num_samples, rate_limited, out);
+  CollectWakersLocked(&wake);
+  return status;
+}
+
+absl::StatusOr<bool> Table::TrySampleBatch(int64_t num_samples, std::vector<SampledItem>* out,
+                                           const std::shared_ptr<Waker>& wake,
+                                           bool rate_limited) {
+  if (num_samples < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_samples must be >= 1, got ", num_samples));
+  }
+  WakeList wakers;
+  absl::MutexLock lock(&mu_);
+  if (closed_) return absl::CancelledError(kTableClosedMessage);
+  if (items_.empty() || !rate_limiter_.CanSample(1)) {
+    sample_waiters_.push_back(Waiter{wake, absl::Now()});
+    return false;
+  }
+  absl::Status status = SampleLocked(num_samples, rate_limited, out);
+  CollectWakersLocked(&wakers);
+  if (!status.ok()) return status;
+  return true;
+}
+
+absl::Status Table::SampleLocked(int64_t num_samples, bool rate_limited,
+                                 std::vector<SampledItem>* out) {
+  auto can_sample = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !items_.empty() && rate_limiter_.CanSample(1);
+  };
   int64_t bytes = 0;
   for (int64_t i = 0; i < num_samples && bytes < kMaxSampleBatchBytes && can_sample();
        ++i) {
@@ -257,6 +343,7 @@ absl::Status Table::SampleBatch(int64_t num_samples, absl::Duration timeout,
 absl::Status Table::MutateItems(
     const std::vector<deepmind::reverb::KeyWithPriority>& updates,
     const std::vector<uint64_t>& deletes) {
+  WakeList wake;
   absl::MutexLock lock(&mu_);
   for (const auto& update : updates) {
     if (absl::Status s = ValidatePriority(update.priority()); !s.ok()) {
@@ -268,6 +355,7 @@ absl::Status Table::MutateItems(
   for (uint64_t key : deletes) {
     if (absl::Status s = DeleteLocked(key); !s.ok()) return s;
   }
+  CollectWakersLocked(&wake);
   for (const auto& update : updates) {
     if (!items_.contains(update.key())) continue;
     if (absl::Status s = UpdateLocked(update.key(), update.priority()); !s.ok()) {
@@ -278,10 +366,12 @@ absl::Status Table::MutateItems(
 }
 
 void Table::Reset() {
+  WakeList wake;
   absl::MutexLock lock(&mu_);
   ClearLocked();
   rate_limiter_.Reset();
   for (const auto& extension : extensions_) extension->OnReset();
+  CollectWakersLocked(&wake);
 }
 
 void Table::ClearLocked() {
@@ -342,6 +432,7 @@ absl::StatusOr<std::vector<std::string>> Table::Restore(
     signature_columns = *std::move(columns);
   }
 
+  WakeList wake;
   absl::MutexLock lock(&mu_);
   std::vector<std::string> differences;
   auto differs = [&differences](const std::string& what, const std::string& table,
@@ -394,12 +485,20 @@ absl::StatusOr<std::vector<std::string>> Table::Restore(
     if (!victim.ok()) return victim.status();
     if (absl::Status s = DeleteLocked(victim->key); !s.ok()) return s;
   }
+  CollectWakersLocked(&wake);
   return differences;
 }
 
 void Table::Close() {
+  WakeList wake;
   absl::MutexLock lock(&mu_);
   closed_ = true;
+  CollectWakersLocked(&wake);
+}
+
+int64_t Table::num_waiting() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(insert_waiters_.size() + sample_waiters_.size());
 }
 
 bool Table::CanSample(int64_t num_samples) const {

@@ -85,6 +85,25 @@ class Table {
                            std::vector<SampledItem>* out,
                            const std::function<bool()>& cancelled = nullptr);
 
+  // Waiting without a thread (the gRPC service's reactors): TryInsertOrAssign
+  // and TrySampleBatch never block. When the rate limiter forbids the call
+  // now they return false, leave `item`/`out` as they are and register
+  // `wake`; the table keeps only a weak reference to it (drop the shared_ptr
+  // to withdraw) and calls it once, with no lock held, from the thread of the
+  // call that changed the table, when the call may succeed now or the table
+  // closed. The caller then tries again (and may be refused again). Errors as
+  // InsertOrAssign / SampleBatch; CANCELLED once closed. A true
+  // TryInsertOrAssign has moved `item` into the table.
+  using Waker = std::function<void()>;
+  absl::StatusOr<bool> TryInsertOrAssign(TableItem& item, const std::shared_ptr<Waker>& wake);
+  // `rate_limited` is reported in the samples (SampleInfo.rate_limited):
+  // whether the caller had to wait for them.
+  absl::StatusOr<bool> TrySampleBatch(int64_t num_samples, std::vector<SampledItem>* out,
+                                      const std::shared_ptr<Waker>& wake,
+                                      bool rate_limited = false);
+  // Wakers currently registered (callers waiting without a thread).
+  int64_t num_waiting() const;
+
   // Deletes, then updates; missing keys are ignored. Every update is
   // validated first, so a rejected priority changes nothing.
   absl::Status MutateItems(const std::vector<deepmind::reverb::KeyWithPriority>& updates,
@@ -141,6 +160,25 @@ class Table {
   std::string DebugString() const;
 
  private:
+  // A registered waker and when it started waiting.
+  struct Waiter {
+    std::weak_ptr<Waker> waker;
+    absl::Time since;
+  };
+  // Wakers taken from the waiter lists under the mutex, called when the list
+  // is destroyed: declare it before the MutexLock so that happens unlocked.
+  class WakeList {
+   public:
+    WakeList() = default;
+    WakeList(const WakeList&) = delete;
+    WakeList& operator=(const WakeList&) = delete;
+    ~WakeList();
+
+   private:
+    friend class Table;
+    std::vector<std::weak_ptr<Waker>> wakers_;
+  };
+
   struct Entry {
     std::shared_ptr<const TableItem> data;  // shared with snapshots
     double priority;
@@ -164,6 +202,14 @@ class Table {
                        const std::function<bool()>& cancelled,
                        int64_t* waited_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ValidatePriority(double priority) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ValidateTableItem and the signature check, done without the lock.
+  absl::Status CheckItem(const TableItem& item) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Samples up to `num_samples` items while the rate limiter allows.
+  absl::Status SampleLocked(int64_t num_samples, bool rate_limited,
+                            std::vector<SampledItem>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the waiters whose call may now succeed (all of them once closed)
+  // into `wake`, adding their waiting time to the blocked-time counters.
+  void CollectWakersLocked(WakeList* wake) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status InsertLocked(TableItem item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status DeleteLocked(uint64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds an item to the selectors and the maps without any limiter charge.
@@ -201,6 +247,8 @@ class Table {
   // Time callers spent blocked by the rate limiter.
   int64_t inserts_blocked_ms_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t samples_blocked_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<Waiter> insert_waiters_ ABSL_GUARDED_BY(mu_);
+  std::vector<Waiter> sample_waiters_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tf_reverb

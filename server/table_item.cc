@@ -56,6 +56,10 @@ absl::Status ValidateTableItem(const TableItem& item, std::vector<ItemColumn>* c
   columns->assign(trajectory.columns_size(), ItemColumn());
   for (int c = 0; c < trajectory.columns_size(); ++c) {
     const auto& column = trajectory.columns(c);
+    if (column.chunk_slices_size() == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Column ", c, " of the item's trajectory has no chunk slices."));
+    }
     int64_t rows = 0;
     for (const auto& slice : column.chunk_slices()) {
       auto it = by_key.find(slice.chunk_key());

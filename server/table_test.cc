@@ -125,6 +125,13 @@ TEST(TableTest, InsertInvalidItemIsRejectedWithoutCharge) {
   out_of_range.item = proto;
   EXPECT_EQ(table->InsertOrAssign(out_of_range, kNoWait).code(),
             absl::StatusCode::kInvalidArgument);
+  TableItem empty_second_column = MakeItem(3);
+  auto two_columns = std::make_shared<PrioritizedItem>(*empty_second_column.item);
+  two_columns->mutable_flat_trajectory()->add_columns();
+  empty_second_column.item = two_columns;
+  absl::Status no_slices = table->InsertOrAssign(empty_second_column, kNoWait);
+  EXPECT_EQ(no_slices.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(no_slices.message()), HasSubstr("Column 1"));
   TableItem missing_chunk = MakeItem(2);
   missing_chunk.chunks.clear();
   EXPECT_EQ(table->InsertOrAssign(missing_chunk, kNoWait).code(),

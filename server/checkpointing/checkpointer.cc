@@ -24,6 +24,28 @@
 namespace tf_reverb {
 namespace {
 
+// Whether two chunks hold the same data (what a sample decodes).
+bool SameChunkData(const ChunkData& a, const ChunkData& b) {
+  if (&a == &b) return true;
+  if (a.compression() != b.compression() || a.delta_encoded() != b.delta_encoded() ||
+      a.data().tensors_size() != b.data().tensors_size()) {
+    return false;
+  }
+  for (int i = 0; i < a.data().tensors_size(); ++i) {
+    const auto& x = a.data().tensors(i);
+    const auto& y = b.data().tensors(i);
+    if (x.dtype() != y.dtype() || x.tensor_content() != y.tensor_content() ||
+        x.tensor_shape().SerializeAsString() != y.tensor_shape().SerializeAsString() ||
+        x.string_val_size() != y.string_val_size()) {
+      return false;
+    }
+    for (int j = 0; j < x.string_val_size(); ++j) {
+      if (x.string_val(j) != y.string_val(j)) return false;
+    }
+  }
+  return true;
+}
+
 namespace fs = std::filesystem;
 using ::deepmind::reverb::PriorityTableCheckpoint;
 
@@ -124,7 +146,28 @@ absl::StatusOr<std::string> Checkpointer::Save(
   auto chunks_file = RecordWriter::Create((fs::path(temp_path) / kChunksFile).string());
   if (!chunks_file.ok()) return chunks_file.status();
 
-  absl::flat_hash_set<uint64_t> written_chunks;
+  // Chunks are stored once each, by key. Two streams may have sent different
+  // chunks under one key (keys are only unique per writer): the later one is
+  // stored under a fresh key and its items' slices are rewritten to it.
+  absl::flat_hash_map<uint64_t, const ChunkData*> written_chunks;  // stored key -> chunk
+  absl::flat_hash_map<const ChunkData*, uint64_t> stored_key;
+  uint64_t next_fresh_key = 1;
+  auto store_key = [&](const ChunkData* chunk) -> std::pair<uint64_t, bool> {
+    if (auto it = stored_key.find(chunk); it != stored_key.end()) return {it->second, false};
+    uint64_t key = chunk->chunk_key();
+    auto existing = written_chunks.find(key);
+    if (existing != written_chunks.end() && SameChunkData(*existing->second, *chunk)) {
+      stored_key.emplace(chunk, key);
+      return {key, false};
+    }
+    if (existing != written_chunks.end()) {
+      while (written_chunks.contains(next_fresh_key)) ++next_fresh_key;
+      key = next_fresh_key;
+    }
+    written_chunks.emplace(key, chunk);
+    stored_key.emplace(chunk, key);
+    return {key, true};
+  };
   int64_t total_items = 0;
   for (const auto& table : tables) {
     const absl::Time table_start = absl::Now();
@@ -137,12 +180,29 @@ absl::StatusOr<std::string> Checkpointer::Save(
       proto.set_table(table->name());  // items are grouped by it on load
       proto.set_priority(item.priority);
       proto.set_times_sampled(item.times_sampled);
-      if (absl::Status s = (*items_file)->WriteMessage(proto); !s.ok()) return s;
+      absl::flat_hash_map<uint64_t, uint64_t> renamed;  // this item's chunks only
       for (const auto& chunk : item.data->chunks) {
-        if (written_chunks.insert(chunk->chunk_key()).second) {
-          if (absl::Status s = (*chunks_file)->WriteMessage(*chunk); !s.ok()) return s;
+        const auto [key, is_new] = store_key(chunk.get());
+        if (key != chunk->chunk_key()) renamed[chunk->chunk_key()] = key;
+        if (!is_new) continue;
+        absl::Status s;
+        if (key == chunk->chunk_key()) {
+          s = (*chunks_file)->WriteMessage(*chunk);
+        } else {
+          ChunkData copy = *chunk;
+          copy.set_chunk_key(key);
+          s = (*chunks_file)->WriteMessage(copy);
+        }
+        if (!s.ok()) return s;
+      }
+      for (auto& column : *proto.mutable_flat_trajectory()->mutable_columns()) {
+        for (auto& slice : *column.mutable_chunk_slices()) {
+          if (auto it = renamed.find(slice.chunk_key()); it != renamed.end()) {
+            slice.set_chunk_key(it->second);
+          }
         }
       }
+      if (absl::Status s = (*items_file)->WriteMessage(proto); !s.ok()) return s;
       if (++items % kProgressEvery == 0) {
         Log(absl::StrCat("event=save_progress table=", table->name(), " items=", items,
                          " bytes=", (*chunks_file)->bytes_written() +

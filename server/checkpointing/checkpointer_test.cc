@@ -76,6 +76,45 @@ TEST(CheckpointerTest, RoundTripKeepsOrderPrioritiesCountersAndSharedChunks) {
   EXPECT_EQ(from_heap->data.chunks[0].get(), head->data.chunks[0].get());
 }
 
+TEST(CheckpointerTest, DifferentChunksUnderOneKeyFromTwoStreamsBothSurvive) {
+  // Chunk keys are only unique per writer: two streams sent chunk 7, one of
+  // one row and one of four, and an item used each.
+  const std::string root = FreshRoot("key_collision");
+  // Each item is sampled once, oldest first.
+  auto table = MakeTable(Fifo(), Fifo(), 10, 1, MinSize(1), "t");
+  auto one_row = MakeChunk(7, 1, 1);
+  std::shared_ptr<ChunkData> four_rows = std::make_shared<ChunkData>(*MakeChunk(70, 2, 4));
+  four_rows->set_chunk_key(7);
+  TableItem last_row = MakeItem(2, 1.0, {four_rows});
+  auto* slice = std::const_pointer_cast<PrioritizedItem>(last_row.item)
+                    ->mutable_flat_trajectory()->mutable_columns(0)->mutable_chunk_slices(0);
+  slice->set_offset(3);
+  slice->set_length(1);
+  ASSERT_TRUE(table->InsertOrAssign(MakeItem(1, 1.0, {one_row}), kNoWait).ok());
+  ASSERT_TRUE(table->InsertOrAssign(std::move(last_row), kNoWait).ok());
+  // The same chunk data sent again under the same key is stored once.
+  auto resent = std::make_shared<const ChunkData>(*one_row);
+  ASSERT_TRUE(table->InsertOrAssign(MakeItem(3, 1.0, {resent}), kNoWait).ok());
+
+  Checkpointer checkpointer(root, {});
+  absl::StatusOr<std::string> path = checkpointer.Save({table});
+  ASSERT_TRUE(path.ok()) << path.status();
+  auto restored = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1), "t");
+  ASSERT_TRUE(checkpointer.Load(*path, {restored}).ok());
+  std::vector<SampledItem> samples;
+  ASSERT_TRUE(restored->SampleBatch(3, kNoWait, &samples).ok());
+  ASSERT_EQ(samples.size(), 3u);
+  EXPECT_EQ(samples[0].data.chunks[0]->chunk_key(), 7u);
+  EXPECT_NE(samples[1].data.chunks[0]->chunk_key(), 7u);  // renamed on save
+  EXPECT_EQ(samples[1].data.item->flat_trajectory().columns(0).chunk_slices(0).chunk_key(),
+            samples[1].data.chunks[0]->chunk_key());
+  EXPECT_EQ(samples[1].data.chunks[0]->data().tensors(0).tensor_shape().dim(0).size(), 4);
+  EXPECT_EQ(samples[2].data.chunks[0].get(), samples[0].data.chunks[0].get());
+  for (const SampledItem& sample : samples) {
+    EXPECT_TRUE(DecompressChunkTensor(*sample.data.chunks[0], 0).ok());
+  }
+}
+
 TEST(CheckpointerTest, RetentionKeepsLatestAndNeverTouchesForeignFiles) {
   const std::string root = FreshRoot("retention");
   fs::create_directories(fs::path(root) / "my_notes");

@@ -1,0 +1,34 @@
+// Encoding of sampled items as SampleStreamResponse messages
+// (reverb-spec.md §4.4), serialized into gRPC byte buffers ready to write.
+//
+// Several items go into one response; an item's chunks are split over
+// responses once a response holds kMaxSampleResponseBytes of chunk data; the
+// first entry of an item carries its info, the last one end_of_sequence.
+// Chunks are borrowed from the table while serializing (never copied into a
+// message). Unless the client announced zstd, zstd chunks are transcoded to
+// Snappy (once per chunk per call).
+//
+// Contract: a pure function; thread-safe (serializing the shared, immutable
+// chunks from several threads at once is safe). DATA_LOSS for a chunk that
+// cannot be transcoded, INTERNAL when serialization fails.
+#ifndef TF_REVERB_SERVER_SAMPLE_RESPONSE_H_
+#define TF_REVERB_SERVER_SAMPLE_RESPONSE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "table_item.h"
+
+namespace tf_reverb {
+
+// A SampleStreamResponse is closed once it holds this many bytes of chunks.
+inline constexpr int64_t kMaxSampleResponseBytes = 2 << 20;
+
+absl::StatusOr<std::vector<grpc::ByteBuffer>> EncodeSampleResponses(
+    const std::vector<SampledItem>& samples, bool client_accepts_zstd);
+
+}  // namespace tf_reverb
+
+#endif  // TF_REVERB_SERVER_SAMPLE_RESPONSE_H_
