@@ -144,3 +144,22 @@ def test_client_insert_survives_a_server_restart_on_the_same_port(binary_server)
   for value in range(2, 6):  # the first insert meets the broken connection
     client.insert(value, {'my_table': 1.0})
   assert client.server_info(timeout=60)['my_table'].current_size == 4
+
+
+def test_unparsable_requests_are_answered_not_logged(binary_server):
+  """A string field that is not UTF-8 gets INVALID_ARGUMENT; no log line each."""
+  import grpc  # pylint: disable=g-import-not-at-top
+  server = binary_server(f'--config={_TEXT_CONFIG}')
+  with grpc.insecure_channel(server.address) as channel:
+    reset = channel.unary_unary('/deepmind.reverb.ReverbService/Reset',
+                                request_serializer=lambda b: b,
+                                response_deserializer=lambda b: b)
+    for _ in range(20):
+      with pytest.raises(grpc.RpcError) as error:
+        reset(b'\x0a\x02\xff\xfe', timeout=60)  # table: two bytes, not UTF-8
+      assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+      assert 'deepmind.reverb.ResetRequest' in error.value.details()
+      assert 'UTF-8' in error.value.details()
+  assert server.terminate() == 0
+  output = ''.join(server.lines)
+  assert 'libprotobuf' not in output, output
