@@ -1,6 +1,7 @@
 // Fuzz target: checkpoint files (server/checkpointing). The input is used
 // twice:
-//  1. as one record file read with RecordReader to its end;
+//  1. as one record file read with RecordReader to its end, as it is and
+//     with its length checksums recomputed (lengths kept, however large);
 //  2. split at kFileSeparator into tables.tfrecord, chunks.tfrecord and
 //     items.tfrecord of a checkpoint directory that Checkpointer::Load
 //     restores into two fresh tables ("t" and "u"), decoding every record as
@@ -38,6 +39,40 @@ namespace {
 constexpr int kMaxRecords = 10000;
 constexpr int64_t kMaxSliceBytes = int64_t{64} << 20;
 
+uint64_t GetFixed64(const char* in) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(in[i])) << (8 * i);
+  return v;
+}
+
+void PutFixed(std::string* out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+
+// `file` read loosely as records (a length, 4 checksum bytes, the payload,
+// 4 checksum bytes; lengths clamped to what is there) and written again with
+// correct checksums. With `keep_lengths`, each header keeps the length it
+// claimed (so the reader meets lengths beyond the file behind valid length
+// checksums).
+std::string Reframe(const std::string& file, bool keep_lengths) {
+  std::string out;
+  size_t pos = 0;
+  while (pos + 12 <= file.size()) {
+    const uint64_t claimed = GetFixed64(file.data() + pos);
+    pos += 12;
+    const size_t length = static_cast<size_t>(std::min<uint64_t>(claimed, file.size() - pos));
+    const absl::string_view payload(file.data() + pos, length);
+    pos = std::min(file.size(), pos + length + 4);
+    std::string header;
+    PutFixed(&header, keep_lengths ? claimed : length, 8);
+    out += header;
+    PutFixed(&out, MaskCrc(Crc32c(header.data(), 8)), 4);
+    out.append(payload.data(), payload.size());
+    PutFixed(&out, MaskCrc(Crc32c(payload.data(), payload.size())), 4);
+  }
+  return out;
+}
+
 void ReadRecordFile(const std::string& bytes) {
   const std::string dir = fuzz::ScratchDirectory();
   const std::string path = dir + "/records";
@@ -74,44 +109,12 @@ void ReadRecordFile(const std::string& bytes) {
              "re-written records differ from the bytes read");
 }
 
-uint64_t GetFixed64(const char* in) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(in[i])) << (8 * i);
-  return v;
-}
-
-void PutFixed(std::string* out, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-
-// `file` read loosely as records (a length, 4 checksum bytes, the payload,
-// 4 checksum bytes; lengths clamped to what is there) and written again with
-// correct checksums.
-std::string Reframe(const std::string& file) {
-  std::string out;
-  size_t pos = 0;
-  while (pos + 12 <= file.size()) {
-    const uint64_t claimed = GetFixed64(file.data() + pos);
-    pos += 12;
-    const size_t length = static_cast<size_t>(std::min<uint64_t>(claimed, file.size() - pos));
-    const absl::string_view payload(file.data() + pos, length);
-    pos = std::min(file.size(), pos + length + 4);
-    std::string header;
-    PutFixed(&header, length, 8);
-    out += header;
-    PutFixed(&out, MaskCrc(Crc32c(header.data(), 8)), 4);
-    out.append(payload.data(), payload.size());
-    PutFixed(&out, MaskCrc(Crc32c(payload.data(), payload.size())), 4);
-  }
-  return out;
-}
-
 void LoadCheckpoint(const std::string& bytes, bool reframe) {
   const std::string dir = fuzz::ScratchDirectory() + "/checkpoint";
   std::filesystem::create_directories(dir);
   std::vector<std::string> files = fuzz::SplitFiles(bytes, 3);
   if (reframe) {
-    for (std::string& file : files) file = Reframe(file);
+    for (std::string& file : files) file = Reframe(file, /*keep_lengths=*/false);
   }
   fuzz::WriteFileOrDie(dir + "/tables.tfrecord", files[0]);
   fuzz::WriteFileOrDie(dir + "/chunks.tfrecord", files[1]);
@@ -150,6 +153,7 @@ void LoadCheckpoint(const std::string& bytes, bool reframe) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
   tf_reverb::ReadRecordFile(bytes);
+  tf_reverb::ReadRecordFile(tf_reverb::Reframe(bytes, /*keep_lengths=*/true));
   tf_reverb::LoadCheckpoint(bytes, /*reframe=*/false);
   tf_reverb::LoadCheckpoint(bytes, /*reframe=*/true);
   return 0;
