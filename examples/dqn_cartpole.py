@@ -206,6 +206,9 @@ def actor_main(index: int, address: str, config: Dict[str, Any],
       episode += 1
       stats.put(('episode', index, episode_return, steps, epsilon, loaded,
                  time.time()))
+  # Inserts nothing more: the learner may stop while this process exits
+  # (TensorFlow's teardown takes seconds on a busy machine).
+  stats.put(('actor_stopped', index))
 
 
 # ---------------------------------------------------------------------------
@@ -402,6 +405,8 @@ class Run:
     self.initial_env_steps = self.env_steps
     self.initial_episodes = len(self.returns)
     self.actor_steps = collections.defaultdict(int)  # new steps, per actor
+    self.actors_stopped = set()  # indices of actors that insert no more
+    self.learner_finished = False  # trained, saved its weights
     self.weights_loaded = previous.get('weights_loaded', 0)
     self.learner_batches = 0
     self.weights_published = 0
@@ -465,18 +470,20 @@ class Run:
     for process in self.actors + [self.learner]:
       process.start()
 
-  def _wait(self, processes: List[Any], while_alive: Any = None) -> None:
-    """Waits until `processes` exit (or `while_alive` does), draining stats.
+  def _wait(self, processes: List[Any], while_alive: Any = None,
+            done: Any = None) -> None:
+    """Waits until `processes` exit (or `while_alive` does, or `done()`).
 
-    Draining keeps the stats pipe from filling up: a child exits only once
-    what it put on the queue has been written. The deadline only catches a
-    hung process.
+    Drains the stats meanwhile, which keeps their pipe from filling up: a
+    child exits only once what it put on the queue has been written. The
+    deadline only catches a hung process.
     """
     deadline = time.time() + PROCESS_EXIT_TIMEOUT_S
     while (any(p.is_alive() for p in processes) and time.time() < deadline and
-           (while_alive is None or while_alive.is_alive())):
+           (while_alive is None or while_alive.is_alive()) and
+           not (done and done())):
       for process in processes:
-        process.join(timeout=0.2)
+        process.join(timeout=0.1)
       self.drain_stats()
 
   def stop(self) -> None:
@@ -489,17 +496,20 @@ class Run:
     are done; their deadlines only catch a hung process.
     """
     self.stop_actors.set()
-    self._wait(self.actors, while_alive=self.learner)
+    self._wait(self.actors, while_alive=self.learner,
+               done=lambda: all(i in self.actors_stopped or not p.is_alive()
+                                for i, p in enumerate(self.actors)))
     stopped_by_us = []
     if not self.learner.is_alive():
       # Nothing samples any more, so an actor's insert may wait for the rate
       # limiter forever (TFClient.insert has no timeout and rides out server
       # restarts); the actors' finished episodes are reported already.
-      stopped_by_us = [p for p in self.actors if p.is_alive()]
+      stopped_by_us = [p for i, p in enumerate(self.actors)
+                       if p.is_alive() and i not in self.actors_stopped]
       for process in stopped_by_us:
         process.terminate()
     self.stop_learner.set()
-    self._wait([self.learner])
+    self._wait([self.learner], done=lambda: self.learner_finished)
     self.drain_stats()
     try:
       self.poll_server()  # the final counts
@@ -532,7 +542,9 @@ class Run:
       except queue.Empty:
         return
       kind = message[0]
-      if kind == 'episode':
+      if kind == 'actor_stopped':
+        self.actors_stopped.add(message[1])
+      elif kind == 'episode':
         _, actor, episode_return, steps, _, loaded, _ = message
         self.returns.append(episode_return)
         # An actor counts from its share of a resumed run's steps.
@@ -546,6 +558,7 @@ class Run:
         self.learner_batches, self.weights_published = message[1], message[4]
       elif kind == 'learner_done':
         self.learner_batches, self.weights_published = message[1], message[2]
+        self.learner_finished = True
 
   def mean_return(self, last: int = 20) -> float:
     return float(np.mean(self.returns[-last:])) if self.returns else 0.0
