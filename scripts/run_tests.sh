@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test: the C++ tests (Bazel cc_test), the Python tests (pytest),
-# and the binary wheel's proof (scripts/build_wheel.sh --ends builds a wheel
+# Runs every test: the C++ tests (Bazel cc_test), a smoke run of every fuzz
+# target (scripts/fuzz.sh: clang, ASan+UBSan, a fixed number of inputs each),
+# the Python tests (pytest), and the binary wheel's proof (scripts/build_wheel.sh --ends builds a wheel
 # with kernels for the oldest and the newest TensorFlow this Python has;
 # scripts/test_wheel.sh installs it into fresh venvs with each of them and
 # with no TensorFlow, and smoke-tests it from outside the checkout). Does its
@@ -31,6 +32,10 @@ echo "=== C++ tests (bazel test //...) ==="
 bazel test -c opt //... 2>&1 | tail -n 40
 cc_status=${PIPESTATUS[0]}
 
+echo "=== Fuzz smoke (scripts/fuzz.sh --runs 20000: each libFuzzer target, ASan+UBSan) ==="
+bash scripts/fuzz.sh --runs 20000 2>&1 | tail -n 15
+fuzz_status=${PIPESTATUS[0]}
+
 echo "=== Python tests (pytest) ==="
 .venv/bin/python -m pytest tests -q -rs -p no:cacheprovider
 py_status=$?
@@ -46,8 +51,9 @@ fi
 
 echo "=== Summary ==="
 echo "C++ tests: $([ "$cc_status" -eq 0 ] && echo passed || echo "FAILED (bazel exit code $cc_status)")"
+echo "Fuzz smoke: $([ "$fuzz_status" -eq 0 ] && echo passed || echo "FAILED (scripts/fuzz.sh exit code $fuzz_status)")"
 echo "Python tests: $([ "$py_status" -eq 0 ] && echo passed || echo "FAILED (pytest exit code $py_status)")"
 echo "Wheel: $([ "$wheel_status" -eq 0 ] && echo passed || echo "FAILED (exit code $wheel_status)")"
-for status in "$cc_status" "$py_status" "$wheel_status"; do
+for status in "$cc_status" "$fuzz_status" "$py_status" "$wheel_status"; do
   [ "$status" -eq 0 ] || exit "$status"
 done
