@@ -36,6 +36,10 @@ TEST(WorkQueueTest, DelayedClosuresRunAfterTheirTimeInTimeOrder) {
   absl::Mutex mu;
   std::vector<int> order;
   absl::Notification last;
+  // The worker waits behind a gate until everything is queued, so the order
+  // does not depend on how fast this thread schedules.
+  absl::Notification gate;
+  queue.Schedule([&] { gate.WaitForNotification(); });
   const absl::Time start = absl::Now();
   absl::Time ran_at;
   queue.ScheduleAt(start + absl::Milliseconds(30), [&] {
@@ -52,6 +56,7 @@ TEST(WorkQueueTest, DelayedClosuresRunAfterTheirTimeInTimeOrder) {
     absl::MutexLock lock(&mu);
     order.push_back(0);
   });
+  gate.Notify();
   last.WaitForNotification();
   absl::MutexLock lock(&mu);
   EXPECT_THAT(order, ElementsAre(0, 1, 2));
