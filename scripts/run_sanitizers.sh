@@ -7,8 +7,8 @@
 #
 #   scripts/run_sanitizers.sh [asan] [tsan] [-- BAZEL_TARGETS...]
 #
-# Default: both passes over //:tests (every C++ test) and //server/fuzz:tests
-# (the fuzz targets' seed corpora). Each pass has a Bazel output base of its
+# Default: both passes over //:tests (every C++ test, the fuzz targets' seed
+# corpus replays included). Each pass has a Bazel output base of its
 # own (SANITIZER_OUTPUT_ROOT, default ~/.cache/tf_reverb: bazel-asan,
 # bazel-tsan), so the sanitizer builds never evict the normal build's cache.
 # Prints each pass's wall time; exits 1 if a pass fails (test logs under that
@@ -24,12 +24,12 @@ while (($#)); do
   case "$1" in
     asan|tsan) passes+=("$1"); shift ;;
     --) shift; targets=("$@"); break ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "usage: $0 [asan] [tsan] [-- BAZEL_TARGETS...]" >&2; exit 2 ;;
   esac
 done
 ((${#passes[@]})) || passes=(asan tsan)
-((${#targets[@]})) || targets=(//:tests //server/fuzz:tests)
+((${#targets[@]})) || targets=(//:tests)
 
 # gcc's sanitizer runtimes (libasan, libubsan, libtsan) come with g++.
 APT_PACKAGES=(
