@@ -38,7 +38,7 @@ while (($#)); do
       [[ "$runs" =~ ^[0-9]+$ ]] || { echo "usage: $0 [SECONDS | --runs N] [TARGET...]" >&2; exit 2; }
       shift ;;
     -h|--help)
-      sed -n '2,19p' "$0"; exit 0 ;;
+      sed -n '2,18p' "$0"; exit 0 ;;
     *)
       if [[ "$1" =~ ^[0-9]+$ ]]; then
         seconds=$1
