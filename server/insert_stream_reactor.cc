@@ -41,6 +41,9 @@ template <typename Body>
 void InsertStreamReactor::Locked(Body&& body) {
   bool finish = false;
   grpc::Status status;
+  // Keeps the reactor alive until Finish returns: its completion may run
+  // OnDone inline, which drops self_.
+  std::shared_ptr<InsertStreamReactor> keep;
   {
     absl::MutexLock lock(&mu_);
     grpc::Status thrown = Guarded("InsertStream", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -52,6 +55,7 @@ void InsertStreamReactor::Locked(Body&& body) {
       finish_sent_ = true;
       finish = true;
       status = finish_status_;
+      keep = self_;
     }
   }
   if (finish) Finish(std::move(status));

@@ -58,6 +58,9 @@ template <typename Body>
 void SampleStreamReactor::Locked(Body&& body) {
   bool finish = false;
   grpc::Status status;
+  // Keeps the reactor alive until Finish returns: its completion may run
+  // OnDone inline, which drops self_.
+  std::shared_ptr<SampleStreamReactor> keep;
   {
     absl::MutexLock lock(&mu_);
     grpc::Status thrown = Guarded("SampleStream", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -69,6 +72,7 @@ void SampleStreamReactor::Locked(Body&& body) {
       finish_sent_ = true;
       finish = true;
       status = finish_status_;
+      keep = self_;
     }
   }
   if (finish) Finish(std::move(status));
