@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "snappy-sinksource.h"
 #include "snappy.h"
 #include "zstd.h"
 
@@ -213,7 +214,7 @@ uint64_t MaxDecodedBytes(uint64_t compressed_bytes, ChunkCompression compression
 
 // DATA_LOSS unless `content` (compressed with `compression`) declares
 // exactly `total` uncompressed bytes, and could hold that many.
-absl::Status CheckDeclaredSize(const std::string& content, ChunkCompression compression,
+absl::Status CheckDeclaredSize(absl::string_view content, ChunkCompression compression,
                                int64_t total, DataType dtype,
                                const std::vector<int64_t>& shape) {
   bool ok = false;
@@ -247,7 +248,7 @@ absl::Status CheckDeclaredSize(const std::string& content, ChunkCompression comp
 
 // Decompresses the whole payload (already size-checked) into `out`, `total`
 // bytes.
-absl::Status DecompressAll(const std::string& content, ChunkCompression compression,
+absl::Status DecompressAll(absl::string_view content, ChunkCompression compression,
                            int64_t total, char* out) {
   if (compression == tf_reverb::kSnappy) {
     if (!snappy::RawUncompress(content.data(), content.size(), out)) {
@@ -268,7 +269,7 @@ absl::Status DecompressAll(const std::string& content, ChunkCompression compress
 // Decodes bytes [skip, skip + size) of a zstd payload into `out`, decoding
 // the frame only up to that point; the skipped prefix goes through a small
 // per-thread buffer.
-absl::Status ZstdDecodeRange(const std::string& content, int64_t skip, int64_t size,
+absl::Status ZstdDecodeRange(absl::string_view content, int64_t skip, int64_t size,
                              char* out) {
   ZSTD_DCtx* dctx = ThreadDCtx();
   ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
@@ -444,37 +445,101 @@ absl::StatusOr<tfp::TensorProto> CompressTensor(const Tensor& tensor, bool delta
   return proto;
 }
 
-absl::Status DecompressRowsInto(const tfp::TensorProto& proto, bool delta_encoded,
-                                ChunkCompression compression, int64_t offset,
-                                int64_t length, char* dst) {
-  if (absl::Status s = CheckCompression(compression); !s.ok()) return s;
-  Tensor meta;
-  meta.dtype = proto.dtype();
-  meta.shape = ProtoShape(proto);
-  absl::StatusOr<int64_t> elem = DataTypeSize(meta.dtype);
-  if (!elem.ok()) return elem.status();
-  const int64_t rows = meta.num_rows();
-  if (rows < 0) {
-    return absl::DataLossError(absl::StrCat(
-        "Corrupt chunk tensor: implausible shape ", ShapeString(meta.shape), "."));
+namespace {
+
+// A snappy::Source over the pieces of a payload split over gRPC slices.
+class PiecesSource : public snappy::Source {
+ public:
+  explicit PiecesSource(absl::Span<const absl::string_view> pieces) : pieces_(pieces) {
+    for (absl::string_view piece : pieces) left_ += piece.size();
+    SkipEmpty();
   }
-  if (offset < 0 || length < 0 || offset > rows || length > rows - offset) {
+  size_t Available() const override { return left_; }
+  const char* Peek(size_t* len) override {
+    if (index_ == pieces_.size()) {
+      *len = 0;
+      return nullptr;
+    }
+    *len = pieces_[index_].size() - offset_;
+    return pieces_[index_].data() + offset_;
+  }
+  void Skip(size_t n) override {
+    left_ -= n;
+    while (n > 0 && index_ < pieces_.size()) {
+      const size_t here = std::min(n, pieces_[index_].size() - offset_);
+      offset_ += here;
+      n -= here;
+      if (offset_ == pieces_[index_].size()) {
+        ++index_;
+        offset_ = 0;
+      }
+    }
+    SkipEmpty();
+  }
+
+ private:
+  void SkipEmpty() {
+    while (index_ < pieces_.size() && pieces_[index_].size() == offset_) {
+      ++index_;
+      offset_ = 0;
+    }
+  }
+
+  absl::Span<const absl::string_view> pieces_;
+  size_t index_ = 0;
+  size_t offset_ = 0;
+  size_t left_ = 0;
+};
+
+// The shape, dtype size, total bytes and row bytes of a numeric chunk tensor,
+// and the check of a row range [offset, offset + length) against it.
+struct RowsLayout {
+  Tensor meta;
+  int64_t rows = 0;
+  int64_t total = 0;
+  int64_t row_bytes = 0;
+  bool apply_delta = false;
+};
+
+absl::StatusOr<RowsLayout> Layout(const tfp::TensorProto& proto, bool delta_encoded,
+                                  ChunkCompression compression, int64_t offset,
+                                  int64_t length) {
+  if (absl::Status s = CheckCompression(compression); !s.ok()) return s;
+  RowsLayout layout;
+  layout.meta.dtype = proto.dtype();
+  layout.meta.shape = ProtoShape(proto);
+  absl::StatusOr<int64_t> elem = DataTypeSize(layout.meta.dtype);
+  if (!elem.ok()) return elem.status();
+  layout.rows = layout.meta.num_rows();
+  if (layout.rows < 0) {
+    return absl::DataLossError(absl::StrCat(
+        "Corrupt chunk tensor: implausible shape ", ShapeString(layout.meta.shape), "."));
+  }
+  if (offset < 0 || length < 0 || offset > layout.rows || length > layout.rows - offset) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Slice [", offset, ", ", offset + length, ") is out of range for a chunk of ",
-        rows, " rows."));
+        layout.rows, " rows."));
   }
-  absl::StatusOr<int64_t> declared = DeclaredBytes(meta.shape, *elem);
+  absl::StatusOr<int64_t> declared = DeclaredBytes(layout.meta.shape, *elem);
   if (!declared.ok()) return declared.status();
-  const int64_t total = *declared;
-  const int64_t row_bytes = rows == 0 ? 0 : total / rows;
-  const std::string& content = proto.tensor_content();
+  layout.total = *declared;
+  layout.row_bytes = layout.rows == 0 ? 0 : layout.total / layout.rows;
+  // Delta decoding needs rows [0, offset + length); nothing needs later rows.
+  layout.apply_delta = delta_encoded && IsDeltaEncodable(layout.meta.dtype) &&
+                       layout.meta.shape.size() >= 2;
+  return layout;
+}
+
+absl::Status DecodeRows(const RowsLayout& layout, absl::string_view content,
+                        ChunkCompression compression, int64_t offset, int64_t length,
+                        char* dst) {
+  const Tensor& meta = layout.meta;
+  const int64_t rows = layout.rows, total = layout.total, row_bytes = layout.row_bytes;
+  const bool apply_delta = layout.apply_delta;
   if (absl::Status s = CheckDeclaredSize(content, compression, total, meta.dtype, meta.shape);
       !s.ok()) {
     return s;
   }
-  // Delta decoding needs rows [0, offset + length); nothing needs later rows.
-  const bool apply_delta = delta_encoded && IsDeltaEncodable(meta.dtype) &&
-                           meta.shape.size() >= 2;
   if (offset == 0 && length == rows) {
     if (absl::Status s = DecompressAll(content, compression, total, dst); !s.ok()) return s;
     if (apply_delta) ApplyDelta(meta.dtype, meta.shape, dst, /*encode=*/false);
@@ -508,6 +573,63 @@ absl::Status DecompressRowsInto(const tfp::TensorProto& proto, bool delta_encode
   }
   std::memcpy(dst, scratch.data() + offset * row_bytes, length * row_bytes);
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status DecompressRowsInto(const tfp::TensorProto& proto, bool delta_encoded,
+                                ChunkCompression compression, int64_t offset,
+                                int64_t length, char* dst) {
+  absl::StatusOr<RowsLayout> layout = Layout(proto, delta_encoded, compression, offset, length);
+  if (!layout.ok()) return layout.status();
+  return DecodeRows(*layout, proto.tensor_content(), compression, offset, length, dst);
+}
+
+absl::Status DecompressRowsInto(const tfp::TensorProto& proto,
+                                absl::Span<const absl::string_view> pieces,
+                                bool delta_encoded, ChunkCompression compression,
+                                int64_t offset, int64_t length, char* dst) {
+  absl::StatusOr<RowsLayout> layout = Layout(proto, delta_encoded, compression, offset, length);
+  if (!layout.ok()) return layout.status();
+  if (pieces.size() == 1) {
+    return DecodeRows(*layout, pieces[0], compression, offset, length, dst);
+  }
+  size_t compressed = 0;
+  for (absl::string_view piece : pieces) compressed += piece.size();
+  if (compression == kSnappy && offset == 0 && length == layout->rows) {
+    // Straight from the pieces into `dst`, after the checks DecodeRows makes.
+    PiecesSource header(pieces);
+    uint32_t uncompressed = 0;
+    if (!snappy::GetUncompressedLength(&header, &uncompressed) ||
+        static_cast<int64_t>(uncompressed) != layout->total) {
+      return absl::DataLossError(absl::StrCat(
+          "Corrupt chunk tensor: expected ", layout->total, " bytes for ",
+          DataTypeName(layout->meta.dtype), ShapeString(layout->meta.shape), "."));
+    }
+    if (static_cast<uint64_t>(layout->total) > MaxDecodedBytes(compressed, compression)) {
+      return absl::DataLossError(absl::StrCat(
+          "Corrupt chunk tensor: ", compressed, " compressed bytes cannot decode to the ",
+          layout->total, " bytes declared for ", DataTypeName(layout->meta.dtype),
+          ShapeString(layout->meta.shape), "."));
+    }
+    PiecesSource source(pieces);
+    if (!snappy::RawUncompress(&source, dst)) {
+      return absl::DataLossError("Corrupt chunk tensor: Snappy decompression failed.");
+    }
+    if (layout->apply_delta) {
+      ApplyDelta(layout->meta.dtype, layout->meta.shape, dst, /*encode=*/false);
+    }
+    return absl::OkStatus();
+  }
+  // Joined first: a copy of the compressed bytes only (zstd is chosen for
+  // payloads that compress well, so that is the small side).
+  thread_local std::string joined;
+  joined.clear();
+  joined.reserve(compressed);
+  for (absl::string_view piece : pieces) joined.append(piece.data(), piece.size());
+  absl::Status status = DecodeRows(*layout, joined, compression, offset, length, dst);
+  if (joined.capacity() > (size_t{16} << 20)) std::string().swap(joined);
+  return status;
 }
 
 absl::StatusOr<Tensor> DecompressTensor(const tfp::TensorProto& proto, bool delta_encoded,

@@ -38,6 +38,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "schema.pb.h"
 #include "tensor.h"
 #include "tensor.pb.h"
@@ -117,6 +118,15 @@ absl::StatusOr<Tensor> DecompressChunkTensor(const deepmind::reverb::ChunkData& 
 // straight into `dst`; a zstd slice (without delta encoding) also goes
 // straight to `dst`, decoding only the frame up to its last row.
 absl::Status DecompressRowsInto(const ::tf_reverb::tf::TensorProto& proto,
+                                bool delta_encoded, ChunkCompression compression,
+                                int64_t offset, int64_t length, char* dst);
+// The same with the compressed payload given as `pieces`, in order
+// (proto.tensor_content() is ignored): a payload still in the gRPC slices it
+// arrived in. Whole Snappy tensors decode straight from the pieces into
+// `dst`; otherwise several pieces are first joined in a per-thread buffer (a
+// copy of the compressed bytes, not of the decoded ones).
+absl::Status DecompressRowsInto(const ::tf_reverb::tf::TensorProto& proto,
+                                absl::Span<const absl::string_view> pieces,
                                 bool delta_encoded, ChunkCompression compression,
                                 int64_t offset, int64_t length, char* dst);
 

@@ -10,7 +10,17 @@ namespace tf_reverb {
 
 Sample::Sample(deepmind::reverb::SampleInfo info,
                std::vector<std::shared_ptr<const ChunkData>> chunks)
-    : info_(std::move(info)), chunks_(std::move(chunks)) {}
+    : info_(std::move(info)) {
+  chunks_.reserve(chunks.size());
+  for (auto& chunk : chunks) chunks_.push_back(SampleChunk{std::move(chunk), {}, nullptr});
+}
+
+Sample Sample::FromChunks(deepmind::reverb::SampleInfo info, std::vector<SampleChunk> chunks) {
+  Sample sample;
+  sample.info_ = std::move(info);
+  sample.chunks_ = std::move(chunks);
+  return sample;
+}
 
 Sample Sample::FromSampledItem(const SampledItem& sampled) {
   deepmind::reverb::SampleInfo info;
@@ -23,10 +33,10 @@ Sample Sample::FromSampledItem(const SampledItem& sampled) {
   return Sample(std::move(info), sampled.data.chunks);
 }
 
-absl::StatusOr<const ChunkData*> Sample::Chunk(uint64_t key) const {
+absl::StatusOr<const SampleChunk*> Sample::Chunk(uint64_t key) const {
   // Items reference few chunks: a scan beats building a map per sample.
-  for (const auto& chunk : chunks_) {
-    if (chunk->chunk_key() == key) return chunk.get();
+  for (const SampleChunk& chunk : chunks_) {
+    if (chunk.data->chunk_key() == key) return &chunk;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("Sample references chunk ", key, " which was not received."));
@@ -40,13 +50,14 @@ absl::StatusOr<std::vector<ColumnSpec>> Sample::ColumnSpecs() const {
     ColumnSpec spec{::tf_reverb::tf::DT_INVALID, {}};
     int64_t rows = 0;
     for (const auto& slice : column.chunk_slices()) {
-      absl::StatusOr<const ChunkData*> chunk = Chunk(slice.chunk_key());
+      absl::StatusOr<const SampleChunk*> chunk = Chunk(slice.chunk_key());
       if (!chunk.ok()) return chunk.status();
-      if (slice.index() < 0 || slice.index() >= (*chunk)->data().tensors_size()) {
+      const ChunkData& data = *(*chunk)->data;
+      if (slice.index() < 0 || slice.index() >= data.data().tensors_size()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "Column ", c, " references a missing tensor of chunk ", slice.chunk_key()));
       }
-      const auto& tensor = (*chunk)->data().tensors(slice.index());
+      const auto& tensor = data.data().tensors(slice.index());
       const auto& dims = tensor.tensor_shape().dim();
       if (dims.empty()) {
         return absl::InvalidArgumentError("Chunk tensors must have a time axis.");
@@ -77,9 +88,14 @@ absl::StatusOr<std::vector<ColumnSpec>> Sample::ColumnSpecs() const {
 absl::Status Sample::UnpackColumnInto(int column, char* dst) const {
   const auto& slices = info_.item().flat_trajectory().columns(column).chunk_slices();
   for (const auto& slice : slices) {
-    absl::StatusOr<const ChunkData*> chunk = Chunk(slice.chunk_key());
+    absl::StatusOr<const SampleChunk*> chunk = Chunk(slice.chunk_key());
     if (!chunk.ok()) return chunk.status();
-    const auto& tensor = (*chunk)->data().tensors(slice.index());
+    const ChunkData& data = *(*chunk)->data;
+    if (slice.index() < 0 || slice.index() >= data.data().tensors_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Column ", column, " references a missing tensor of chunk ", slice.chunk_key()));
+    }
+    const auto& tensor = data.data().tensors(slice.index());
     absl::StatusOr<int64_t> elem = DataTypeSize(tensor.dtype());
     if (!elem.ok()) return elem.status();
     // Bytes of one row: the product of the non-leading dims.
@@ -87,12 +103,15 @@ absl::Status Sample::UnpackColumnInto(int column, char* dst) const {
     const auto& dims = tensor.tensor_shape().dim();
     for (int d = 1; d < dims.size(); ++d) row_bytes *= dims[d].size();
     if (!dims.empty() && dims[0].size() == 0) row_bytes = 0;
-    if (absl::Status s = DecompressRowsInto(tensor, (*chunk)->delta_encoded(),
-                                            (*chunk)->compression(), slice.offset(),
-                                            slice.length(), dst);
-        !s.ok()) {
-      return s;
-    }
+    const auto& payloads = (*chunk)->payloads;
+    const bool in_pieces = static_cast<size_t>(slice.index()) < payloads.size() &&
+                           !payloads[slice.index()].empty();
+    absl::Status s =
+        in_pieces ? DecompressRowsInto(tensor, payloads[slice.index()], data.delta_encoded(),
+                                       data.compression(), slice.offset(), slice.length(), dst)
+                  : DecompressRowsInto(tensor, data.delta_encoded(), data.compression(),
+                                       slice.offset(), slice.length(), dst);
+    if (!s.ok()) return s;
     dst += row_bytes * slice.length();
   }
   return absl::OkStatus();
@@ -112,9 +131,10 @@ absl::StatusOr<Tensor> Sample::UnpackColumn(int column) const {
     return out;
   }
   for (const auto& slice : info_.item().flat_trajectory().columns(column).chunk_slices()) {
-    absl::StatusOr<const ChunkData*> chunk = Chunk(slice.chunk_key());
+    absl::StatusOr<const SampleChunk*> chunk = Chunk(slice.chunk_key());
     if (!chunk.ok()) return chunk.status();
-    absl::StatusOr<Tensor> whole = DecompressChunkTensor(**chunk, slice.index());
+    // String payloads are never left in pieces (sample_stream_parser.h).
+    absl::StatusOr<Tensor> whole = DecompressChunkTensor(*(*chunk)->data, slice.index());
     if (!whole.ok()) return whole.status();
     const int64_t per_row = whole->num_rows() == 0 ? 0 : whole->num_elements() / whole->num_rows();
     out.strings.insert(out.strings.end(),

@@ -17,6 +17,14 @@ bool IsRateLimiterTimeout(const absl::Status& status) {
 
 }  // namespace
 
+absl::Status SamplerWorker::StreamSamples(int64_t num_samples, absl::Duration timeout,
+                                          const std::function<void(Sample)>& deliver) {
+  std::vector<Sample> samples;
+  absl::Status status = FetchSamples(num_samples, timeout, &samples);
+  for (Sample& sample : samples) deliver(std::move(sample));
+  return status;
+}
+
 bool SamplerWorker::ShouldRetry(const absl::Status& status) const {
   return absl::IsUnavailable(status) || absl::IsCancelled(status);
 }
@@ -130,7 +138,6 @@ absl::StatusOr<Sample> Sampler::Next(absl::Duration timeout) {
 void Sampler::RunWorker(SamplerWorker* worker) {
   const int64_t max_samples = options_.max_samples;
   absl::Duration backoff = kInitialBackoff;
-  std::vector<Sample> samples;
   while (true) {
     int64_t wanted = 0;
     {
@@ -150,15 +157,19 @@ void Sampler::RunWorker(SamplerWorker* worker) {
       in_flight_ += wanted;
     }
 
-    samples.clear();
-    absl::Status status =
-        worker->FetchSamples(wanted, options_.rate_limiter_timeout, &samples);
+    int64_t received = 0;
+    absl::Status status = worker->StreamSamples(
+        wanted, options_.rate_limiter_timeout, [&](Sample sample) {
+          absl::MutexLock lock(&mu_);
+          if (received == wanted) return;  // more than asked for: dropped
+          queue_.push_back(std::move(sample));
+          --in_flight_;
+          ++received;
+        });
 
     absl::MutexLock lock(&mu_);
-    const int64_t received = static_cast<int64_t>(samples.size());
-    in_flight_ -= wanted;
+    in_flight_ -= wanted - received;
     claimed_ -= wanted - received;
-    for (Sample& sample : samples) queue_.push_back(std::move(sample));
     if (status.ok()) {
       backoff = kInitialBackoff;
       continue;

@@ -8,7 +8,10 @@
 //    repeatedly asks it for up to max_in_flight_samples_per_worker samples.
 //    Workers reserve queue slots before asking, so at most
 //    max_in_flight_samples_per_worker * num_workers samples are ever queued
-//    or in flight (the prefetch bound).
+//    or in flight (the prefetch bound). Samples are queued as they arrive
+//    (SamplerWorker::StreamSamples), not once the whole request was served:
+//    consumers decode the first samples of a request while the rest are
+//    still on the wire.
 //  * Thread-safety: Next() and Close() may be called from any threads,
 //    concurrently. Samples are handed out in arrival order; with several
 //    workers arrival order interleaves streams.
@@ -95,6 +98,11 @@ class SamplerWorker {
   // stream that broke half-way); those samples are valid.
   virtual absl::Status FetchSamples(int64_t num_samples, absl::Duration timeout,
                                     std::vector<Sample>* out) = 0;
+  // The same, handing each sample to `deliver` as soon as it arrived (on
+  // the calling thread) instead of all at the end. By default FetchSamples,
+  // then `deliver` for each.
+  virtual absl::Status StreamSamples(int64_t num_samples, absl::Duration timeout,
+                                     const std::function<void(Sample)>& deliver);
   // Unblocks a FetchSamples in progress from any thread; every later call
   // fails with CANCELLED.
   virtual void Cancel() = 0;

@@ -195,6 +195,55 @@ TEST(SamplerTest, PrefetchIsBoundedByInFlightTimesWorkers) {
   EXPECT_EQ(script.requested, 19);  // refilled exactly what was consumed
 }
 
+// A worker that streams the first sample of every request, then holds the
+// rest until released.
+class StreamingWorker : public SamplerWorker {
+ public:
+  explicit StreamingWorker(absl::Notification* release) : release_(release) {}
+  absl::Status FetchSamples(int64_t, absl::Duration, std::vector<Sample>*) override {
+    return absl::UnimplementedError("streams only");
+  }
+  absl::Status StreamSamples(int64_t num_samples, absl::Duration,
+                             const std::function<void(Sample)>& deliver) override {
+    deliver(FakeSample(next_key_++));
+    if (!release_->WaitForNotificationWithTimeout(kLong)) {
+      return absl::DeadlineExceededError("not released");
+    }
+    for (int64_t i = 1; i < num_samples; ++i) deliver(FakeSample(next_key_++));
+    return absl::OkStatus();
+  }
+  // Called by the destructor, on the test thread, like the Notify() below.
+  void Cancel() override {
+    if (!release_->HasBeenNotified()) release_->Notify();
+  }
+
+ private:
+  absl::Notification* release_;
+  uint64_t next_key_ = 1;
+};
+
+TEST(SamplerTest, SamplesAreQueuedAsTheyArriveNotPerRequest) {
+  absl::Notification release;
+  SamplerOptions options;
+  options.max_in_flight_samples_per_worker = 4;
+  options.max_samples = 4;
+  absl::StatusOr<std::unique_ptr<Sampler>> sampler = Sampler::Create(
+      [&release] { return std::make_unique<StreamingWorker>(&release); }, options);
+  ASSERT_TRUE(sampler.ok()) << sampler.status();
+  // The request for 4 is still being served: its first sample is there.
+  absl::StatusOr<Sample> first = (*sampler)->Next(kLong);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->info().item().key(), 1u);
+  EXPECT_FALSE(release.HasBeenNotified());
+  release.Notify();
+  for (uint64_t key = 2; key <= 4; ++key) {
+    absl::StatusOr<Sample> sample = (*sampler)->Next(kLong);
+    ASSERT_TRUE(sample.ok()) << sample.status();
+    EXPECT_EQ(sample->info().item().key(), key);
+  }
+  EXPECT_EQ((*sampler)->Next(kLong).status().code(), absl::StatusCode::kOutOfRange);
+}
+
 TEST(SamplerTest, FlexibleBatchesAreTopedUp) {
   Script script;
   {
