@@ -10,12 +10,29 @@ TrajectoryDataset(...).batch(64) takes our fused batch path (decoded straight
 into the batch tensors); dm-reverb batches per element.
 
   .venv/bin/python benchmarks/sample_throughput.py [--seconds 2] [--no_dm]
+      [--repeats 3] [--frames_only]
+
+Frames (issue 15): 10-step items of 84x84x4 uint8 frames (282 KB an item;
+'random' incompressible bytes, or 'atari' compressible Atari-like frames),
+written with the legacy Writer (chunk_length 10: one chunk per item), read by
+  TrajectoryDataset.from_table_signature(...,
+      max_in_flight_samples_per_worker=128
+  ).batch(64, drop_remainder=True).prefetch(2)
+iterated eagerly with next(). Printed: MB/s of item payload, the ratio to
+dm-reverb (median over the repeats of the ratio within one repeat) and the
+fraction of the machine's ceiling, measured in the same repeat by
+//benchmarks:loopback_ceiling: a loopback gRPC stream of the same bytes
+(282 KB messages, sent from one slice, read by a synchronous client on a
+channel advertising 1 MiB HTTP/2 frames, as our sampler reads). Also printed: that stream with each message copied into the
+rows of a 64-row batch buffer by the reading thread, and memcpy.
 
 Ratios are what matter: absolute figures on a shared 2-core machine are
 noise, so both libraries are measured in one run.
 """
 
 import json
+import os
+import statistics
 import subprocess
 import sys
 import time
@@ -31,6 +48,54 @@ SIZES = {
 }
 NUM_ITEMS = {'small': 1000, 'large': 200}
 BATCH = 64
+
+# Issue 15's large-item workload: 10-step items of 84x84x4 uint8 frames.
+FRAME_KINDS = ('random', 'atari')
+FRAME_SHAPE = (84, 84, 4)
+FRAME_STEPS = 10
+FRAME_ITEMS = 200  # 56 MB of items: well beyond the caches
+FRAME_BATCH = 64
+FRAME_IN_FLIGHT = 128
+
+
+def atari_frame(t, np):
+  """An 84x84 grayscale frame in the style of Breakout: a score bar, walls,
+  rows of bricks, a paddle and a ball that move with t; flat areas, so
+  Snappy/zstd compress it well (as real Atari frames)."""
+  frame = np.zeros((84, 84), np.uint8)
+  frame[0:6, :] = 142                           # score bar
+  frame[6:84, 0:3] = frame[6:84, 81:84] = 142   # walls
+  for row, value in enumerate((200, 180, 160, 140, 120, 100)):
+    frame[14 + 3 * row:16 + 3 * row, 3:81] = value
+    frame[14 + 3 * row:16 + 3 * row, 3 + (7 * t + 11 * row) % 70:
+          10 + (7 * t + 11 * row) % 70] = 0     # bricks knocked out
+  x = 3 + (3 * t) % 66
+  frame[78:80, x:x + 12] = 200                  # paddle
+  by, bx = 34 + (5 * t) % 40, 3 + (4 * t) % 76
+  frame[by:by + 2, bx:bx + 2] = 255             # ball
+  return frame
+
+
+def frame_step(kind, t, np):
+  if kind == 'random':
+    obs = np.random.default_rng(t).integers(0, 256, FRAME_SHAPE, dtype=np.uint8)
+  else:  # the last 4 frames, stacked on the last axis as DQN does
+    obs = np.stack([atari_frame(t - k, np) for k in range(4)], axis=-1)
+  return {'obs': obs, 'action': np.int32(t % 4), 'reward': np.float32(t % 3)}
+
+
+def frame_table_name(kind):
+  return f'frames_{kind}'
+
+
+def frame_signature(tf):
+  return {'obs': tf.TensorSpec((FRAME_STEPS,) + FRAME_SHAPE, tf.uint8),
+          'action': tf.TensorSpec((FRAME_STEPS,), tf.int32),
+          'reward': tf.TensorSpec((FRAME_STEPS,), tf.float32)}
+
+
+def frame_item_bytes():
+  return FRAME_STEPS * (int(__import__('numpy').prod(FRAME_SHAPE)) + 4 + 4)
 
 
 def make_step(size, i, np):
@@ -49,9 +114,15 @@ def item_bytes(size, np):
 
 
 def tables(reverb):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return [reverb.Table(size, reverb.selectors.Uniform(), reverb.selectors.Fifo(),
                        max_size=10_000, rate_limiter=reverb.rate_limiters.MinSize(1))
-          for size in SIZES]
+          for size in SIZES] + [
+              reverb.Table(frame_table_name(kind), reverb.selectors.Uniform(),
+                           reverb.selectors.Fifo(), max_size=10_000,
+                           rate_limiter=reverb.rate_limiters.MinSize(1),
+                           signature=frame_signature(tf))
+              for kind in FRAME_KINDS]
 
 
 def import_reverb(impl):
@@ -80,7 +151,38 @@ def timed(fn, seconds):
   return done / (time.perf_counter() - start)
 
 
-def measure(impl, where, seconds):
+def measure_frames(reverb, client, address, impl, where, seconds):
+  """Issue 15's workload on both frame kinds: the exact input pipeline."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  results = []
+  for kind in FRAME_KINDS:
+    table = frame_table_name(kind)
+    with client.writer(max_sequence_length=FRAME_STEPS,
+                       chunk_length=FRAME_STEPS) as writer:
+      for i in range(FRAME_ITEMS):
+        for t in range(FRAME_STEPS):
+          writer.append(frame_step(kind, i * FRAME_STEPS + t, np))
+        writer.create_item(table, FRAME_STEPS, 1.0)
+    dataset = reverb.TrajectoryDataset.from_table_signature(
+        address, table, max_in_flight_samples_per_worker=FRAME_IN_FLIGHT
+    ).batch(FRAME_BATCH, drop_remainder=True).prefetch(2)
+    iterator = iter(dataset)
+
+    def batches():
+      for _ in range(4):
+        next(iterator)
+      return 4 * FRAME_BATCH
+
+    rate = timed(batches, seconds)
+    results.append(dict(impl=impl, where=where, size=f'frames/{kind}',
+                        method='from_table_signature.batch(64).prefetch(2)',
+                        items_per_s=rate,
+                        mb_per_s=rate * frame_item_bytes() / 1e6))
+    del iterator
+  return results
+
+
+def measure(impl, where, seconds, frames_only=False):
   """Measurements of one library with the server `where`."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   reverb = import_reverb(impl)
@@ -101,7 +203,8 @@ def measure(impl, where, seconds):
   client.server_info(timeout=60)
   results = []
   try:
-    for size in SIZES:
+    results += measure_frames(reverb, client, address, impl, where, seconds)
+    for size in () if frames_only else SIZES:
       for i in range(NUM_ITEMS[size]):
         client.insert(make_step(size, i, np), {size: 1.0})
       mb = item_bytes(size, np) / 1e6
@@ -173,7 +276,89 @@ def measure(impl, where, seconds):
   return results
 
 
+CEILING = os.environ.get('TF_REVERB_CEILING_BIN') or os.path.join(
+    side_by_side.ROOT, 'bazel-bin', 'benchmarks', 'loopback_ceiling')
+
+
+def ceiling(seconds):
+  """The loopback_ceiling figures (built with Bazel when missing)."""
+  if not os.path.exists(CEILING):
+    subprocess.run(['bazel', 'build', '-c', 'opt', '//benchmarks:loopback_ceiling'],
+                   cwd=side_by_side.ROOT, check=True, capture_output=True)
+  out = subprocess.run([CEILING, '--seconds', str(seconds),
+                        '--message_bytes', str(frame_item_bytes()),
+                        '--batch', str(FRAME_BATCH)],
+                       capture_output=True, text=True, check=True, timeout=300)
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_repeats(args, frames_only):
+  """Per repeat: the ceiling, then each implementation's --measure run.
+
+  Returns a list (one entry per repeat) of (ceiling, {key: result})."""
+  pythons = {'ours': sys.executable}
+  if not args.no_dm:
+    dm = side_by_side.dm_python(args)
+    if dm:
+      pythons['dm'] = dm
+    else:
+      print('dm-reverb not available; measuring tf_reverb only')
+  env = dict(os.environ, PYTHONPATH=side_by_side.ROOT, TF_CPP_MIN_LOG_LEVEL='3',
+             TF_REVERB_BENCH_FRAMES_ONLY='1' if frames_only else '')
+  repeats = []
+  for _ in range(max(1, args.repeats)):
+    by_key = {}
+    limit = ceiling(args.seconds)
+    for impl, python in pythons.items():
+      out = subprocess.run(
+          [python, __file__, '--measure', '--impl', impl, '--seconds',
+           str(args.seconds)], capture_output=True, text=True, env=env,
+          check=False)
+      if out.returncode != 0:
+        print(f'{impl} failed:\n{out.stderr[-3000:]}')
+        continue
+      for result in json.loads(out.stdout.strip().splitlines()[-1]):
+        by_key[tuple(result[f] for f in ('impl', 'where', 'size', 'method'))] = result
+    repeats.append((limit, by_key))
+  return repeats
+
+
+def print_frames(repeats):
+  """Issue 15's table: medians over repeats of MB/s and of per-repeat ratios."""
+  med = statistics.median
+  ceilings = [c for c, _ in repeats]
+  print(f'ceiling (median of {len(repeats)}): loopback gRPC stream '
+        f'{med(c["grpc_mb_per_s"] for c in ceilings):.0f} MB/s (1 MiB HTTP/2 frames; '
+        f'{med(c["grpc_default_frames_mb_per_s"] for c in ceilings):.0f} with the default '
+        f'16 KiB), +copy into batch rows by the reader '
+        f'{med(c["grpc_copy_mb_per_s"] for c in ceilings):.0f} MB/s, '
+        f'memcpy {med(c["memcpy_mb_per_s"] for c in ceilings):.0f} MB/s')
+  print(f'{"server":14} {"frames":7} {"tf_reverb MB/s":>15} {"dm-reverb MB/s":>15} '
+        f'{"ratio":>7} {"of ceiling":>11}   (medians; per-repeat ratios; the '
+        f'ceiling is the loopback gRPC stream)')
+  for where in ('same process', 'other process'):
+    for kind in FRAME_KINDS:
+      key = (where, f'frames/{kind}', 'from_table_signature.batch(64).prefetch(2)')
+      ours = [(c, r[('ours',) + key]) for c, r in repeats if ('ours',) + key in r]
+      if not ours:
+        continue
+      dms = [r.get(('dm',) + key) for _, r in repeats]
+      ratios = [r[('ours',) + key]['mb_per_s'] / r[('dm',) + key]['mb_per_s']
+                for _, r in repeats
+                if ('ours',) + key in r and ('dm',) + key in r]
+      fractions = [o['mb_per_s'] / c['grpc_mb_per_s'] for c, o in ours]
+      dm_mb = [d['mb_per_s'] for d in dms if d]
+      print(f'{where:14} {kind:7} {med(o["mb_per_s"] for _, o in ours):15.0f} '
+            f'{(f"{med(dm_mb):15.0f}" if dm_mb else f"{chr(45):>15}")} '
+            f'{(f"{med(ratios):6.2f}x" if ratios else f"{chr(45):>7}")} '
+            f'{med(fractions):10.0%}   '
+            f'({", ".join(f"{x:.2f}" for x in ratios)})')
+
+
 def main():
+  frames_only = '--frames_only' in sys.argv
+  if frames_only:
+    sys.argv.remove('--frames_only')
   args = side_by_side.parse_args()
   if args.serve is not None:
     serve(args.impl, args.serve)
@@ -181,15 +366,24 @@ def main():
   if args.measure:
     results = []
     for where in ('same process', 'other process'):
-      results += measure(args.impl, where, args.seconds)
+      results += measure(args.impl, where, args.seconds,
+                         frames_only=bool(os.environ.get('TF_REVERB_BENCH_FRAMES_ONLY')))
     print(json.dumps(results))
     return
 
-  by_key = side_by_side.best_results(__file__, args, ('impl', 'where', 'size', 'method'))
+  repeats = run_repeats(args, frames_only)
+  print_frames(repeats)
+  if frames_only:
+    return
+  by_key = {}  # the best of the repeats, per figure
+  for _, results in repeats:
+    for key, result in results.items():
+      if key not in by_key or result['items_per_s'] > by_key[key]['items_per_s']:
+        by_key[key] = result
   print(f'{"server":14} {"size":6} {"method":28} {"tf_reverb items/s":>18} '
         f'{"MB/s":>8} {"dm-reverb items/s":>18} {"MB/s":>8} {"ratio":>7}')
   for (impl, where, size, method), r in by_key.items():
-    if impl != 'ours':
+    if impl != 'ours' or size.startswith('frames/'):
       continue
     dm = by_key.get(('dm', where, size, method))
     dm_cols = (f'{dm["items_per_s"]:18,.0f} {dm["mb_per_s"]:8.1f} '
