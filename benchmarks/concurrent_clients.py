@@ -29,16 +29,19 @@ it); warm-up items are counted by the check, not in the latencies.
   .venv/bin/python benchmarks/concurrent_clients.py [--writers 10,100,500,2000]
       [--dm_writers 500,2000] [--rate 5] [--seconds 10] [--repeats 3]
       [--drivers 2] [--probes 20] [--limiter minsize|ratio] [--sample_ratio 1]
-      [--before_binary PATH] [--nice N] [--no_dm] [--dm_python PATH]
+      [--binary PATH] [--also NAME=PATH ...] [--nice N] [--no_dm]
+      [--dm_python PATH]
       [--json FILE]
 
 --limiter ratio with --sample_ratio 0.5 is the blocked case: a
 SampleToInsertRatio table whose samplers take half of what the writers
-offer, so most writers wait in the rate limiter. --before_binary runs
-another reverb_server build (e.g. the thread-per-stream server of an older
-commit) beside ours.
+offer, so most writers wait in the rate limiter. --binary is the
+reverb_server measured as "ours" (default tf_reverb/bin/reverb_server);
+--also NAME=PATH runs another build beside it (e.g. before=... the
+thread-per-stream server of an older commit).
 
-Runs go in turns (ours, before, dm-reverb at the same C), --repeats times;
+Runs go in turns (ours, the --also builds, dm-reverb at the same C; every
+other repeat in reverse order), --repeats times;
 the tables show medians over the repeats (threads: the highest seen), and
 each p99 ratio is taken per repeat (one run) before its median. Absolute
 figures on a shared 2-core machine are noise; the ratios and the thread
@@ -247,7 +250,7 @@ def run_one(impl: str, writers: int, args: argparse.Namespace, driver: str,
   """One fresh server, `writers` writers and their samplers; the figures."""
   samplers = samplers_for(writers)
   server = ServerProcess(impl, dm_python,
-                         args.before_binary if impl == 'before' else SERVER_BINARY,
+                         args.binaries[impl] if impl != 'dm' else None,
                          args.server_nice, args.limiter)
   try:
     time.sleep(0.5)
@@ -403,15 +406,24 @@ def main() -> None:
   parser.add_argument('--nice', dest='server_nice', type=int, default=0,
                       help='run servers and load drivers at this niceness '
                       '(e.g. -10: ahead of other work on a shared machine)')
-  parser.add_argument('--before_binary',
-                      help='another reverb_server build (e.g. of an older '
-                      'commit) to run as "before" beside ours')
+  parser.add_argument('--binary', default=SERVER_BINARY,
+                      help='the reverb_server measured as "ours"')
+  parser.add_argument('--also', action='append', default=[],
+                      metavar='NAME=PATH',
+                      help='another reverb_server build to run beside ours '
+                      '(e.g. before=PATH for the build of an older commit)')
   parser.add_argument('--serve_dm', type=int, help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.serve_dm is not None:
     serve_dm(args.serve_dm, args.limiter)
     return
 
+  args.binaries = {'ours': args.binary}
+  for also in args.also:
+    name, _, path = also.partition('=')
+    if not path or name in ('ours', 'dm'):
+      parser.error(f'--also {also}: want NAME=PATH, NAME not ours or dm')
+    args.binaries[name] = path
   writer_counts = [int(x) for x in args.writers.split(',') if x]
   dm_counts = set(int(x) for x in args.dm_writers.split(',') if x)
   dm_python = None
@@ -430,10 +442,12 @@ def main() -> None:
   dm_dead_at = None  # dm-reverb did not survive this many writers
   for repeat in range(args.repeats):
     for writers in writer_counts:
-      impls = ['ours'] + (['before'] if args.before_binary else [])
+      impls = list(args.binaries)
       if dm_python and writers in dm_counts and (dm_dead_at is None or
                                                  writers < dm_dead_at):
         impls.append('dm')
+      if repeat % 2:  # every other repeat in reverse: no order bias
+        impls.reverse()
       for impl in impls:
         r = run_one(impl, writers, args, driver, dm_python)
         r['repeat'] = repeat
@@ -455,7 +469,7 @@ def main() -> None:
       json.dump(runs, f, indent=1)
 
   rows = []
-  for impl in ('ours', 'before', 'dm'):
+  for impl in [*args.binaries, 'dm']:
     for writers in writer_counts:
       mine = [r for r in runs if r['impl'] == impl and r['writers'] == writers]
       if mine:
@@ -465,7 +479,7 @@ def main() -> None:
   print_table(rows)
 
   print()
-  for other in ('dm', 'before'):
+  for other in ['dm', *[n for n in args.binaries if n != 'ours']]:
     for writers in writer_counts:
       for key, what in (('p99_ms', 'all writers'), ('probe_p99_ms', 'probes')):
         ratios = []

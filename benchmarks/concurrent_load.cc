@@ -74,6 +74,8 @@ ABSL_FLAG(int, samplers, 0, "Sampler streams.");
 ABSL_FLAG(std::string, sample_table, "", "Table the samplers read (default --table).");
 ABSL_FLAG(int, sample_batch, 32, "Samples per SampleStream request.");
 ABSL_FLAG(double, sample_rate, 0.0, "Samples per second per sampler (0: back to back).");
+ABSL_FLAG(int64_t, sample_timeout_ms, -1,
+          "rate_limiter_timeout of each SampleStream request (-1: none).");
 ABSL_FLAG(int64_t, sample_total, 0,
           "Samples per sampler in all (0: until the writers are done).");
 ABSL_FLAG(int, warmup_items, 0,
@@ -366,7 +368,7 @@ class Writer : public grpc::ClientBidiReactor<InsertStreamRequest, InsertStreamR
   // Once the item is confirmed and its write completed: the next item at its
   // time, or the half-close.
   void MaybeNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (awaiting_ || write_in_flight_ || writes_done_) return;
+    if (ended_ || awaiting_ || write_in_flight_ || writes_done_) return;
     if (sent_ < shared_->warmup_items) {
       SendLocked();
       return;
@@ -438,7 +440,8 @@ class Sampler : public grpc::ClientBidiReactor<SampleStreamRequest, SampleStream
     request_.Clear();
     request_.set_table(table_);
     request_.set_num_samples(n);
-    request_.mutable_rate_limiter_timeout()->set_milliseconds(-1);
+    request_.mutable_rate_limiter_timeout()->set_milliseconds(
+        absl::GetFlag(FLAGS_sample_timeout_ms));
     asked_ += n;
     write_in_flight_ = true;
     {
@@ -502,8 +505,9 @@ class Sampler : public grpc::ClientBidiReactor<SampleStreamRequest, SampleStream
     if (total_ > 0) return received_ >= total_;
     return stopping_ || shared_->writers_done.load();
   }
+  // Never after OnDone: no operation may start on a finished call.
   void MaybeNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (write_in_flight_ || writes_done_ || received_ < asked_) return;
+    if (ended_ || write_in_flight_ || writes_done_ || received_ < asked_) return;
     if (Done()) {
       writes_done_ = true;
       StartWritesDone();

@@ -14,7 +14,8 @@ received; the server's threads (/proc/<pid>/task, polled throughout) stay
 <= MAX_SERVER_THREADS; and insert calls blocked by the rate limiter (a full
 Queue table) hold no thread: with STREAMS of them blocked at once the thread
 count is still bounded, and all of them complete once samplers drain the
-queue.
+queue; and SIGTERM with hundreds of blocked streams stops the server
+cleanly, ending every stream.
 """
 
 import asyncio
@@ -56,7 +57,12 @@ def _config(queue: bool) -> str:
              'remover': {'fifo': True}, 'max_size': 100_000,
              'rate_limiter': {'samples_per_insert': 1, 'min_size_to_sample': 1,
                               'min_diff': -big, 'max_diff': big}}
-  return json.dumps({'port': 0, 'tables': [table]})
+  # Nobody inserts into 'idle': its samplers wait.
+  idle = {'table_name': 'idle', 'sampler': {'uniform': True},
+          'remover': {'fifo': True}, 'max_size': 10,
+          'rate_limiter': {'samples_per_insert': 1, 'min_size_to_sample': 1,
+                           'min_diff': -big, 'max_diff': big}}
+  return json.dumps({'port': 0, 'tables': [table, idle]})
 
 
 def _snappy_literal(data: bytes) -> bytes:
@@ -191,7 +197,7 @@ async def _run(address: str, monitor: ThreadMonitor, queue: bool):
     # The queue holds QUEUE_SIZE items; every other stream's first insert
     # waits in the rate limiter.
     info = await stubs[0].ServerInfo(reverb_service_pb2.ServerInfoRequest())
-    blocked_info = info.table_info[0]
+    blocked_info = _table(info, 'q')
   go.set()
   if queue:  # now drain: the samplers release the blocked inserters
     samplers = [asyncio.ensure_future(_sampler(stubs[i % CONNECTIONS],
@@ -202,7 +208,11 @@ async def _run(address: str, monitor: ThreadMonitor, queue: bool):
   info = await stubs[0].ServerInfo(reverb_service_pb2.ServerInfoRequest())
   for channel in channels:
     await channel.close()
-  return at_open, blocked_info, writer_results, sampler_results, info.table_info[0]
+  return at_open, blocked_info, writer_results, sampler_results, _table(info, 'q')
+
+
+def _table(info, name: str):
+  return next(t for t in info.table_info if t.name == name)
 
 
 def _check(run_result, monitor: ThreadMonitor):
@@ -263,3 +273,61 @@ def test_inserters_blocked_by_the_rate_limiter_hold_no_threads(binary_server):
   assert len(set(sampled)) == len(sampled)
   assert table.current_size == 0
   assert server.process.poll() is None
+
+
+async def _outcome(call) -> grpc.StatusCode:
+  """Reads `call` to its end; its status code."""
+  try:
+    while await call.read() is not grpc.aio.EOF:
+      pass
+  except grpc.aio.AioRpcError:
+    pass
+  return await call.code()
+
+
+async def _sigterm_while_blocked(server, monitor: ThreadMonitor):
+  channels = _channels(server.address)
+  stubs = [reverb_service_pb2_grpc.ReverbServiceStub(c) for c in channels]
+  inserts = []
+  for i in range(STREAMS):
+    call = stubs[i % CONNECTIONS].InsertStream()
+    request, _ = _request(random.Random(i), i, 0)
+    await call.write(request)
+    inserts.append(call)
+  samples = []
+  for i in range(SAMPLERS):
+    call = stubs[i % CONNECTIONS].SampleStream()
+    await call.write(reverb_service_pb2.SampleStreamRequest(table='idle',
+                                                            num_samples=1))
+    samples.append(call)
+  for stub in stubs:  # the server has read every request (see _run)
+    info = await stub.ServerInfo(reverb_service_pb2.ServerInfoRequest())
+  blocked = _table(info, 'q')
+  at_blocked = monitor.now()
+  loop = asyncio.get_running_loop()
+  exit_code = loop.run_in_executor(None, lambda: server.terminate(
+      timeout=HANG_GUARD_S))
+  codes = await asyncio.gather(*[_outcome(c) for c in inserts + samples])
+  for channel in channels:
+    await channel.close()
+  return blocked, at_blocked, codes, await exit_code
+
+
+def test_sigterm_with_blocked_streams_stops_cleanly(binary_server):
+  server = binary_server(f'--config={_config(queue=True)}', '--drain_seconds=0.5')
+  reverb.Client(server.address).server_info(timeout=120)
+  monitor = ThreadMonitor(server.process.pid)
+  try:
+    blocked, at_blocked, codes, exit_code = asyncio.run(asyncio.wait_for(
+        _sigterm_while_blocked(server, monitor), HANG_GUARD_S))
+  finally:
+    monitor.stop()
+  assert blocked.current_size == QUEUE_SIZE  # the rest waited in the limiter
+  assert at_blocked <= MAX_SERVER_THREADS, at_blocked
+  assert exit_code == 0, ''.join(server.lines)
+  assert any('event=stopped' in line for line in server.lines)
+  # Every stream was ended by the server going away, none left hanging.
+  unexpected = [c for c in codes
+                if c not in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)]
+  assert not unexpected, unexpected[:5]
+  assert len(codes) == STREAMS + SAMPLERS
