@@ -109,14 +109,21 @@ class TableSamplerWorker : public SamplerWorker {
   absl::Status FetchGrpc(int64_t num_samples, absl::Duration timeout,
                          const std::function<void(Sample)>& deliver) {
     if (stream_ == nullptr) {
-      absl::MutexLock lock(&mu_);
-      if (cancelled_.load()) return absl::CancelledError("The sampler was closed.");
-      context_ = std::make_unique<grpc::ClientContext>();
-      // We decode zstd chunks: ask the server not to transcode them.
-      if (ZstdEnabledByEnvironment()) {
-        context_->AddMetadata(kChunkCodecsMetadataKey, kZstdCodecName);
+      grpc::ClientContext* context;
+      {
+        absl::MutexLock lock(&mu_);
+        if (cancelled_.load()) return absl::CancelledError("The sampler was closed.");
+        context_ = std::make_unique<grpc::ClientContext>();
+        // We decode zstd chunks: ask the server not to transcode them.
+        if (ZstdEnabledByEnvironment()) {
+          context_->AddMetadata(kChunkCodecsMetadataKey, kZstdCodecName);
+        }
+        context = context_.get();
       }
-      stream_ = OpenRawSampleStream(channel_.get(), context_.get());
+      // Not under mu_: opening waits until the connection is up or fails, and
+      // Cancel() must be able to cancel the context meanwhile (gRPC records a
+      // cancellation that comes before the call exists and applies it then).
+      stream_ = OpenRawSampleStream(channel_.get(), context);
       on_stream_ = 0;
       parser_.Reset();
     }

@@ -1,5 +1,6 @@
 """Client.sample on the C++ Sampler, in-process and via the server binary."""
 
+import socket
 import threading
 import time
 
@@ -65,6 +66,37 @@ def test_sample_on_an_unreachable_server_times_out():
   with pytest.raises(reverb.DeadlineExceededError):
     next(client.sample('my_table', timeout=0.5))
 
+
+
+def test_sample_timeout_against_a_silent_server_does_not_wait_for_the_handshake():
+  """A server that accepts TCP but never answers HTTP/2 (hung, or not gRPC).
+
+  The sampler's close used to wait for the worker stuck opening its stream,
+  i.e. for gRPC's connection handshake to time out (~20 s) and drop the
+  connection. Now closing cancels the pending stream: when sample() has
+  raised, the half-open connection is still there, untouched by gRPC.
+  """
+  listener = socket.socket()
+  listener.bind(('127.0.0.1', 0))
+  listener.listen(4)
+  try:
+    client = reverb.Client(f'127.0.0.1:{listener.getsockname()[1]}')
+    with pytest.raises(reverb.DeadlineExceededError):
+      next(client.sample('my_table', timeout=0.5))
+    listener.settimeout(60)  # a hang guard: the client connected long ago
+    connection, _ = listener.accept()
+    with connection:
+      connection.setblocking(False)
+      try:
+        data = connection.recv(1 << 16)  # the client's HTTP/2 preface, if any
+        while data:
+          data = connection.recv(1 << 16)
+        pytest.fail('the client gave up on the connection (handshake timeout) '
+                    'before sample() returned')
+      except BlockingIOError:
+        pass  # still connected: the call ended without waiting for gRPC
+  finally:
+    listener.close()
 
 def test_raw_sampler_options_are_validated(server):
   client = reverb.Client(f'localhost:{server.port}')
