@@ -25,6 +25,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -67,6 +68,9 @@ int main(int argc, char** argv) {
   // Debian's absl leaves mutex deadlock detection on (a global lock-order
   // graph updated on every lock); the tests keep it, the server does not.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  absl::SetProgramUsageMessage(
+      "the standalone tf_reverb replay server (Reverb's gRPC protocol).\n"
+      "  reverb_server [--config=TEXT|--config_file=PATH] [--port=N] [--checkpoint_dir=DIR ...]");
   absl::ParseCommandLine(argc, argv);
   std::string text = absl::GetFlag(FLAGS_config);
   const std::string path = absl::GetFlag(FLAGS_config_file);

@@ -120,6 +120,15 @@ def test_bad_config_exits_with_a_clear_error(config, message):
   assert 'event=error' in result.stderr and message in result.stderr
 
 
+def test_help_describes_the_binary_and_its_flags():
+  result = subprocess.run([SERVER_BINARY, '--help'], capture_output=True,
+                          text=True, timeout=30)
+  out = result.stdout + result.stderr
+  assert 'standalone tf_reverb replay server' in out
+  assert '--checkpoint_dir' in out and '--drain_seconds' in out
+  assert 'never called' not in out  # absl's warning without a usage message
+
+
 def test_console_script_runs_the_binary(tmp_path):
   import shutil  # pylint: disable=g-import-not-at-top
   import sys  # pylint: disable=g-import-not-at-top
