@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/checkpointing/record_io.h"
+#include "server/chunk_validation.h"
 
 namespace tf_reverb {
 namespace {
@@ -312,6 +313,12 @@ absl::Status Checkpointer::Load(const std::string& path,
   absl::flat_hash_map<uint64_t, std::shared_ptr<const ChunkData>> chunks;
   int64_t chunk_bytes = 0;
   status = ReadAll<ChunkData>(chunks_path, [&](ChunkData chunk) {
+    // What a client could not insert is not restored either: a chunk no
+    // sample could decode fails the load here, not every later sample.
+    if (absl::Status valid = ValidateChunk(chunk); !valid.ok()) {
+      return absl::DataLossError(
+          absl::StrCat("Checkpoint file ", chunks_path, ": ", valid.message()));
+    }
     for (const auto& tensor : chunk.data().tensors()) chunk_bytes += tensor.tensor_content().size();
     const uint64_t key = chunk.chunk_key();
     chunks.emplace(key, std::make_shared<const ChunkData>(std::move(chunk)));

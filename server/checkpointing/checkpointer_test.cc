@@ -7,6 +7,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "absl/strings/str_cat.h"
+#include "server/checkpointing/record_io.h"
 #include "server/testing/table_testing.h"
 
 namespace tf_reverb {
@@ -178,6 +180,39 @@ TEST(CheckpointerTest, CorruptCheckpointNamesTheFileAndCanFallBack) {
   ASSERT_TRUE(lenient.ok()) << lenient.status();
   EXPECT_EQ(*lenient, older);
   EXPECT_EQ(target->size(), 1);
+}
+
+TEST(CheckpointerTest, ChunkNoSampleCouldDecodeFailsTheLoad) {
+  const std::string root = FreshRoot("undecodable_chunk");
+  auto table = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1));
+  ASSERT_TRUE(Insert(*table, 1).ok());
+  Checkpointer checkpointer(root, {});
+  const std::string path = checkpointer.Save({table}).value();
+  // Rewrite the chunks file with well-framed records whose first tensor
+  // claims more rows than its payload holds (a file written by another tool,
+  // or bit rot the framing cannot see).
+  const std::string chunks = (fs::path(path) / "chunks.tfrecord").string();
+  std::vector<deepmind::reverb::ChunkData> records;
+  {
+    auto reader = RecordReader::Open(chunks).value();
+    deepmind::reverb::ChunkData chunk;
+    while (reader->ReadMessage(&chunk).ok()) records.push_back(chunk);
+  }
+  ASSERT_FALSE(records.empty());
+  auto* shape = records[0].mutable_data()->mutable_tensors(0)->mutable_tensor_shape();
+  shape->mutable_dim(0)->set_size(shape->dim(0).size() + 1000);
+  {
+    auto writer = RecordWriter::Create(chunks).value();
+    for (const auto& chunk : records) ASSERT_TRUE(writer->WriteMessage(chunk).ok());
+    ASSERT_TRUE(writer->Close().ok());
+  }
+  auto target = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1));
+  absl::Status status = checkpointer.Load(path, {target});
+  ASSERT_TRUE(absl::IsDataLoss(status)) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr(chunks));
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr(absl::StrCat("Chunk ", records[0].chunk_key())));
+  EXPECT_EQ(target->size(), 0);
 }
 
 TEST(CheckpointerTest, UnknownTableAndEmptyRootAreClearErrors) {
