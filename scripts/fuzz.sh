@@ -12,7 +12,8 @@
 # normal gcc build's cache is untouched. Each run works in a fresh directory
 # under FUZZ_WORK_DIR (default ${TMPDIR:-/tmp}/tf_reverb_fuzz): corpus/ (the
 # seeds plus what the run found; the committed corpus is never modified),
-# log, and any crash, leak, OOM or timeout artifact. Prints, per target, the
+# log, and any crash, leak, OOM or timeout artifact (and libFuzzer's
+# slow-unit note, printed but not a failure). Prints, per target, the
 # inputs executed, coverage (cov = edges, ft = features, libFuzzer's final
 # stats) and the verdict; exits 1 if any target crashed (the artifacts'
 # paths are printed), 2 on usage errors.
@@ -38,7 +39,7 @@ while (($#)); do
       [[ "$runs" =~ ^[0-9]+$ ]] || { echo "usage: $0 [SECONDS | --runs N] [TARGET...]" >&2; exit 2; }
       shift ;;
     -h|--help)
-      sed -n '2,18p' "$0"; exit 0 ;;
+      sed -n '2,19p' "$0"; exit 0 ;;
     *)
       if [[ "$1" =~ ^[0-9]+$ ]]; then
         seconds=$1
@@ -112,12 +113,19 @@ for target in "${targets[@]}"; do
   [ -n "$executions" ] || executions=$(sed -En 's/^#([0-9]+).*/\1/p' <<< "$status_line")
   cov=$(sed -En 's/.* cov: ([0-9]+).*/\1/p' <<< "$status_line")
   ft=$(sed -En 's/.* ft: ([0-9]+).*/\1/p' <<< "$status_line")
-  artifacts=$(find "$dir/artifacts" -type f | sort)
+  # slow-unit-* files are libFuzzer's note of its slowest input (over
+  # -report_slow_units), which a starved process on a busy machine produces
+  # too: reported, not a failure. A real hang is a timeout-* artifact.
+  artifacts=$(find "$dir/artifacts" -type f ! -name 'slow-unit-*' | sort)
+  slow=$(find "$dir/artifacts" -type f -name 'slow-unit-*' | sort)
   if ((status != 0)) || [ -n "$artifacts" ]; then
     result="CRASH (exit $status): ${artifacts:-no artifact}; log $dir/log"
     crashed+=("$target")
   else
     result="ok"
+  fi
+  if [ -n "$slow" ]; then
+    result+=" (slowest input $(sed -n 's/^stat::slowest_unit_time_sec: *//p' "$dir/log" | tail -1) s: $slow)"
   fi
   printf '%-34s %10s %8s %8s %7s  %s\n' "$target" "${executions:-?}" "${cov:-?}" "${ft:-?}" \
     "$elapsed" "$result"
