@@ -342,7 +342,7 @@ TfReverbStructuredWriter* tf_reverb_structured_writer_new(TfReverbClient* client
                                                           const size_t* config_sizes,
                                                           int32_t num_configs, char* error,
                                                           size_t error_size) {
-  auto create = [channel = client->client->channel()](
+  auto create = [channel = client->client->StreamChannel()](
                     std::vector<deepmind::reverb::StructuredWriterConfig> parsed) {
     return tf_reverb::StructuredWriter::Create(channel, std::move(parsed));
   };

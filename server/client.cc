@@ -4,7 +4,9 @@
 #include <atomic>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/random/random.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -18,6 +20,7 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "sample_stream_parser.h"
 #include "server.h"
+#include "shard_target.h"
 
 namespace tf_reverb {
 namespace {
@@ -53,8 +56,10 @@ uint64_t NewKey() {
 class TableSamplerWorker : public SamplerWorker {
  public:
   TableSamplerWorker(std::shared_ptr<grpc::Channel> channel, std::string table,
-                     int local_port, int64_t max_samples_per_stream)
+                     int local_port, int64_t max_samples_per_stream,
+                     std::function<void()> before_first_stream)
       : channel_(std::move(channel)),
+        before_first_stream_(std::move(before_first_stream)),
         table_(std::move(table)),
         local_port_(local_port),
         max_samples_per_stream_(max_samples_per_stream) {}
@@ -109,6 +114,10 @@ class TableSamplerWorker : public SamplerWorker {
   absl::Status FetchGrpc(int64_t num_samples, absl::Duration timeout,
                          const std::function<void(Sample)>& deliver) {
     if (stream_ == nullptr) {
+      if (before_first_stream_) {
+        before_first_stream_();
+        before_first_stream_ = nullptr;
+      }
       grpc::ClientContext* context;
       {
         absl::MutexLock lock(&mu_);
@@ -184,6 +193,7 @@ class TableSamplerWorker : public SamplerWorker {
   }
 
   const std::shared_ptr<grpc::Channel> channel_;
+  std::function<void()> before_first_stream_;  // worker thread only
   const std::string table_;
   const int local_port_;
   const int64_t max_samples_per_stream_;
@@ -206,17 +216,263 @@ class TableSamplerWorker : public SamplerWorker {
 
 Client::Client(std::string server_address)
     : server_address_(std::move(server_address)) {
+  absl::StatusOr<ShardTarget> target = ParseShardTarget(server_address_);
+  if (target.ok()) {
+    target_ = *std::move(target);
+  } else {
+    target_status_ = target.status();
+    target_.target = server_address_;
+    target_.addresses = {server_address_};
+  }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 30000);
   // Servers may send us HTTP/2 DATA frames of up to 1 MiB instead of 16 KiB:
   // fewer frames (and slices) per sampled chunk; a loopback stream of large
   // items moves 20-35% more (benchmarks/loopback_ceiling.cc).
   args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 1 << 20);
-  args.SetLoadBalancingPolicyName("round_robin");
+  if (target_.sharded()) {
+    ConfigureShardedChannel(&args);
+  } else {
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 30000);
+    args.SetLoadBalancingPolicyName("round_robin");
+  }
   channel_ = grpc::CreateCustomChannel(server_address_, grpc::InsecureChannelCredentials(), args);
   stub_ = deepmind::reverb::ReverbService::NewStub(channel_);
+  // Connect to every shard now (no RPC): streams opened while only some
+  // shards are connected all go to those.
+  if (target_.sharded()) channel_->GetState(/*try_to_connect=*/true);
+}
+
+namespace {
+
+// Makes ServerInfo calls over `channel` until `num_shards` servers (told
+// apart by their tables_state_id) answered, or the time is up.
+void AwaitShardConnections(const std::shared_ptr<grpc::Channel>& channel, size_t num_shards) {
+  auto stub = deepmind::reverb::ReverbService::NewStub(channel);
+  absl::flat_hash_set<std::pair<uint64_t, uint64_t>> seen;
+  const absl::Time give_up = absl::Now() + Client::kShardWarmUpGiveUp;
+  absl::Time deadline = give_up;
+  while (seen.size() < num_shards) {
+    if (absl::Now() >= deadline) return;
+    grpc::ClientContext context;
+    context.set_wait_for_ready(true);
+    context.set_deadline(absl::ToChronoTime(deadline));
+    deepmind::reverb::ServerInfoResponse response;
+    if (!stub->ServerInfo(&context, deepmind::reverb::ServerInfoRequest(), &response).ok()) {
+      return;
+    }
+    if (seen.empty()) deadline = std::min(give_up, absl::Now() + Client::kShardWarmUp);
+    if (!seen.emplace(response.tables_state_id().high(), response.tables_state_id().low())
+             .second) {
+      absl::SleepFor(absl::Milliseconds(2));  // a shard still connecting
+    }
+  }
+}
+
+}  // namespace
+
+std::function<void()> Client::ShardWarmUp() const {
+  if (!sharded() || !target_status_.ok()) return [] {};
+  return [once = warm_up_once_, channel = channel_, target = target_] {
+    absl::call_once(*once, [&] {
+      absl::StatusOr<std::vector<std::string>> shards = ResolveShards(target);
+      if (shards.ok() && shards->size() > 1) AwaitShardConnections(channel, shards->size());
+    });
+  };
+}
+
+const std::shared_ptr<grpc::Channel>& Client::StreamChannel() {
+  ShardWarmUp()();
+  return channel_;
+}
+
+absl::StatusOr<std::vector<std::string>> Client::ShardAddresses() const {
+  if (!target_status_.ok()) return target_status_;
+  return ResolveShards(target_);
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<Client::Shard>>> Client::Shards() {
+  absl::StatusOr<std::vector<std::string>> addresses = ShardAddresses();
+  if (!addresses.ok()) return addresses.status();
+  std::vector<std::shared_ptr<Shard>> shards;
+  shards.reserve(addresses->size());
+  absl::MutexLock lock(&shards_mu_);
+  for (const std::string& address : *addresses) {
+    std::shared_ptr<Shard>& shard = shards_[address];
+    if (shard == nullptr) {
+      grpc::ChannelArguments args;
+      args.SetMaxReceiveMessageSize(-1);
+      args.SetMaxSendMessageSize(-1);
+      args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+      args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kShardReconnectMaxBackoffMs);
+      shard = std::make_shared<Shard>();
+      shard->address = address;
+      shard->channel = grpc::CreateCustomChannel(ShardChannelTarget(address),
+                                                 grpc::InsecureChannelCredentials(), args);
+      shard->stub = deepmind::reverb::ReverbService::NewStub(shard->channel);
+    }
+    shards.push_back(shard);
+  }
+  return shards;
+}
+
+std::vector<absl::Status> Client::FanOut(const std::vector<std::shared_ptr<Shard>>& shards,
+                                         absl::Time deadline, const StartCall& start) {
+  std::vector<grpc::ClientContext> contexts(shards.size());
+  std::vector<absl::Status> statuses(shards.size());
+  absl::BlockingCounter pending(static_cast<int>(shards.size()));
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (deadline != absl::InfiniteFuture()) contexts[i].set_deadline(absl::ToChronoTime(deadline));
+    start(i, *shards[i], &contexts[i], [&statuses, &pending, i](grpc::Status status) {
+      statuses[i] = FromGrpcStatus(status);
+      pending.DecrementCount();
+    });
+  }
+  pending.Wait();
+  return statuses;
+}
+
+namespace {
+
+// A shard that could not be reached (as opposed to one that refused the call).
+bool ShardDown(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
+}
+
+// "A: status; B: status" of the failed shards.
+std::string DescribeFailures(const std::vector<std::string>& addresses,
+                             const std::vector<absl::Status>& statuses) {
+  std::string text;
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    if (statuses[i].ok()) continue;
+    absl::StrAppend(&text, text.empty() ? "" : "; ", addresses[i], ": ",
+                    statuses[i].ToString());
+  }
+  return text;
+}
+
+// The first failure's code with every failure named, or OK.
+absl::Status FailedOnShards(absl::string_view what, const std::vector<std::string>& addresses,
+                            const std::vector<absl::Status>& statuses) {
+  int failed = 0;
+  absl::StatusCode code = absl::StatusCode::kOk;
+  for (const absl::Status& status : statuses) {
+    if (status.ok()) continue;
+    if (failed++ == 0) code = status.code();
+  }
+  if (failed == 0) return absl::OkStatus();
+  return absl::Status(code, absl::StrCat(what, " failed on ", failed, " of ", statuses.size(),
+                                         " shards (done on the others): ",
+                                         DescribeFailures(addresses, statuses)));
+}
+
+// The addresses of Client::Shard-s (a template: the struct is private).
+template <typename Shard>
+std::vector<std::string> AddressesOf(const std::vector<std::shared_ptr<Shard>>& shards) {
+  std::vector<std::string> addresses;
+  for (const auto& shard : shards) addresses.push_back(shard->address);
+  return addresses;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Client::ShardInfo>> Client::ShardServerInfo(absl::Duration timeout) {
+  if (!target_status_.ok()) return target_status_;
+  if (!sharded()) {
+    absl::StatusOr<deepmind::reverb::ServerInfoResponse> info = ServerInfo(timeout);
+    if (!info.ok()) return info.status();
+    std::vector<ShardInfo> infos(1);
+    infos[0].address = server_address_;
+    infos[0].response = *std::move(info);
+    return infos;
+  }
+  const absl::Time deadline = timeout == absl::InfiniteDuration()
+                                  ? absl::InfiniteFuture()
+                                  : absl::Now() + timeout;
+  absl::Duration backoff = absl::Milliseconds(10);
+  for (;;) {
+    absl::Status last;
+    absl::StatusOr<std::vector<std::shared_ptr<Shard>>> shards = Shards();
+    if (shards.ok()) {
+      std::vector<ShardInfo> infos(shards->size());
+      std::vector<absl::Status> statuses = FanOut(
+          *shards, deadline,
+          [&infos](size_t i, Shard& shard, grpc::ClientContext* context,
+                   std::function<void(grpc::Status)> done) {
+            static const deepmind::reverb::ServerInfoRequest* const kRequest =
+                new deepmind::reverb::ServerInfoRequest();
+            shard.stub->async()->ServerInfo(context, kRequest, &infos[i].response,
+                                            std::move(done));
+          });
+      bool any_ok = false;
+      for (size_t i = 0; i < infos.size(); ++i) {
+        infos[i].address = (*shards)[i]->address;
+        infos[i].status = statuses[i];
+        any_ok |= statuses[i].ok();
+      }
+      if (any_ok) return infos;
+      for (const absl::Status& status : statuses) {
+        if (!ShardDown(status)) return status;  // e.g. not a Reverb server
+      }
+      last = absl::UnavailableError(DescribeFailures(AddressesOf(*shards), statuses));
+    } else if (absl::IsUnavailable(shards.status())) {
+      last = shards.status();  // a dns: name that does not resolve (yet)
+    } else {
+      return shards.status();
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("No shard of ", server_address_, " answered ServerInfo in time: ",
+                       last.message()));
+    }
+    absl::SleepFor(std::min(backoff, deadline - now));
+    backoff = std::min(2 * backoff, absl::Seconds(1));
+  }
+}
+
+deepmind::reverb::ServerInfoResponse Client::MergeShardInfos(
+    const std::vector<ShardInfo>& infos) {
+  deepmind::reverb::ServerInfoResponse merged;
+  absl::flat_hash_map<std::string, deepmind::reverb::TableInfo*> tables;
+  uint64_t high = 0, low = 0;
+  for (const ShardInfo& info : infos) {
+    if (!info.status.ok()) continue;
+    // Order-dependent mix, so a change of any shard's tables changes the id.
+    high = (high ^ info.response.tables_state_id().high()) * 0x9e3779b97f4a7c15ULL + 1;
+    low = (low ^ info.response.tables_state_id().low()) * 0xc2b2ae3d27d4eb4fULL + 1;
+    for (const deepmind::reverb::TableInfo& table : info.response.table_info()) {
+      deepmind::reverb::TableInfo*& sum = tables[table.name()];
+      if (sum == nullptr) {
+        sum = merged.add_table_info();
+        *sum = table;
+        continue;
+      }
+      sum->set_max_size(sum->max_size() + table.max_size());
+      sum->set_current_size(sum->current_size() + table.current_size());
+      sum->set_num_episodes(sum->num_episodes() + table.num_episodes());
+      sum->set_num_deleted_episodes(sum->num_deleted_episodes() + table.num_deleted_episodes());
+      sum->set_num_unique_samples(sum->num_unique_samples() + table.num_unique_samples());
+      auto* limiter = sum->mutable_rate_limiter_info();
+      const auto& other = table.rate_limiter_info();
+      limiter->mutable_insert_stats()->set_completed(limiter->insert_stats().completed() +
+                                                     other.insert_stats().completed());
+      limiter->mutable_sample_stats()->set_completed(limiter->sample_stats().completed() +
+                                                     other.sample_stats().completed());
+      auto* time = sum->mutable_table_worker_time();
+      const auto& t = table.table_worker_time();
+      time->set_running_ms(time->running_ms() + t.running_ms());
+      time->set_sampling_ms(time->sampling_ms() + t.sampling_ms());
+      time->set_inserting_ms(time->inserting_ms() + t.inserting_ms());
+      time->set_sleeping_ms(time->sleeping_ms() + t.sleeping_ms());
+      time->set_waiting_for_sampling_ms(time->waiting_for_sampling_ms() +
+                                        t.waiting_for_sampling_ms());
+    }
+  }
+  merged.mutable_tables_state_id()->set_high(high);
+  merged.mutable_tables_state_id()->set_low(low);
+  return merged;
 }
 
 Client::~Client() {
@@ -230,6 +486,14 @@ Client::~Client() {
 
 absl::StatusOr<deepmind::reverb::ServerInfoResponse> Client::ServerInfo(
     absl::Duration timeout) {
+  if (!target_status_.ok()) return target_status_;
+  if (sharded()) {
+    absl::StatusOr<std::vector<ShardInfo>> infos = ShardServerInfo(timeout);
+    if (!infos.ok()) return infos.status();
+    deepmind::reverb::ServerInfoResponse merged = MergeShardInfos(*infos);
+    CacheSignatures(merged);
+    return merged;
+  }
   grpc::ClientContext context;
   context.set_wait_for_ready(true);
   if (timeout != absl::InfiniteDuration()) context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
@@ -277,37 +541,98 @@ absl::StatusOr<std::shared_ptr<const Client::TableSignatures>> Client::Signature
 absl::Status Client::MutatePriorities(
     const std::string& table, const std::vector<deepmind::reverb::KeyWithPriority>& updates,
     const std::vector<uint64_t>& deletes) {
-  grpc::ClientContext context;
-  context.set_wait_for_ready(true);
+  if (!target_status_.ok()) return target_status_;
   deepmind::reverb::MutatePrioritiesRequest request;
   request.set_table(table);
   for (const auto& update : updates) *request.add_updates() = update;
   for (uint64_t key : deletes) request.add_delete_keys(key);
+  if (sharded()) {
+    absl::StatusOr<std::vector<std::shared_ptr<Shard>>> shards = Shards();
+    if (!shards.ok()) return shards.status();
+    std::vector<deepmind::reverb::MutatePrioritiesResponse> responses(shards->size());
+    std::vector<absl::Status> statuses = FanOut(
+        *shards, absl::InfiniteFuture(),
+        [&](size_t i, Shard& shard, grpc::ClientContext* context,
+            std::function<void(grpc::Status)> done) {
+          shard.stub->async()->MutatePriorities(context, &request, &responses[i],
+                                                std::move(done));
+        });
+    bool any_reached = false;
+    for (size_t i = 0; i < statuses.size(); ++i) {
+      if (statuses[i].ok()) {
+        any_reached = true;
+      } else if (!ShardDown(statuses[i])) {
+        return absl::Status(statuses[i].code(),
+                            absl::StrCat("Shard ", (*shards)[i]->address, ": ",
+                                         statuses[i].message()));
+      }
+    }
+    if (!any_reached) {
+      return absl::UnavailableError(
+          absl::StrCat("MutatePriorities reached no shard of ", server_address_, ": ",
+                       DescribeFailures(AddressesOf(*shards), statuses)));
+    }
+    return absl::OkStatus();
+  }
+  grpc::ClientContext context;
+  context.set_wait_for_ready(true);
   deepmind::reverb::MutatePrioritiesResponse response;
   return FromGrpcStatus(stub_->MutatePriorities(&context, request, &response));
 }
 
 absl::Status Client::Reset(const std::string& table) {
-  grpc::ClientContext context;
-  context.set_wait_for_ready(true);
+  if (!target_status_.ok()) return target_status_;
   deepmind::reverb::ResetRequest request;
   request.set_table(table);
+  if (sharded()) {
+    absl::StatusOr<std::vector<std::shared_ptr<Shard>>> shards = Shards();
+    if (!shards.ok()) return shards.status();
+    std::vector<deepmind::reverb::ResetResponse> responses(shards->size());
+    std::vector<absl::Status> statuses = FanOut(
+        *shards, absl::InfiniteFuture(),
+        [&](size_t i, Shard& shard, grpc::ClientContext* context,
+            std::function<void(grpc::Status)> done) {
+          shard.stub->async()->Reset(context, &request, &responses[i], std::move(done));
+        });
+    return FailedOnShards("Reset", AddressesOf(*shards), statuses);
+  }
+  grpc::ClientContext context;
+  context.set_wait_for_ready(true);
   deepmind::reverb::ResetResponse response;
   return FromGrpcStatus(stub_->Reset(&context, request, &response));
 }
 
-absl::StatusOr<std::string> Client::Checkpoint() {
+absl::StatusOr<std::vector<std::string>> Client::Checkpoint() {
+  if (!target_status_.ok()) return target_status_;
+  if (sharded()) {
+    absl::StatusOr<std::vector<std::shared_ptr<Shard>>> shards = Shards();
+    if (!shards.ok()) return shards.status();
+    const deepmind::reverb::CheckpointRequest request;
+    std::vector<deepmind::reverb::CheckpointResponse> responses(shards->size());
+    std::vector<absl::Status> statuses = FanOut(
+        *shards, absl::InfiniteFuture(),
+        [&](size_t i, Shard& shard, grpc::ClientContext* context,
+            std::function<void(grpc::Status)> done) {
+          shard.stub->async()->Checkpoint(context, &request, &responses[i], std::move(done));
+        });
+    absl::Status failed = FailedOnShards("Checkpoint", AddressesOf(*shards), statuses);
+    if (!failed.ok()) return failed;
+    std::vector<std::string> paths;
+    for (const auto& response : responses) paths.push_back(response.checkpoint_path());
+    return paths;
+  }
   grpc::ClientContext context;
   deepmind::reverb::CheckpointResponse response;
   absl::Status status = FromGrpcStatus(
       stub_->Checkpoint(&context, deepmind::reverb::CheckpointRequest(), &response));
   if (!status.ok()) return status;
-  return response.checkpoint_path();
+  return std::vector<std::string>{response.checkpoint_path()};
 }
 
 absl::Status Client::InsertStep(
     const std::vector<Tensor>& step,
     const std::vector<std::pair<std::string, double>>& priorities) {
+  if (!target_status_.ok()) return target_status_;
   if (step.empty()) return absl::InvalidArgumentError("Cannot insert a step without data.");
   if (priorities.empty()) return absl::InvalidArgumentError("priorities must not be empty");
   absl::StatusOr<std::shared_ptr<const TableSignatures>> signatures = Signatures();
@@ -361,6 +686,7 @@ absl::Status Client::InsertStep(
   // the same request. The item keys are fixed above, so an item the server
   // already inserted is only re-prioritised, never duplicated. A reused idle
   // stream that turns out dead is replaced without counting an attempt.
+  StreamChannel();
   absl::Duration backoff = absl::Milliseconds(10);
   for (int attempt = 1;;) {
     bool reused = false;
@@ -431,11 +757,19 @@ int Client::LoopbackPort() const {
 
 std::unique_ptr<Sampler> Client::NewSampler(const std::string& table,
                                             SamplerOptions options) {
+  if (!target_status_.ok()) return Sampler::Failed(target_status_);
+  if (sharded() && options.num_workers == -1) {
+    // One worker (one stream) per shard, so every shard is sampled from the
+    // start rather than after max_samples_per_stream samples.
+    absl::StatusOr<std::vector<std::string>> shards = ShardAddresses();
+    if (shards.ok() && shards->size() > 1) options.num_workers = static_cast<int64_t>(shards->size());
+  }
   const int port = LoopbackPort();
   const int64_t per_stream = options.EffectiveMaxSamplesPerStream();
   absl::StatusOr<std::unique_ptr<Sampler>> sampler = Sampler::Create(
-      [this, table, port, per_stream]() -> std::unique_ptr<SamplerWorker> {
-        return std::make_unique<TableSamplerWorker>(channel_, table, port, per_stream);
+      [this, table, port, per_stream,
+       warm_up = ShardWarmUp()]() -> std::unique_ptr<SamplerWorker> {
+        return std::make_unique<TableSamplerWorker>(channel_, table, port, per_stream, warm_up);
       },
       options);
   if (!sampler.ok()) return Sampler::Failed(sampler.status());

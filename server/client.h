@@ -18,6 +18,25 @@
 //    refreshed by later ServerInfo calls whose tables_state_id differs; the
 //    server checks every item again, so a stale cache never lets a bad item
 //    in.
+//  * Sharded targets (shard_target.h: "ipv4:A:P,B:Q", "ipv6:...", "dns:///N:P"):
+//    the channel balances streams with round_robin over the healthy shards
+//    (a writer's or a sampler worker's stream lives on one shard; the next
+//    stream may land on another). Admin calls fan out to every shard at
+//    once over one channel per shard (created on first use; dns: names are
+//    resolved at each call): MutatePriorities and Reset act on every shard
+//    (keys unknown to a shard are ignored there); ServerInfo sums the
+//    shards' tables (MergeShardInfos); ShardServerInfo gives each shard's
+//    answer; Checkpoint returns one path per shard. A shard whose connection
+//    is down (UNAVAILABLE/DEADLINE_EXCEEDED) is skipped by ServerInfo (which
+//    waits up to its timeout only while no shard answers) and by
+//    MutatePriorities (its items cannot be updated; UNAVAILABLE only when
+//    no shard is reachable); Reset and Checkpoint fail naming the shards
+//    they could not reach (after acting on the others). Samplers left at
+//    num_workers -1 get one worker per shard. A target naming one server
+//    (any other form, or a one-address list) is the unsharded client:
+//    same channel, same calls, no extra channel.
+//  * A malformed sharded target (INVALID_ARGUMENT, shard_target.h) is
+//    returned by every call (samplers fail with it).
 //  * Chunk codecs: gRPC samplers announce zstd on SampleStream (request
 //    metadata "x-tf-reverb-codecs: zstd", unless TF_REVERB_ZSTD=0), so our
 //    servers send zstd chunks as stored; Insert always writes Snappy.
@@ -25,11 +44,13 @@
 #define TF_REVERB_SERVER_CLIENT_H_
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/call_once.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -40,6 +61,7 @@
 #include "reverb_service.grpc.pb.h"
 #include "sample.h"
 #include "sampler.h"
+#include "shard_target.h"
 #include "signature.h"
 #include "table.h"
 #include "tensor.h"
@@ -57,17 +79,54 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   const std::string& server_address() const { return server_address_; }
+  // Whether the target names several servers (shard_target.h).
+  bool sharded() const { return target_.sharded(); }
+  // INVALID_ARGUMENT for a malformed sharded target, else OK.
+  const absl::Status& target_status() const { return target_status_; }
+  // The shards' addresses now (dns: resolved); {server_address} when not
+  // sharded.
+  absl::StatusOr<std::vector<std::string>> ShardAddresses() const;
   // The channel every call of this client uses (writers and samplers too).
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  // channel() for opening streams (writers). On a sharded client the first
+  // call (by any thread; the others wait for it) first waits until streams
+  // reach every shard: round_robin sends new streams only to shards already
+  // connected, so without this the first streams of a fresh client would
+  // all land on the shard that connected first. It makes ServerInfo calls
+  // over the channel until each shard answered one (their tables_state_ids
+  // differ), for at most kShardWarmUp after the first answer (a shard that
+  // is down costs that once) and kShardWarmUpGiveUp when none answers.
+  // Samplers and InsertStep do the same before their first stream.
+  static constexpr absl::Duration kShardWarmUp = absl::Milliseconds(500);
+  static constexpr absl::Duration kShardWarmUpGiveUp = absl::Seconds(5);
+  const std::shared_ptr<grpc::Channel>& StreamChannel();
 
   // Waits for the server up to `timeout` (InfiniteDuration: wait for ready).
   // Also refreshes the signatures InsertStep checks against.
   absl::StatusOr<deepmind::reverb::ServerInfoResponse> ServerInfo(absl::Duration timeout);
+  // One shard's answer to ServerInfo.
+  struct ShardInfo {
+    std::string address;
+    absl::Status status;  // why the shard did not answer
+    deepmind::reverb::ServerInfoResponse response;  // when status is OK
+  };
+  // Every shard's ServerInfo (one entry per shard, in ShardAddresses order;
+  // unsharded: one entry, the call above). Fails only when no shard
+  // answered within `timeout`.
+  absl::StatusOr<std::vector<ShardInfo>> ShardServerInfo(absl::Duration timeout);
+  // Sums the answers of several shards: per table (by name, in order of
+  // first appearance), sizes, episode counts, unique samples, max_size, the
+  // rate limiters' completed inserts and samples and worker times; options
+  // and signature come from the first shard having the table. The
+  // tables_state_id combines the shards' ids.
+  static deepmind::reverb::ServerInfoResponse MergeShardInfos(const std::vector<ShardInfo>& infos);
+
   absl::Status MutatePriorities(const std::string& table,
                                 const std::vector<deepmind::reverb::KeyWithPriority>& updates,
                                 const std::vector<uint64_t>& deletes);
   absl::Status Reset(const std::string& table);
-  absl::StatusOr<std::string> Checkpoint();
+  // Checkpoints every shard; one path per shard (in ShardAddresses order).
+  absl::StatusOr<std::vector<std::string>> Checkpoint();
 
   // Writes one step (one tensor per column) as one chunk and creates one item
   // per (table, priority) over it; returns once every item is confirmed.
@@ -128,12 +187,37 @@ class Client {
   // cached one.
   void CacheSignatures(const deepmind::reverb::ServerInfoResponse& response);
 
+  // A shard's own channel, for fan-out calls.
+  struct Shard {
+    std::string address;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<deepmind::reverb::ReverbService::Stub> stub;
+  };
+  // The shards named now, with their channels (created on first use).
+  absl::StatusOr<std::vector<std::shared_ptr<Shard>>> Shards();
+  // Starts `start` on every shard at once (each call with its own context,
+  // fail-fast, deadline `deadline` unless infinite) and waits for all; the
+  // callback it is given must be called once with the call's status.
+  using StartCall = std::function<void(size_t index, Shard& shard, grpc::ClientContext* context,
+                                       std::function<void(grpc::Status)> done)>;
+  static std::vector<absl::Status> FanOut(const std::vector<std::shared_ptr<Shard>>& shards,
+                                          absl::Time deadline, const StartCall& start);
+
+  // The wait of StreamChannel(), once per client (shared with samplers,
+  // which may outlive the client).
+  std::function<void()> ShardWarmUp() const;
+
   const std::string server_address_;
+  ShardTarget target_;
+  std::shared_ptr<absl::once_flag> warm_up_once_ = std::make_shared<absl::once_flag>();
+  absl::Status target_status_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<deepmind::reverb::ReverbService::Stub> stub_;
   absl::Mutex insert_streams_mu_;
   std::vector<std::unique_ptr<InsertStream>> idle_insert_streams_
       ABSL_GUARDED_BY(insert_streams_mu_);
+  absl::Mutex shards_mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Shard>> shards_ ABSL_GUARDED_BY(shards_mu_);
   absl::Mutex signatures_mu_;
   std::shared_ptr<const TableSignatures> signatures_ ABSL_GUARDED_BY(signatures_mu_);
 };

@@ -6,7 +6,7 @@ the core's multi-threaded ``Sampler`` (reverb-spec.md §2.10). Imports
 TensorFlow.
 """
 
-from typing import Any, Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 import tensorflow as tf
 import tree
@@ -17,6 +17,7 @@ from tensorflow.python.data.ops import dataset_ops
 from tf_reverb import _options
 from tf_reverb import client as reverb_client
 from tf_reverb import replay_sample
+from tf_reverb import shard_target
 
 
 def to_tuples(nest: Any) -> Any:
@@ -37,7 +38,7 @@ class ReverbDatasetBase(dataset_ops.DatasetV1):
   """
 
   def __init__(self,
-               server_address: Union[str, tf.Tensor],
+               server_address: Union[str, Sequence[str], tf.Tensor],
                table: Union[str, tf.Tensor],
                dtypes: Any,
                shapes: Any,
@@ -55,6 +56,9 @@ class ReverbDatasetBase(dataset_ops.DatasetV1):
         is out of range.
     """
     tree.assert_same_structure(dtypes, shapes, check_types=False)
+    if isinstance(server_address, (str, bytes, list, tuple)):
+      # A sharded target or list of addresses (README "Sharding").
+      server_address = shard_target.to_target(server_address)
     _options.validate_sampler_options(max_in_flight_samples_per_worker,
                                       num_workers_per_iterator,
                                       max_samples_per_stream,
@@ -128,7 +132,7 @@ class ReverbDatasetBase(dataset_ops.DatasetV1):
 
   @classmethod
   def from_table_signature(cls,
-                           server_address: str,
+                           server_address: Union[str, Sequence[str]],
                            table: str,
                            max_in_flight_samples_per_worker: int,
                            num_workers_per_iterator: int = -1,
@@ -139,10 +143,15 @@ class ReverbDatasetBase(dataset_ops.DatasetV1):
     """A dataset whose dtypes and shapes are the table's signature.
 
     Args:
-      server_address: "host:port" of the server.
+      server_address: "host:port" of the server, or a sharded target
+        ("ipv4:A:P,B:Q", "dns:///name:port", a list of "host:port"; README
+        "Sharding"): worker streams then spread over the healthy shards,
+        the dataset keeps producing while any shard is up, and max_samples
+        counts over all shards.
       table: name of the table.
       max_in_flight_samples_per_worker: samples requested per request.
-      num_workers_per_iterator: sampler workers per iterator (-1: 1).
+      num_workers_per_iterator: sampler workers per iterator (-1: 1, or one
+        per shard on a sharded target).
       max_samples_per_stream: samples per gRPC stream (-1: 10 000).
       rate_limiter_timeout_ms: -1: wait forever; else end the dataset when
         no sample could be served in that time (0: immediately).
@@ -154,6 +163,7 @@ class ReverbDatasetBase(dataset_ops.DatasetV1):
       ValueError: if the server has no such table, or it has no signature.
     """
     client = reverb_client.Client(server_address)
+    server_address = client.server_address
     info = client.server_info(get_signature_timeout_secs)
     if table not in info:
       raise ValueError(

@@ -10,6 +10,7 @@ from tf_reverb import errors
 from tf_reverb import pybind
 from tf_reverb import replay_sample
 from tf_reverb import reverb_types
+from tf_reverb import shard_target
 from tf_reverb import tensor_spec
 from tf_reverb.proto import reverb_service_pb2
 
@@ -19,22 +20,53 @@ _SAMPLE_PREFETCH = 16
 
 
 class Client:
-  """A client of the Reverb server at `server_address`.
+  """A client of the Reverb server (or sharded servers) at `server_address`.
 
   Construction does no RPC. Samplers read tables of a server in the same
   process directly, without gRPC.
+
+  Sharding (README "Sharding"): `server_address` may name several servers —
+  ``"ipv4:A:P,B:Q"``, ``"ipv6:..."``, ``"dns:///name:port"`` or a list of
+  ``"host:port"`` (``tf_reverb.shard_target.to_target``). Streams (writers,
+  sampler workers, ``insert``) are spread by gRPC's round_robin over the
+  shards passing grpc.health.v1 checks: a writer's stream lives on one
+  shard, and after that shard fails the writer reconnects, possibly to
+  another, resending its unconfirmed items with their keys. Samplers with
+  the default number of workers get one worker per shard. ``mutate_priorities``,
+  ``reset``, ``checkpoint`` and ``server_info`` act on every shard;
+  ``shard_server_info`` gives each shard's tables. A one-address target is
+  today's unsharded client, with no extra channel.
   """
 
-  def __init__(self, server_address: str):
-    """Creates a client of `server_address` ("host:port")."""
-    self._server_address = server_address
-    self._client = pybind.Client(server_address)
+  def __init__(self, server_address: shard_target.Address):
+    """Creates a client of `server_address` ("host:port" or a sharded target).
+
+    Raises:
+      ValueError: for a malformed sharded target or address list.
+    """
+    self._server_address = shard_target.to_target(server_address)
+    self._client = pybind.Client(self._server_address)
     self._signature_cache: Optional[Dict[str, Any]] = None
 
   @property
   def server_address(self) -> str:
-    """The address this client connects to."""
+    """The gRPC target this client connects to (a list becomes one target)."""
     return self._server_address
+
+  @property
+  def sharded(self) -> bool:
+    """Whether the target names several servers."""
+    return self._client.sharded
+
+  def shard_addresses(self) -> List[str]:
+    """The addresses of the shards now ([server_address] when unsharded).
+
+    A ``dns:`` target is resolved at each call.
+
+    Raises:
+      RuntimeError: when a ``dns:`` name does not resolve.
+    """
+    return self._client.shard_addresses()
 
   def __reduce__(self):
     return Client, (self._server_address,)
@@ -165,11 +197,18 @@ class Client:
       self, timeout: Optional[int] = None) -> Dict[str, reverb_types.TableInfo]:
     """Returns table name -> ``TableInfo`` for every table of the server.
 
+    On a sharded client the shards that answer are summed per table
+    (current_size, max_size, episodes, unique samples, the rate limiter's
+    completed inserts and samples); options and signature are the first
+    shard's. A shard that cannot be reached is left out (see
+    ``shard_server_info``); the call waits only while no shard answers.
+
     Args:
       timeout: seconds to wait for the server; None or 0 waits forever.
 
     Raises:
-      DeadlineExceededError: when the server did not answer in time.
+      DeadlineExceededError: when the server (no shard) did not answer in
+        time.
     """
     timeout_ms = -1 if not timeout else int(timeout * 1000)
     try:
@@ -189,13 +228,54 @@ class Client:
       self._signature_cache = {name: i.signature for name, i in infos.items()}
     return infos
 
+  def shard_server_info(
+      self,
+      timeout: Optional[int] = None
+  ) -> Dict[str, Union[Dict[str, reverb_types.TableInfo], Exception]]:
+    """Returns shard address -> its tables' ``TableInfo``s, per shard.
+
+    A shard that did not answer maps to the error (a ``RuntimeError``
+    naming its status) instead. Unsharded: {server_address: server_info()}.
+
+    Args:
+      timeout: seconds to wait while no shard answers; None or 0: forever.
+
+    Raises:
+      DeadlineExceededError: when no shard answered in time.
+    """
+    timeout_ms = -1 if not timeout else int(timeout * 1000)
+    try:
+      shards = self._client.shard_server_info(timeout_ms)
+    except RuntimeError as e:
+      if timeout and errors.is_deadline_exceeded(e):
+        raise errors.DeadlineExceededError(
+            f'ServerInfo call did not complete within provided timeout of '
+            f'{timeout}s') from e
+      raise
+    result: Dict[str, Union[Dict[str, reverb_types.TableInfo], Exception]] = {}
+    for address, serialized, error in shards:
+      if serialized is None:
+        result[address] = RuntimeError(f'Shard {address}: {error}')
+        continue
+      response = reverb_service_pb2.ServerInfoResponse.FromString(serialized)
+      result[address] = {
+          info.name: reverb_types.TableInfo.from_proto(info)
+          for info in response.table_info
+      }
+    return result
+
   def mutate_priorities(self,
                         table: str,
                         updates: Optional[Dict[int, float]] = None,
                         deletes: Optional[Sequence[int]] = None) -> None:
     """Deletes items, then updates priorities; absent keys are ignored.
 
+    On a sharded client every shard gets the whole request (each applies the
+    keys it has); shards that cannot be reached are skipped (their items
+    cannot be updated).
+
     Raises:
+      RuntimeError: on a sharded client, when no shard could be reached.
       ValueError: when a priority is invalid for the table (nothing of the
         request is applied then).
     """
@@ -204,12 +284,28 @@ class Client:
         [int(k) for k in (deletes or [])])
 
   def reset(self, table: str) -> None:
-    """Removes every item of `table` and zeroes its rate limiter's counters."""
+    """Removes every item of `table` and zeroes its rate limiter's counters.
+
+    On a sharded client every shard is reset.
+
+    Raises:
+      RuntimeError: naming the shards that could not be reset (the others
+        were).
+    """
     self._client.reset(table)
 
-  def checkpoint(self) -> str:
-    """Checkpoints the server; returns the checkpoint's path."""
-    return self._client.checkpoint()
+  def checkpoint(self) -> Union[str, List[str]]:
+    """Checkpoints the server; returns the checkpoint's path.
+
+    On a sharded client every shard checkpoints (into its own directory) and
+    the result is the list of their paths, in ``shard_addresses()`` order.
+
+    Raises:
+      RuntimeError: naming the shards that could not checkpoint (the others
+        did).
+    """
+    paths = self._client.checkpoint()
+    return paths if self._client.sharded else paths[0]
 
   # Writers (tf_reverb/trajectory_writer.py, writer.py, structured_writer.py).
 

@@ -28,7 +28,8 @@ class InsertLayer(tf.keras.layers.Layer):
     """Creates the layer.
 
     Args:
-      server_address: address of the Reverb server.
+      server_address: address of the Reverb server (or a sharded target,
+        as ``TFClient`` takes it).
       table: table the inputs are inserted into.
       priority: priority of every inserted item.
       name: layer name.

@@ -7,7 +7,7 @@ works; the GIL is released while waiting. Importing this module does not
 import TensorFlow.
 """
 
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Sequence, Union
 
 import tree
 
@@ -38,7 +38,7 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
   """
 
   def __init__(self,
-               server_address: str,
+               server_address: Union[str, Sequence[str]],
                table: str,
                batch_size: int,
                max_in_flight_samples_per_worker: int = 100,
@@ -53,11 +53,14 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
 
     Args:
       server_address: "host:port" of the server (a server of this process is
-        read directly, without gRPC).
+        read directly, without gRPC), or a sharded target / list of
+        addresses (README "Sharding": workers spread over the healthy
+        shards, max_samples counts over all of them).
       table: name of the table.
       batch_size: samples per batch.
       max_in_flight_samples_per_worker: samples requested per request.
-      num_workers_per_iterator: sampler workers (-1: 1; use 1 for FIFO).
+      num_workers_per_iterator: sampler workers (-1: 1, or one per shard on
+        a sharded target; use 1 for FIFO).
       max_samples_per_stream: samples per gRPC stream before it is reopened
         (-1: 10 000).
       rate_limiter_timeout_ms: -1: wait forever; else end the iteration when

@@ -97,6 +97,14 @@ PYBIND11_MODULE(pybind, m) {
       .def("stop", &Server::Stop, py::call_guard<py::gil_scoped_release>())
       .def("debug_string", &Server::DebugString);
 
+  // Raises ValueError for a malformed sharded target (server/shard_target.h);
+  // returns whether the target names several servers.
+  m.def("check_target", [](const std::string& target) {
+    absl::StatusOr<ShardTarget> parsed = ParseShardTarget(target);
+    MaybeRaise(parsed.status());
+    return parsed->sharded();
+  });
+
   py::class_<Client>(m, "Client")
       .def(py::init<std::string>(), py::arg("server_address"))
       .def("server_info",
@@ -133,12 +141,42 @@ PYBIND11_MODULE(pybind, m) {
            })
       .def("checkpoint",
            [](Client& client) {
-             absl::StatusOr<std::string> path;
+             absl::StatusOr<std::vector<std::string>> paths;
              {
                py::gil_scoped_release release;
-               path = client.Checkpoint();
+               paths = client.Checkpoint();
              }
-             return ValueOrRaise(std::move(path));
+             return ValueOrRaise(std::move(paths));
+           })
+      .def_property_readonly("sharded", &Client::sharded)
+      .def("shard_addresses",
+           [](Client& client) {
+             absl::StatusOr<std::vector<std::string>> addresses;
+             {
+               py::gil_scoped_release release;
+               addresses = client.ShardAddresses();
+             }
+             return ValueOrRaise(std::move(addresses));
+           })
+      .def("shard_server_info",
+           [](Client& client, int64_t timeout_ms) {
+             absl::StatusOr<std::vector<Client::ShardInfo>> infos;
+             {
+               py::gil_scoped_release release;
+               infos = client.ShardServerInfo(TimeoutFromMs(timeout_ms));
+             }
+             // [(address, serialized ServerInfoResponse or None, error text)]
+             py::list result;
+             for (const Client::ShardInfo& info : ValueOrRaise(std::move(infos))) {
+               if (info.status.ok()) {
+                 result.append(py::make_tuple(info.address,
+                                              py::bytes(info.response.SerializeAsString()),
+                                              py::none()));
+               } else {
+                 result.append(py::make_tuple(info.address, py::none(), info.status.ToString()));
+               }
+             }
+             return result;
            })
       .def("insert",
            [](Client& client, const py::list& columns,

@@ -33,7 +33,7 @@ std::unique_ptr<StructuredWriter> MakeStructuredWriter(Client& client,
   absl::StatusOr<std::unique_ptr<StructuredWriter>> writer;
   {
     py::gil_scoped_release release;
-    writer = StructuredWriter::Create(client.channel(), std::move(parsed));
+    writer = StructuredWriter::Create(client.StreamChannel(), std::move(parsed));
   }
   return ValueOrRaise(std::move(writer));
 }

@@ -190,7 +190,12 @@ std::unique_ptr<TrajectoryWriter> MakeWriter(Client& client, int num_keep_alive_
   options.signatures = ParseSignatures(signatures);
   options.accept_step_shape_signatures = accept_step_shape_signatures;
   options.max_queued_items = max_queued_items;
-  return ValueOrRaise(TrajectoryWriter::Create(client.channel(), std::move(options)));
+  std::shared_ptr<grpc::Channel> channel;
+  {
+    py::gil_scoped_release release;  // a sharded client's first stream waits
+    channel = client.StreamChannel();
+  }
+  return ValueOrRaise(TrajectoryWriter::Create(std::move(channel), std::move(options)));
 }
 
 py::list Append(TrajectoryWriter& writer, const py::sequence& data, bool partial) {

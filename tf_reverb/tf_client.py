@@ -3,12 +3,13 @@
 Usable inside ``tf.function`` with no Python per call.
 """
 
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 import tensorflow as tf
 import tree
 
 from tf_reverb import replay_sample
+from tf_reverb import shard_target
 from tf_reverb.ops import reverb_ops
 
 
@@ -16,10 +17,22 @@ class TFClient:
   """A client of a Reverb server for TensorFlow graphs."""
 
   def __init__(self,
-               server_address: str,
+               server_address: Union[str, Sequence[str]],
                shared_name: Optional[str] = None,
                name: str = 'reverb'):
-    """Creates the client resource (one gRPC channel) for `server_address`."""
+    """Creates the client resource (one gRPC channel) for `server_address`.
+
+    Args:
+      server_address: "host:port", or a sharded target or list of addresses
+        (README "Sharding"): samples come from the healthy shards, inserts
+        go to one shard each, update_priorities reaches every shard.
+      shared_name: resource name shared between graphs (default: unique).
+      name: op name.
+
+    Raises:
+      ValueError: for a malformed sharded target or address list.
+    """
+    server_address = shard_target.to_target(server_address)
     self._server_address = server_address
     self._handle = reverb_ops.reverb_client(
         server_address=server_address, shared_name=shared_name or '', name=name)
@@ -106,7 +119,11 @@ class TFClient:
                         keys: tf.Tensor,
                         priorities: tf.Tensor,
                         name: Optional[str] = None) -> tf.Operation:
-    """Sets the priorities of items `keys` of `table`; absent keys are ignored."""
+    """Sets the priorities of items `keys` of `table`; absent keys are ignored.
+
+    On a sharded client every reachable shard gets the whole update and
+    applies the keys it has.
+    """
     with tf.name_scope(name or 'update_priorities'):
       return reverb_ops.reverb_client_update_priorities(
           self._handle, table, tf.cast(keys, tf.uint64),

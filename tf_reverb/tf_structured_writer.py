@@ -9,11 +9,12 @@ configs; steps have every leaf present (no partial steps).
 """
 
 import uuid
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Union
 
 import tensorflow as tf
 import tree
 
+from tf_reverb import shard_target
 from tf_reverb import structured_writer
 from tf_reverb.ops import reverb_ops
 
@@ -21,13 +22,16 @@ from tf_reverb.ops import reverb_ops
 class TFStructuredWriter:
   """A StructuredWriter usable eagerly and inside ``tf.function``."""
 
-  def __init__(self, server_address: str,
+  def __init__(self, server_address: Union[str, Sequence[str]],
                configs: Sequence[structured_writer.Config],
                name: str = 'structured_writer'):
     """Creates the writer resource (its own insert stream) for the server.
 
     Args:
-      server_address: 'host:port' of the Reverb server.
+      server_address: 'host:port' of the Reverb server, or a sharded target
+        or list of addresses (README "Sharding": the writer's stream lives
+        on one shard and moves, with its unconfirmed items, when that shard
+        fails).
       configs: ``reverb.structured`` configs; a ``buffer_length`` condition
         is added to each that lacks one.
       name: op name.
@@ -38,6 +42,7 @@ class TFStructuredWriter:
     """
     if not configs:
       raise ValueError('At least one config must be provided.')
+    server_address = shard_target.to_target(server_address)
     self._server_address = server_address
     try:
       self._handle = reverb_ops.reverb_structured_writer(

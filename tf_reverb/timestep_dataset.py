@@ -16,8 +16,8 @@ class TimestepDataset(_reverb_dataset.ReverbDatasetBase):
   are squeezed) raise InvalidArgumentError ("Sampled trajectory cannot be
   decomposed into timesteps."). Rows are handed out as slices of tensors the
   item was decompressed into, without copies. Options, and the
-  ``tf.compat.v1.data.Dataset`` iterators of TF1-style graphs, as for
-  ``TrajectoryDataset``.
+  ``tf.compat.v1.data.Dataset`` iterators of TF1-style graphs, and sharded
+  targets (README "Sharding"), as for ``TrajectoryDataset``.
   """
 
   _op_name = 'reverb_timestep_dataset'

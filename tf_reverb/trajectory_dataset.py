@@ -32,6 +32,13 @@ class TrajectoryDataset(_reverb_dataset.ReverbDatasetBase):
   ``make_initializable_iterator()`` (each initialization starts a new
   sampler). Not checkpointable (the data lives on a server).
 
+  `server_address` may be a sharded target ("ipv4:A:P,B:Q",
+  "dns:///name:port" or a list of "host:port"; README "Sharding"): each
+  worker's stream samples one shard (gRPC round_robin over the healthy
+  ones; workers default to one per shard), a stream that fails reopens on
+  a live shard, so the dataset keeps producing while any shard is up, and
+  ``max_samples`` counts samples from all shards.
+
   ``batch(n, drop_remainder)`` called directly on a TrajectoryDataset is
   fused into the source: items are decoded straight into the batch tensors,
   without per-item tf.data overhead or the copy ``Dataset.batch`` makes. The
