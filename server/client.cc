@@ -239,6 +239,12 @@ Client::Client(std::string server_address)
   }
   channel_ = grpc::CreateCustomChannel(server_address_, grpc::InsecureChannelCredentials(), args);
   stub_ = deepmind::reverb::ReverbService::NewStub(channel_);
+  if (target_.kind == ShardTarget::Kind::kList) {
+    insert_streams_to_spread_ =
+        std::min(kMaxIdleInsertStreams, static_cast<int>(target_.addresses.size()));
+  } else if (target_.kind == ShardTarget::Kind::kDns) {
+    insert_streams_to_spread_ = kMaxIdleInsertStreams;  // the count may change
+  }
   // Connect to every shard now (no RPC): streams opened while only some
   // shards are connected all go to those.
   if (target_.sharded()) channel_->GetState(/*try_to_connect=*/true);
@@ -711,9 +717,18 @@ absl::Status Client::InsertOnce(const deepmind::reverb::InsertStreamRequest& req
   std::unique_ptr<InsertStream> insert;
   {
     absl::MutexLock lock(&insert_streams_mu_);
-    if (!idle_insert_streams_.empty()) {
-      insert = std::move(idle_insert_streams_.back());
-      idle_insert_streams_.pop_back();
+    // Sharded: open streams until there is one per shard (round_robin puts
+    // each on the next shard), then take the oldest, so consecutive calls
+    // rotate over the shards. Unsharded: the most recently used.
+    const int idle = static_cast<int>(idle_insert_streams_.size());
+    if (idle > 0 && idle >= insert_streams_to_spread_) {
+      if (insert_streams_to_spread_ > 0) {
+        insert = std::move(idle_insert_streams_.front());
+        idle_insert_streams_.erase(idle_insert_streams_.begin());
+      } else {
+        insert = std::move(idle_insert_streams_.back());
+        idle_insert_streams_.pop_back();
+      }
     }
   }
   *reused = insert != nullptr;

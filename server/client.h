@@ -140,6 +140,8 @@ class Client {
   // retry never duplicates an item; so is any failure of a reused idle
   // stream that may have died since its last use (UNAVAILABLE, CANCELLED),
   // on a fresh stream. Thread-safe; concurrent calls use separate streams.
+  // Sharded: calls rotate over one idle stream per shard (up to
+  // kMaxIdleInsertStreams), so even one thread's items spread over shards.
   absl::Status InsertStep(const std::vector<Tensor>& step,
                           const std::vector<std::pair<std::string, double>>& priorities);
 
@@ -216,6 +218,10 @@ class Client {
   absl::Mutex insert_streams_mu_;
   std::vector<std::unique_ptr<InsertStream>> idle_insert_streams_
       ABSL_GUARDED_BY(insert_streams_mu_);
+  // Sharded: idle streams InsertStep keeps opening new ones below (one per
+  // shard, at most kMaxIdleInsertStreams; dns: targets use the maximum),
+  // then rotates over; 0: unsharded, reuse the newest.
+  int insert_streams_to_spread_ = 0;
   absl::Mutex shards_mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Shard>> shards_ ABSL_GUARDED_BY(shards_mu_);
   absl::Mutex signatures_mu_;

@@ -144,6 +144,21 @@ def test_forty_writers_spread_over_both_shards(start_shards):
     writer.close()
 
 
+def test_client_insert_rotates_over_shards(start_shards):
+  shards = start_shards(3)
+  client = reverb.Client([s.address for s in shards])
+  for i in range(30):
+    client.insert(np.int64(i), {'queue': 1.0})
+  assert [_size(s, 'queue') for s in shards] == [10, 10, 10]
+  # A dead shard: its idle stream fails and is replaced on a live one.
+  shards[0].kill()
+  for i in range(30, 50):
+    client.insert(np.int64(i), {'queue': 1.0})
+  ids = _drain_queue(shards[1]) + _drain_queue(shards[2])
+  assert len(ids) == len(set(ids)) == 40
+  assert set(range(30, 50)) <= set(ids)
+
+
 def test_dataset_samples_every_shard_and_survives_a_kill(start_shards):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top,unused-import
   shards = start_shards(2)

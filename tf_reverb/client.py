@@ -78,7 +78,9 @@ class Client:
     """Inserts `data` as one item into every table of `priorities`.
 
     The data is sent once, however many tables it goes to. Sampled back as a
-    trajectory, each column has a leading dimension of 1.
+    trajectory, each column has a leading dimension of 1. On a sharded
+    client consecutive calls rotate over the shards (one open stream each);
+    a call whose shard fails is resent, with the same keys, to another.
 
     Args:
       data: a nest of arrays, scalars or eager tensors (dm-tree order).
@@ -332,6 +334,10 @@ class Client:
                         get_signature_timeout_ms: Optional[int] = None) -> Any:
     """A new ``TrajectoryWriter`` (auto-tuned chunking).
 
+    On a sharded client its stream lives on one shard (gRPC round_robin
+    picks it); when that shard fails it reconnects to another and resends
+    its unconfirmed items there, keys unchanged.
+
     Args:
       num_keep_alive_refs: how many recent steps of each column items may
         reference.
@@ -378,6 +384,8 @@ class Client:
   def structured_writer(self, configs: Sequence[Any]) -> Any:
     """A new ``StructuredWriter`` driven by `configs` (``reverb.structured``).
 
+    Sharded clients: as ``trajectory_writer`` (one shard per stream).
+
     Args:
       configs: ``structured.Config`` protos; a ``buffer_length`` condition is
         added to each that lacks one.
@@ -399,6 +407,8 @@ class Client:
              chunk_length: Optional[int] = None,
              max_in_flight_items: Optional[int] = 25) -> Any:
     """A new legacy ``Writer`` (step-oriented; reverb-spec.md §2.7).
+
+    Sharded clients: as ``trajectory_writer`` (one shard per stream).
 
     Args:
       max_sequence_length: longest item (in timesteps) it can create.
