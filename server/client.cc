@@ -50,6 +50,55 @@ uint64_t NewKey() {
   return absl::Uniform<uint64_t>(gen);
 }
 
+}  // namespace
+
+// The wait before a sharded client's first streams (Client::StreamChannel),
+// shared by the client and its samplers.
+struct ShardWarmUpState {
+  std::shared_ptr<grpc::Channel> channel;
+  ShardTarget target;
+  std::atomic<bool> done{false};
+  absl::once_flag once;  // StreamChannel's
+};
+
+namespace {
+
+// Makes ServerInfo calls over the state's channel until each shard (told
+// apart by its tables_state_id) answered one, or the time is up (see
+// Client::StreamChannel), then marks the state done. Each call's context
+// comes from `begin_call` (nullptr: stop, e.g. cancelled; the state stays
+// not done) and `end_call` follows the call, so a caller can cancel it.
+void AwaitShardConnections(ShardWarmUpState& state,
+                           const std::function<grpc::ClientContext*()>& begin_call,
+                           const std::function<void()>& end_call) {
+  if (state.done.load()) return;
+  absl::StatusOr<std::vector<std::string>> shards = ResolveShards(state.target);
+  const size_t num_shards = shards.ok() ? shards->size() : 0;
+  auto stub = deepmind::reverb::ReverbService::NewStub(state.channel);
+  absl::flat_hash_set<std::pair<uint64_t, uint64_t>> seen;
+  const absl::Time give_up = absl::Now() + Client::kShardWarmUpGiveUp;
+  absl::Time deadline = give_up;
+  while (seen.size() < num_shards && num_shards > 1 && !state.done.load() &&
+         absl::Now() < deadline) {
+    grpc::ClientContext* context = begin_call();
+    if (context == nullptr) return;
+    context->set_wait_for_ready(true);
+    context->set_deadline(absl::ToChronoTime(deadline));
+    deepmind::reverb::ServerInfoResponse response;
+    const grpc::Status status =
+        stub->ServerInfo(context, deepmind::reverb::ServerInfoRequest(), &response);
+    end_call();
+    if (status.error_code() == grpc::StatusCode::CANCELLED) return;
+    if (!status.ok()) break;
+    if (seen.empty()) deadline = std::min(give_up, absl::Now() + Client::kShardWarmUp);
+    if (!seen.emplace(response.tables_state_id().high(), response.tables_state_id().low())
+             .second) {
+      absl::SleepFor(absl::Milliseconds(2));  // a shard still connecting
+    }
+  }
+  state.done.store(true);
+}
+
 // One sampler worker: reads the table of an in-process server directly when
 // there is one, else over one SampleStream (reopened after
 // max_samples_per_stream samples or a failure).
@@ -57,9 +106,9 @@ class TableSamplerWorker : public SamplerWorker {
  public:
   TableSamplerWorker(std::shared_ptr<grpc::Channel> channel, std::string table,
                      int local_port, int64_t max_samples_per_stream,
-                     std::function<void()> before_first_stream)
+                     std::shared_ptr<ShardWarmUpState> warm_up)
       : channel_(std::move(channel)),
-        before_first_stream_(std::move(before_first_stream)),
+        warm_up_(std::move(warm_up)),
         table_(std::move(table)),
         local_port_(local_port),
         max_samples_per_stream_(max_samples_per_stream) {}
@@ -114,9 +163,21 @@ class TableSamplerWorker : public SamplerWorker {
   absl::Status FetchGrpc(int64_t num_samples, absl::Duration timeout,
                          const std::function<void(Sample)>& deliver) {
     if (stream_ == nullptr) {
-      if (before_first_stream_) {
-        before_first_stream_();
-        before_first_stream_ = nullptr;
+      if (warm_up_ != nullptr) {
+        // Cancel() cancels the warm-up's calls like the stream's.
+        AwaitShardConnections(
+            *warm_up_,
+            [this]() -> grpc::ClientContext* {
+              absl::MutexLock lock(&mu_);
+              if (cancelled_.load()) return nullptr;
+              context_ = std::make_unique<grpc::ClientContext>();
+              return context_.get();
+            },
+            [this] {
+              absl::MutexLock lock(&mu_);
+              context_.reset();
+            });
+        warm_up_.reset();
       }
       grpc::ClientContext* context;
       {
@@ -193,7 +254,7 @@ class TableSamplerWorker : public SamplerWorker {
   }
 
   const std::shared_ptr<grpc::Channel> channel_;
-  std::function<void()> before_first_stream_;  // worker thread only
+  std::shared_ptr<ShardWarmUpState> warm_up_;  // worker thread only
   const std::string table_;
   const int local_port_;
   const int64_t max_samples_per_stream_;
@@ -247,49 +308,27 @@ Client::Client(std::string server_address)
   }
   // Connect to every shard now (no RPC): streams opened while only some
   // shards are connected all go to those.
-  if (target_.sharded()) channel_->GetState(/*try_to_connect=*/true);
-}
-
-namespace {
-
-// Makes ServerInfo calls over `channel` until `num_shards` servers (told
-// apart by their tables_state_id) answered, or the time is up.
-void AwaitShardConnections(const std::shared_ptr<grpc::Channel>& channel, size_t num_shards) {
-  auto stub = deepmind::reverb::ReverbService::NewStub(channel);
-  absl::flat_hash_set<std::pair<uint64_t, uint64_t>> seen;
-  const absl::Time give_up = absl::Now() + Client::kShardWarmUpGiveUp;
-  absl::Time deadline = give_up;
-  while (seen.size() < num_shards) {
-    if (absl::Now() >= deadline) return;
-    grpc::ClientContext context;
-    context.set_wait_for_ready(true);
-    context.set_deadline(absl::ToChronoTime(deadline));
-    deepmind::reverb::ServerInfoResponse response;
-    if (!stub->ServerInfo(&context, deepmind::reverb::ServerInfoRequest(), &response).ok()) {
-      return;
-    }
-    if (seen.empty()) deadline = std::min(give_up, absl::Now() + Client::kShardWarmUp);
-    if (!seen.emplace(response.tables_state_id().high(), response.tables_state_id().low())
-             .second) {
-      absl::SleepFor(absl::Milliseconds(2));  // a shard still connecting
-    }
+  if (target_.sharded()) {
+    channel_->GetState(/*try_to_connect=*/true);
+    warm_up_ = std::make_shared<ShardWarmUpState>();
+    warm_up_->channel = channel_;
+    warm_up_->target = target_;
   }
 }
 
-}  // namespace
-
-std::function<void()> Client::ShardWarmUp() const {
-  if (!sharded() || !target_status_.ok()) return [] {};
-  return [once = warm_up_once_, channel = channel_, target = target_] {
-    absl::call_once(*once, [&] {
-      absl::StatusOr<std::vector<std::string>> shards = ResolveShards(target);
-      if (shards.ok() && shards->size() > 1) AwaitShardConnections(channel, shards->size());
-    });
-  };
-}
-
 const std::shared_ptr<grpc::Channel>& Client::StreamChannel() {
-  ShardWarmUp()();
+  if (warm_up_ != nullptr && !warm_up_->done.load()) {
+    absl::call_once(warm_up_->once, [this] {
+      std::unique_ptr<grpc::ClientContext> context;
+      AwaitShardConnections(
+          *warm_up_,
+          [&context] {
+            context = std::make_unique<grpc::ClientContext>();
+            return context.get();
+          },
+          [&context] { context.reset(); });
+    });
+  }
   return channel_;
 }
 
@@ -783,7 +822,7 @@ std::unique_ptr<Sampler> Client::NewSampler(const std::string& table,
   const int64_t per_stream = options.EffectiveMaxSamplesPerStream();
   absl::StatusOr<std::unique_ptr<Sampler>> sampler = Sampler::Create(
       [this, table, port, per_stream,
-       warm_up = ShardWarmUp()]() -> std::unique_ptr<SamplerWorker> {
+       warm_up = warm_up_]() -> std::unique_ptr<SamplerWorker> {
         return std::make_unique<TableSamplerWorker>(channel_, table, port, per_stream, warm_up);
       },
       options);

@@ -68,6 +68,8 @@
 
 namespace tf_reverb {
 
+struct ShardWarmUpState;  // client.cc
+
 class Client {
  public:
   // Idle insert streams kept for reuse by InsertStep.
@@ -96,7 +98,8 @@ class Client {
   // over the channel until each shard answered one (their tables_state_ids
   // differ), for at most kShardWarmUp after the first answer (a shard that
   // is down costs that once) and kShardWarmUpGiveUp when none answers.
-  // Samplers and InsertStep do the same before their first stream.
+  // Samplers and InsertStep do the same before their first stream (a
+  // sampler's workers each wait themselves, cancellably, until one finished).
   static constexpr absl::Duration kShardWarmUp = absl::Milliseconds(500);
   static constexpr absl::Duration kShardWarmUpGiveUp = absl::Seconds(5);
   const std::shared_ptr<grpc::Channel>& StreamChannel();
@@ -205,13 +208,12 @@ class Client {
   static std::vector<absl::Status> FanOut(const std::vector<std::shared_ptr<Shard>>& shards,
                                           absl::Time deadline, const StartCall& start);
 
-  // The wait of StreamChannel(), once per client (shared with samplers,
-  // which may outlive the client).
-  std::function<void()> ShardWarmUp() const;
 
   const std::string server_address_;
   ShardTarget target_;
-  std::shared_ptr<absl::once_flag> warm_up_once_ = std::make_shared<absl::once_flag>();
+  // The wait of StreamChannel(), shared with samplers (which may outlive
+  // the client; their workers' waits are cancellable); null: unsharded.
+  std::shared_ptr<ShardWarmUpState> warm_up_;
   absl::Status target_status_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<deepmind::reverb::ReverbService::Stub> stub_;

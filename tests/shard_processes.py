@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import threading
+import time
 from typing import List, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -75,6 +76,24 @@ class ShardProcess:
 
   def signal(self, sig: int) -> None:
     os.kill(self.pid, sig)
+
+  def stop_and_wait(self) -> None:
+    """SIGSTOP, then wait until every thread of the process is stopped."""
+    os.kill(self.pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 60  # a hang guard only
+    while time.monotonic() < deadline:
+      states = []
+      for task in os.listdir(f'/proc/{self.pid}/task'):
+        try:
+          with open(f'/proc/{self.pid}/task/{task}/stat') as f:
+            # "pid (comm) S ...": the state follows the last ')'.
+            states.append(f.read().rsplit(')', 1)[1].split()[0])
+        except FileNotFoundError:
+          pass  # a thread that ended
+      if states and all(state in ('T', 't') for state in states):
+        return
+      time.sleep(0.001)
+    raise AssertionError(f'reverb_server {self.pid} did not stop')
 
   def kill(self) -> None:
     """SIGKILL by pid and reap."""

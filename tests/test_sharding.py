@@ -306,7 +306,7 @@ def test_sigkilled_shard_loses_no_confirmed_item(start_shards):
 
   # Phase 1: shard 0 is stopped, so nothing it receives is confirmed; then
   # it is SIGKILLed. Phase 2: items written after the kill.
-  shards[0].signal(signal.SIGSTOP)
+  shards[0].stop_and_wait()
   for w, writer in enumerate(writers):
     for i in range(per_phase):
       _write(writer, item(w, 1, i))
@@ -422,3 +422,37 @@ def test_dns_target_resolves_at_call_time(start_shards):
   assert client.shard_addresses() == [shard.address]
   client.insert(np.int64(3), {'queue': 1.0})
   assert client.server_info(timeout=60)['queue'].current_size == 1
+
+
+def test_sample_timeout_on_silent_shards_does_not_wait_for_the_warm_up():
+  """Shards that accept TCP but never answer (hung): the sampler's wait for
+  every shard's connection is cancelled with the sampler, so sample(timeout)
+  raises before gRPC's handshake gives up on the connections."""
+  import socket  # pylint: disable=g-import-not-at-top
+  listeners = []
+  for _ in range(2):
+    listener = socket.socket()
+    listener.bind(('127.0.0.1', 0))
+    listener.listen(4)
+    listeners.append(listener)
+  try:
+    client = reverb.Client(
+        [f'127.0.0.1:{l.getsockname()[1]}' for l in listeners])
+    with pytest.raises(reverb.DeadlineExceededError):
+      next(client.sample('queue', timeout=0.5))
+    for listener in listeners:
+      listener.settimeout(60)  # a hang guard: the client connected long ago
+      connection, _ = listener.accept()
+      with connection:
+        connection.setblocking(False)
+        try:
+          data = connection.recv(1 << 16)  # the HTTP/2 preface, if any
+          while data:
+            data = connection.recv(1 << 16)
+          pytest.fail('the client gave up on a connection (handshake '
+                      'timeout) before sample() returned')
+        except BlockingIOError:
+          pass  # still connected: the call ended without waiting for gRPC
+  finally:
+    for listener in listeners:
+      listener.close()
