@@ -50,7 +50,7 @@ def _drain_queue(shard: ShardProcess) -> List[int]:
   if not n:
     return []
   return [
-      int(sample.data[0][0])
+      int(np.asarray(sample.data[0]).reshape(-1)[0])  # squeezed or not
       for sample in client.sample('queue', n, emit_timesteps=False, timeout=60)
   ]
 
@@ -456,3 +456,40 @@ def test_sample_timeout_on_silent_shards_does_not_wait_for_the_warm_up():
   finally:
     for listener in listeners:
       listener.close()
+
+
+def test_other_entry_points_take_a_list_of_addresses(start_shards):
+  """Legacy Writer, StructuredWriter, TFStructuredWriter, TimestepDataset."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  structured = reverb.structured
+  shards = start_shards(2)
+  addresses = [s.address for s in shards]
+  client = reverb.Client(addresses)
+  for i in range(4):
+    with client.writer(1) as writer:
+      writer.append(np.int64(i))
+      writer.create_item('queue', 1, 1.0)
+  assert [_size(s, 'queue') for s in shards] == [2, 2]
+  assert sorted(_drain_queue(shards[0]) + _drain_queue(shards[1])) == [0, 1, 2, 3]
+
+  config = structured.create_config(
+      structured.pattern_from_transform(np.int64(0), lambda x: x[-1]), 'queue')
+  writers = [client.structured_writer([config]) for _ in range(2)]
+  for i, writer in enumerate(writers):
+    writer.append(np.int64(10 + i))
+    writer.flush()
+  tf_writers = [reverb.TFStructuredWriter(addresses, [config])
+                for _ in range(2)]
+  for i, writer in enumerate(tf_writers):
+    writer.append(tf.constant(20 + i, tf.int64))
+    writer.flush()
+  queued = _drain_queue(shards[0]) + _drain_queue(shards[1])
+  assert sorted(queued) == [10, 11, 20, 21]
+
+  for s, shard in enumerate(shards):
+    reverb.Client(shard.address).insert(np.int64(1000 * s), {'replay': 1.0})
+  dataset = reverb.TimestepDataset(
+      addresses, 'replay', dtypes=tf.int64, shapes=tf.TensorShape([]),
+      max_in_flight_samples_per_worker=1)
+  seen = {int(x.data) // 1000 for x in dataset.take(40)}
+  assert seen == {0, 1}
