@@ -215,6 +215,8 @@ if __name__ == '__main__':
           # minors scripts/build_wheel.sh built); a source build compiles
           # them against the TensorFlow present at build time.
           'tensorflow': ['tensorflow>=2.15'],
+          # tf_reverb.ray (ReplayCluster); tests run with scripts/setup.sh's pin.
+          'ray': ['ray>=2.9'],
       },
       entry_points={
           'console_scripts': [

@@ -42,6 +42,14 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$STAMP"
 fi
 
+# Ray for tf_reverb.ray and tests/test_ray_cluster.py (the optional extra
+# tf_reverb[ray]); pinned to a release with wheels for Python 3.11 and 3.13.
+RAY_VERSION=2.52.1
+if [ "$("$VENV_PY" -c 'import importlib.metadata as m; print(m.version("ray"))' 2>/dev/null)" != "$RAY_VERSION" ]; then
+  log "installing ray==$RAY_VERSION"
+  "$VENV_PY" -m pip install -q "ray==$RAY_VERSION"
+fi
+
 export PYTHON_BIN_PATH=$VENV_PY
 # The editable install also puts the `import reverb` start-up hook
 # (tf_reverb_as_reverb.pth) into site-packages; reinstall where it is missing.
