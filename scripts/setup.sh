@@ -42,13 +42,17 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$STAMP"
 fi
 
-# Ray for tf_reverb.ray and tests/test_ray_cluster.py (the optional extra
-# tf_reverb[ray]); pinned to a release with wheels for Python 3.11 and 3.13.
-RAY_VERSION=2.52.1
-if [ "$("$VENV_PY" -c 'import importlib.metadata as m; print(m.version("ray"))' 2>/dev/null)" != "$RAY_VERSION" ]; then
-  log "installing ray==$RAY_VERSION"
-  "$VENV_PY" -m pip install -q "ray==$RAY_VERSION"
-fi
+# Test-only extras, each installed when its pinned version is missing: Ray
+# for tf_reverb.ray and tests/test_ray_cluster.py (the optional extra
+# tf_reverb[ray]; a release with wheels for Python 3.11 and 3.13), and
+# kubernetes-validate for tests/test_kubernetes_manifests.py.
+for pinned in ray==2.52.1 kubernetes-validate==1.37.0; do
+  name=${pinned%%==*}
+  if [ "$("$VENV_PY" -c "import importlib.metadata as m; print(m.version('$name'))" 2>/dev/null)" != "${pinned##*==}" ]; then
+    log "installing $pinned"
+    "$VENV_PY" -m pip install -q "$pinned"
+  fi
+done
 
 export PYTHON_BIN_PATH=$VENV_PY
 # The editable install also puts the `import reverb` start-up hook
