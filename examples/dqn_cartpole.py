@@ -2,6 +2,7 @@
 
   python examples/dqn_cartpole.py [--quick] [--resume] [--actors N]
                                   [--max_env_steps N] [--episodes N]
+                                  [--ray [--shards N]]
 
 The Bazel-built ``reverb_server`` binary holds the replay data: a prioritized
 replay table rate-limited by SampleToInsertRatio, and a weights table; it
@@ -16,6 +17,19 @@ This process orchestrates: it prints a live progress line, and at the end a
 summary paragraph, ``summary.json`` and ``learning_curve.png`` in --run_dir.
 ``--resume`` continues a killed run from the server's latest checkpoint and
 the learner's saved weights. Ctrl-C stops everything cleanly.
+
+``--ray`` is the distributed mode: a local Ray (``ray.init``) runs the actors
+and the learner as Ray actors, and the replay data lives in a
+``tf_reverb.ray.ReplayCluster`` of ``--shards`` servers (default 2; each
+checkpoints to ``checkpoints/shard-<i>``). Actor i inserts into shard
+i mod N: an actor's inserts ride one reused stream, which gRPC's round_robin
+places on whichever shard was ready first, so actors started together could
+all land on one shard and leave the others' rate limiters without data. The
+learner samples through the sharded address (several sampler workers on
+streams re-created every few batches, which round_robin spreads over the
+shards) and sends each priority update to every shard (a key unknown to a
+shard is ignored there); the weights table of shard 0 carries the weights.
+The summary reports items and samples per shard.
 
 A run ends when the mean return of the last 20 episodes reaches
 ``--target_return``, or after ``--max_env_steps`` environment steps or
@@ -136,7 +150,7 @@ def actor_main(index: int, address: str, config: Dict[str, Any],
   env = gym.make('CartPole-v1')
   model = make_q_network()
   tf_client = reverb.TFClient(address)
-  client = reverb.Client(address)
+  client = reverb.Client(config['weights_address'] or address)
   tables = tf.constant([REPLAY])
   priorities = tf.constant([1.0], tf.float64)
 
@@ -227,7 +241,9 @@ def learner_main(address: str, config: Dict[str, Any], stop: Any,
   from tf_reverb import keras_callbacks
   # pylint: enable=g-import-not-at-top
 
-  tf_client = reverb.TFClient(address)
+  # Priority updates go to every shard (a key unknown to one is ignored).
+  priority_clients = [reverb.TFClient(a)
+                      for a in config['shard_addresses'] or [address]]
   gamma = config['discount']
 
   class DQNLearner(keras.Model):
@@ -257,8 +273,9 @@ def learner_main(address: str, config: Dict[str, Any], stop: Any,
       variables = self.q_network.trainable_variables
       self.optimizer.apply_gradients(
           zip(tape.gradient(loss, variables), variables))
-      tf_client.update_priorities(
-          REPLAY, keys, tf.cast(tf.abs(td_error) + 1e-3, tf.float64))
+      for tf_client in priority_clients:
+        tf_client.update_priorities(
+            REPLAY, keys, tf.cast(tf.abs(td_error) + 1e-3, tf.float64))
       return {'loss': loss, 'td_error': tf.reduce_mean(tf.abs(td_error))}
 
   def squeeze(sample):
@@ -274,6 +291,8 @@ def learner_main(address: str, config: Dict[str, Any], stop: Any,
   samples = reverb.TrajectoryDataset.from_table_signature(
       server_address=address, table=REPLAY,
       max_in_flight_samples_per_worker=2 * config['batch_size'],
+      num_workers_per_iterator=config['sampler_workers'],
+      max_samples_per_stream=config['samples_per_stream'],
       rate_limiter_timeout_ms=STOP_POLL_MS).map(squeeze)
   until_stopped = tf.data.Dataset.range(1 << 62).take_while(
       lambda _: tf.reshape(
@@ -315,7 +334,7 @@ def learner_main(address: str, config: Dict[str, Any], stop: Any,
       super().set_model(model.q_network)
 
   publisher = QNetworkPublisher(
-      reverb.Client(address), WEIGHTS,
+      reverb.Client(config['weights_address'] or address), WEIGHTS,
       every_n_batches=config['publish_every'], every_n_epochs=None)
   coordinator = Coordinator()
   with warnings.catch_warnings():
@@ -373,6 +392,102 @@ def server_config(config: Dict[str, Any]) -> Dict[str, Any]:
   }
 
 
+# ---------------------------------------------------------------------------
+# --ray: the actors and the learner as Ray actors.
+
+
+class RayEvent:
+  """A stop flag shared with Ray actors (``set``/``is_set``, as mp.Event).
+
+  ``is_set`` asks the flag's Ray actor at most every 0.2 s and caches a set
+  flag: actors call it every environment step.
+  """
+
+  def __init__(self):
+    import ray  # pylint: disable=g-import-not-at-top
+
+    class Flag:
+      """Holds the flag."""
+
+      def __init__(self):
+        self.value = False
+
+      def set(self):
+        self.value = True
+
+      def is_set(self):
+        return self.value
+
+    self._flag = ray.remote(num_cpus=0)(Flag).remote()
+    self._seen = False
+    self._checked = 0.0
+
+  def set(self) -> None:
+    import ray  # pylint: disable=g-import-not-at-top
+    ray.get(self._flag.set.remote(), timeout=RPC_TIMEOUT_S)
+    self._seen = True
+
+  def is_set(self) -> bool:
+    import ray  # pylint: disable=g-import-not-at-top
+    if not self._seen and time.monotonic() - self._checked > 0.2:
+      self._seen = ray.get(self._flag.is_set.remote(), timeout=RPC_TIMEOUT_S)
+      self._checked = time.monotonic()
+    return self._seen
+
+
+class RayProcess:
+  """`target(*args)` in a Ray actor of its own, with the parts of
+  multiprocessing.Process the Run uses (start, is_alive, join, exitcode,
+  terminate, kill, name)."""
+
+  def __init__(self, target: Any, name: str, args: tuple):
+    import ray  # pylint: disable=g-import-not-at-top
+
+    class Runner:
+      """Runs one function."""
+
+      def run(self, function, *arguments):
+        function(*arguments)
+
+    self.name = name
+    self.exitcode = None
+    self._target, self._args = target, args
+    self._actor = ray.remote(num_cpus=1, max_restarts=0)(Runner).remote()
+    self._result = None
+
+  def start(self) -> None:
+    self._result = self._actor.run.remote(self._target, *self._args)
+
+  def _collect(self, timeout: float) -> None:
+    import ray  # pylint: disable=g-import-not-at-top
+    if self.exitcode is not None or self._result is None:
+      return
+    ready, _ = ray.wait([self._result], timeout=timeout)
+    if not ready:
+      return
+    try:
+      ray.get(self._result)
+      self.exitcode = 0
+    except ray.exceptions.RayError as e:
+      self.exitcode = 1
+      print(f'{self.name} failed: {e}', file=sys.stderr)
+
+  def is_alive(self) -> bool:
+    self._collect(0)
+    return self._result is not None and self.exitcode is None
+
+  def join(self, timeout: float = None) -> None:
+    self._collect(timeout)
+
+  def terminate(self) -> None:
+    import ray  # pylint: disable=g-import-not-at-top
+    ray.kill(self._actor)
+    if self.exitcode is None:
+      self.exitcode = -signal.SIGTERM
+
+  kill = terminate
+
+
 class Run:
   """Starts, watches and stops the server, the actors and the learner."""
 
@@ -397,7 +512,15 @@ class Run:
         discount=0.99, batch_size=64, learning_rate=1e-3,
         target_update_every=200, publish_every=50, samples_per_insert=8.0,
         min_replay_size=500, replay_size=50_000,
-        learner_weights=os.path.join(self.run_dir, 'learner.weights.h5'))
+        learner_weights=os.path.join(self.run_dir, 'learner.weights.h5'),
+        # Set by start_server in --ray mode: shard 0 carries the weights,
+        # priority updates go to every shard, the learner samples every
+        # shard with several workers on streams re-created every few batches.
+        weights_address=None, shard_addresses=None,
+        sampler_workers=2 * args.shards if args.ray else -1,
+        samples_per_stream=4 * 64 if args.ray else -1)
+    self.cluster = None
+    self.shard_counts: List[Dict[str, int]] = []
     self.returns: List[float] = list(previous.get('returns', []))
     self.return_steps: List[int] = list(previous.get('return_steps', []))
     self.env_steps = previous.get('env_steps', 0)
@@ -417,6 +540,9 @@ class Run:
   # -- processes --------------------------------------------------------------
 
   def start_server(self) -> None:
+    if self.args.ray:
+      self.start_cluster()
+      return
     from tf_reverb.server_executable import server_main  # pylint: disable=g-import-not-at-top
     config_path = os.path.join(self.run_dir, 'server.json')
     with open(config_path, 'w') as f:
@@ -442,6 +568,31 @@ class Run:
     import tf_reverb as reverb  # pylint: disable=g-import-not-at-top
     self.client = reverb.Client(self.address)
 
+  def start_cluster(self) -> None:
+    """--ray: a local Ray and a ReplayCluster of --shards servers."""
+    # Ray's tip about accelerator variables (no GPUs here).
+    os.environ.setdefault('RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO', '0')
+    import logging  # pylint: disable=g-import-not-at-top
+    import ray  # pylint: disable=g-import-not-at-top
+    import tf_reverb as reverb  # pylint: disable=g-import-not-at-top
+    from tf_reverb.ray import ReplayCluster  # pylint: disable=g-import-not-at-top
+    # Logical CPUs: one per shard, actor and the learner (oversubscribed on a
+    # small machine; they mostly wait on each other).
+    ray.init(num_cpus=self.args.shards + self.args.actors + 1,
+             include_dashboard=False, logging_level=logging.WARNING,
+             log_to_driver=False)
+    self.checkpoint_dir = os.path.join(self.run_dir, 'checkpoints')
+    self.cluster = ReplayCluster(
+        server_config(self.config)['tables'], num_shards=self.args.shards,
+        checkpoint_dir=self.checkpoint_dir,
+        checkpoint_interval_seconds=self.args.checkpoint_interval,
+        resources_per_shard={'num_cpus': 1})
+    self.address = self.cluster.address
+    self.shard_addresses = self.cluster.shard_addresses
+    self.config['weights_address'] = self.shard_addresses[0]
+    self.config['shard_addresses'] = self.shard_addresses
+    self.shard_clients = [reverb.Client(a) for a in self.shard_addresses]
+
   def _log_server_line(self, line: str) -> None:
     """server.log gets every line; the terminal the server's errors."""
     self.server_log.write(line)
@@ -454,17 +605,26 @@ class Run:
       self._log_server_line(line)
 
   def start_workers(self) -> None:
-    context = mp.get_context('spawn')
-    self.stop_actors = context.Event()
-    self.stop_learner = context.Event()
-    self.stats = context.Queue()
+    if self.args.ray:
+      import ray.util.queue  # pylint: disable=g-import-not-at-top
+      self.stop_actors, self.stop_learner = RayEvent(), RayEvent()
+      self.stats = ray.util.queue.Queue()  # its Empty is a queue.Empty
+      process = RayProcess
+    else:
+      context = mp.get_context('spawn')
+      self.stop_actors = context.Event()
+      self.stop_learner = context.Event()
+      self.stats = context.Queue()
+      process = context.Process
+    # --ray: actor i inserts into shard i mod N (see the module docstring).
+    insert_addresses = getattr(self, 'shard_addresses', None) or [self.address]
     self.actors = [
-        context.Process(target=actor_main, name=f'actor-{i}',
-                        args=(i, self.address, self.config, self.stop_actors,
-                              self.stats))
+        process(target=actor_main, name=f'actor-{i}',
+                args=(i, insert_addresses[i % len(insert_addresses)],
+                      self.config, self.stop_actors, self.stats))
         for i in range(self.args.actors)
     ]
-    self.learner = context.Process(
+    self.learner = process(
         target=learner_main, name='learner',
         args=(self.address, self.config, self.stop_learner, self.stats))
     for process in self.actors + [self.learner]:
@@ -515,12 +675,15 @@ class Run:
       self.poll_server()  # the final counts
     except Exception as e:  # pylint: disable=broad-except
       print(f'Could not read the final table counts: {e}', file=sys.stderr)
-    self.server.send_signal(signal.SIGTERM)
-    try:
-      self.server.wait(timeout=PROCESS_EXIT_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-      print('reverb_server did not stop; killing it', file=sys.stderr)
-      self.server.kill()
+    if self.cluster is not None:
+      self.cluster.shutdown(timeout=PROCESS_EXIT_TIMEOUT_S)
+    else:
+      self.server.send_signal(signal.SIGTERM)
+      try:
+        self.server.wait(timeout=PROCESS_EXIT_TIMEOUT_S)
+      except subprocess.TimeoutExpired:
+        print('reverb_server did not stop; killing it', file=sys.stderr)
+        self.server.kill()
     self._wait(self.actors + [self.learner])
     for process in self.actors + [self.learner]:
       if process.is_alive():
@@ -532,6 +695,9 @@ class Run:
     self.failed += [p.name for p in self.actors + [self.learner]
                     if p.exitcode != 0 and p.name not in self.failed and
                     p not in stopped_by_us]
+    if self.cluster is not None:
+      import ray  # pylint: disable=g-import-not-at-top
+      ray.shutdown()
 
   # -- progress ---------------------------------------------------------------
 
@@ -564,13 +730,19 @@ class Run:
     return float(np.mean(self.returns[-last:])) if self.returns else 0.0
 
   def poll_server(self) -> Dict[str, float]:
-    """Reads the replay table's counters; returns them with the time."""
-    info = self.client.server_info(timeout=RPC_TIMEOUT_S)[REPLAY]
+    """Reads the replay table's counters (summed over the shards, and per
+    shard in --ray mode); returns them with the time."""
+    clients = self.shard_clients if self.cluster is not None else [self.client]
+    infos = [c.server_info(timeout=RPC_TIMEOUT_S)[REPLAY] for c in clients]
+    self.shard_counts = [
+        {'inserted': info.rate_limiter_info.insert_stats.completed,
+         'sampled': info.rate_limiter_info.sample_stats.completed,
+         'replay_size': info.current_size} for info in infos]
     counts = {'time': time.time(),
-              'inserted': info.rate_limiter_info.insert_stats.completed,
-              'sampled': info.rate_limiter_info.sample_stats.completed}
+              'inserted': sum(c['inserted'] for c in self.shard_counts),
+              'sampled': sum(c['sampled'] for c in self.shard_counts)}
     self.inserted, self.sampled = counts['inserted'], counts['sampled']
-    self.replay_size = info.current_size
+    self.replay_size = sum(c['replay_size'] for c in self.shard_counts)
     return counts
 
   def done(self) -> str:
@@ -631,11 +803,17 @@ class Run:
                  'weights_loaded': self.weights_loaded}, f)
 
   def checkpoints(self) -> List[str]:
-    if not os.path.isdir(self.checkpoint_dir):
-      return []
-    return sorted(os.path.join(self.checkpoint_dir, d)
-                  for d in os.listdir(self.checkpoint_dir)
-                  if os.path.exists(os.path.join(self.checkpoint_dir, d, 'DONE')))
+    """Complete checkpoints (of every shard in --ray mode), oldest first."""
+    directories = [self.checkpoint_dir]
+    if self.cluster is not None:
+      directories = [os.path.join(self.checkpoint_dir, f'shard-{i}')
+                     for i in range(self.args.shards)]
+    found = []
+    for directory in directories:
+      if os.path.isdir(directory):
+        found += [os.path.join(directory, d) for d in os.listdir(directory)
+                  if os.path.exists(os.path.join(directory, d, 'DONE'))]
+    return sorted(found, key=os.path.basename)
 
   def plot(self, path: str) -> None:
     import matplotlib  # pylint: disable=g-import-not-at-top
@@ -685,6 +863,9 @@ class Run:
         'replay_size': getattr(self, 'replay_size', 0),
         'checkpoints': checkpoints,
         'failed_processes': self.failed,
+        'shards': [dict(counts, address=address) for counts, address in zip(
+            self.shard_counts, getattr(self, 'shard_addresses', []))]
+                  if self.cluster is not None else [],
         'plot': os.path.join(self.run_dir, 'learning_curve.png'),
     }
     with open(os.path.join(self.run_dir, 'summary.json'), 'w') as f:
@@ -705,6 +886,10 @@ class Run:
         f'{summary["replay_size"]} items; the latest checkpoint is '
         f'{checkpoints[-1] if checkpoints else "missing"}. Learning curve: '
         f'{summary["plot"]}')
+    for i, shard in enumerate(summary['shards']):
+      print(f'Shard {i} ({shard["address"]}): {shard["inserted"]} items '
+            f'inserted, {shard["sampled"]} samples, {shard["replay_size"]} '
+            'items held')
     return summary
 
 
@@ -732,7 +917,19 @@ def parse_args() -> argparse.Namespace:
   parser.add_argument('--checkpoint_interval', type=int, default=30)
   parser.add_argument('--run_dir', default='runs/dqn_cartpole')
   parser.add_argument('--seed', type=int, default=0)
+  parser.add_argument('--ray', action='store_true',
+                      help='actors and learner as Ray actors, the replay '
+                      'data in a tf_reverb.ray.ReplayCluster')
+  parser.add_argument('--shards', type=int, default=None,
+                      help='servers of the ReplayCluster (--ray only; '
+                      'default 2)')
   args = parser.parse_args()
+  if args.shards is not None and not args.ray:
+    parser.error('--shards needs --ray')
+  if args.shards is None:
+    args.shards = 2
+  if args.shards < 1:
+    parser.error(f'--shards ({args.shards}) must be >= 1')
   if args.max_env_steps is None:
     args.max_env_steps = 20_000 if args.quick else 200_000
   if args.target_return is None:
@@ -747,8 +944,12 @@ def main() -> None:
   run = Run(args)
   print(f'Run directory: {run.run_dir}')
   run.start_server()
-  print(f'reverb_server listening at {run.address}; starting {args.actors} '
-        'actors and the learner')
+  if args.ray:
+    print(f'ReplayCluster of {args.shards} shards at {run.address}; '
+          f'starting {args.actors} actors and the learner as Ray actors')
+  else:
+    print(f'reverb_server listening at {run.address}; starting {args.actors} '
+          'actors and the learner')
   run.start_workers()
   try:
     run.watch()

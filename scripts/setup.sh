@@ -46,7 +46,7 @@ fi
 # for tf_reverb.ray and tests/test_ray_cluster.py (the optional extra
 # tf_reverb[ray]; a release with wheels for Python 3.11 and 3.13), and
 # kubernetes-validate for tests/test_kubernetes_manifests.py.
-for pinned in ray==2.52.1 kubernetes-validate==1.37.0; do
+for pinned in ray==2.50.1 kubernetes-validate==1.37.0; do
   name=${pinned%%==*}
   if [ "$("$VENV_PY" -c "import importlib.metadata as m; print(m.version('$name'))" 2>/dev/null)" != "${pinned##*==}" ]; then
     log "installing $pinned"
