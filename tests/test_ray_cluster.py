@@ -447,3 +447,266 @@ def test_killed_actor_takes_its_server_along_and_is_restarted(cluster):
   shard_client = reverb.Client(after['address'])
   assert set(shard_client.server_info(60)) == {'replay', 'ledger'}
   del client
+
+
+# ---------------------------------------------------------------------------
+# Two "hosts": network namespaces on one bridge, a Ray node in each.
+
+NETNS_SUBNET = '10.77.{}.'
+
+
+def _run(*command: str) -> None:
+  subprocess.run(command, check=True, capture_output=True, text=True,
+                 timeout=60)
+
+
+class _Hosts:
+  """Network namespaces `<prefix>-a` and `<prefix>-b` (10.77.N.1 and .2),
+  each joined by a veth pair to a bridge in the root namespace (10.77.N.254),
+  where the clients are. Removed by `close`."""
+
+  def __init__(self):
+    tag = os.getpid() % 10000
+    self.subnet = NETNS_SUBNET.format(100 + os.getpid() % 100)
+    self.bridge = f'trb{tag}'
+    self.names = [f'trn{tag}{h}' for h in 'ab']
+    self.ips = [self.subnet + '1', self.subnet + '2']
+    self._created: List[List[str]] = []
+    try:
+      _run('ip', 'link', 'add', self.bridge, 'type', 'bridge')
+      self._created.append(['ip', 'link', 'del', self.bridge])
+      _run('ip', 'addr', 'add', self.subnet + '254/24', 'dev', self.bridge)
+      _run('ip', 'link', 'set', self.bridge, 'up')
+      for name, ip in zip(self.names, self.ips):
+        _run('ip', 'netns', 'add', name)
+        self._created.append(['ip', 'netns', 'del', name])
+        _run('ip', 'link', 'add', name, 'type', 'veth', 'peer', 'name', 'eth0',
+             'netns', name)
+        self._created.append(['ip', 'link', 'del', name])
+        _run('ip', 'link', 'set', name, 'master', self.bridge)
+        _run('ip', 'link', 'set', name, 'up')
+        self.exec(name, 'ip', 'addr', 'add', ip + '/24', 'dev', 'eth0')
+        self.exec(name, 'ip', 'link', 'set', 'eth0', 'up')
+        self.exec(name, 'ip', 'link', 'set', 'lo', 'up')
+    except Exception:
+      self.close()
+      raise
+
+  def exec(self, name: str, *command: str) -> None:
+    _run('ip', 'netns', 'exec', name, *command)
+
+  def popen(self, name: str, *command: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(['ip', 'netns', 'exec', name, *command], **kwargs)
+
+  def kill_all(self) -> None:
+    """SIGKILLs every process left in the namespaces, by pid."""
+    for name in self.names:
+      pids = subprocess.run(['ip', 'netns', 'pids', name],
+                            capture_output=True, text=True).stdout.split()
+      for pid in pids:
+        try:
+          os.kill(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+          pass
+
+  def close(self) -> None:
+    self.kill_all()
+    for command in reversed(self._created):
+      subprocess.run(command, capture_output=True, timeout=60)
+    self._created = []
+
+
+def _namespaces_unavailable() -> str:
+  if not sys.platform.startswith('linux'):
+    return 'network namespaces are Linux-only'
+  if os.geteuid() != 0:
+    return 'creating network namespaces needs root'
+  if not shutil.which('ip'):
+    return 'the ip command (iproute2) is missing'
+  probe = f'trprobe{os.getpid() % 10000}'
+  result = subprocess.run(['ip', 'netns', 'add', probe], capture_output=True,
+                          text=True)
+  if result.returncode != 0:
+    return f'ip netns add failed: {result.stderr.strip()}'
+  subprocess.run(['ip', 'netns', 'del', probe], capture_output=True)
+  return ''
+
+
+# The driver, run on host a: a 2-shard ReplayCluster on the Ray cluster of
+# both hosts, one shard per host (each node offers one 'tf_reverb_shard').
+# Commands on stdin, one JSON answer per line on stdout.
+DRIVER = r'''
+import json, sys, time
+import ray
+import tf_reverb as reverb
+from tf_reverb import ray as reverb_ray
+# The nodes start beside this process: wait (bounded) until the head takes
+# drivers and both nodes are alive.
+deadline = time.monotonic() + 240
+while True:
+  try:
+    ray.init(address=sys.argv[1], _node_ip_address=sys.argv[2],
+             logging_level='WARNING')
+    break
+  except (ConnectionError, RuntimeError):
+    ray.shutdown()
+    if time.monotonic() > deadline:
+      raise
+    time.sleep(0.5)  # polling the head, with the deadline as hang guard
+while sum(node['Alive'] for node in ray.nodes()) < 2:
+  if time.monotonic() > deadline:
+    raise RuntimeError(f'the second Ray node did not join: {ray.nodes()}')
+  time.sleep(0.2)
+cluster = reverb_ray.ReplayCluster(
+    [reverb.Table('replay', reverb.selectors.Uniform(),
+                  reverb.selectors.Fifo(), 10000,
+                  reverb.rate_limiters.MinSize(1)),
+     reverb.Table('ledger', reverb.selectors.Fifo(), reverb.selectors.Fifo(),
+                  10000, reverb.rate_limiters.MinSize(1),
+                  max_times_sampled=1)],
+    num_shards=2, checkpoint_dir=sys.argv[3],
+    resources_per_shard={'num_cpus': 0, 'resources': {'tf_reverb_shard': 1}},
+    start_timeout=120)
+def answer(value):
+  print('ANSWER ' + json.dumps(value), flush=True)
+answer(cluster.shard_infos())
+for line in sys.stdin:
+  command = line.strip()
+  if command == 'infos':
+    answer(cluster.shard_infos())
+  elif command == 'checkpoint':
+    answer(cluster.checkpoint())
+  elif command == 'quit':
+    break
+cluster.shutdown()
+ray.shutdown()
+answer('stopped')
+'''
+
+
+class _RemoteCluster:
+  """The ReplayCluster of the driver process, seen from the root namespace."""
+
+  def __init__(self, driver: subprocess.Popen):
+    self._driver = driver
+    self.infos = self._read()
+    self.num_shards = len(self.infos)
+
+  def _read(self):
+    import json  # pylint: disable=g-import-not-at-top
+    while True:  # Ray may print its own lines too
+      line = self._driver.stdout.readline()
+      assert line, f'the driver exited: {self._driver.stderr.read()[-3000:]}'
+      if line.startswith('ANSWER '):
+        return json.loads(line[len('ANSWER '):])
+
+  def call(self, command: str):
+    self._driver.stdin.write(command + '\n')
+    self._driver.stdin.flush()
+    return self._read()
+
+  def shard_infos(self):
+    self.infos = self.call('infos')
+    return self.infos
+
+  @property
+  def address(self) -> str:
+    return reverb_ray.grpc_target([i['address'] for i in self.infos])
+
+  def shard_clients(self):
+    return [reverb.Client(i['address']) for i in self.infos]
+
+  def server_info(self, timeout=None):
+    return [c.server_info(timeout) for c in self.shard_clients()]
+
+
+def _start_node(hosts: _Hosts, name: str, env, *command: str):
+  """`ray start --block ...` in namespace `name`, returned once it reports
+  'Ray runtime started' (killed after HANG_GUARD seconds without it)."""
+  node = hosts.popen(name, *command, env=env, stdout=subprocess.PIPE,
+                     stderr=subprocess.STDOUT, text=True)
+  guard = threading.Timer(HANG_GUARD, node.kill)
+  guard.start()
+  output = []
+  try:
+    for line in node.stdout:
+      output.append(line)
+      if 'Ray runtime started' in line:
+        break
+    else:
+      pytest.fail(f'ray start in {name} ended: {"".join(output)[-3000:]}')
+  finally:
+    guard.cancel()
+  # Keep draining its output so that it never blocks on a full pipe.
+  threading.Thread(target=lambda: [None for _ in node.stdout],
+                   daemon=True).start()
+  return node
+
+
+@pytest.mark.skipif(bool(_namespaces_unavailable()),
+                    reason=_namespaces_unavailable() or 'n/a')
+def test_two_hosts_in_network_namespaces(tmp_path):
+  ray_bin = os.path.join(os.path.dirname(sys.executable), 'ray')
+  hosts = _Hosts()
+  nodes = []
+  driver = None
+  ray_temp = tempfile.mkdtemp(prefix='rn', dir='/tmp')  # short: unix sockets
+  try:
+    head, worker = hosts.ips
+    env = dict(os.environ, RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO='0',
+               RAY_SCHEDULER_EVENTS='0')
+    common = ['--block', '--num-cpus=1',
+              '--object-store-memory=' + str(100 * 1024 * 1024),
+              '--resources={"tf_reverb_shard": 1}', '--disable-usage-stats']
+    # The head first, then the worker, each once it says it runs.
+    nodes.append(_start_node(
+        hosts, hosts.names[0], env, ray_bin, 'start', '--head',
+        f'--node-ip-address={head}', '--port=6379', f'--temp-dir={ray_temp}',
+        '--include-dashboard=false', *common))
+    nodes.append(_start_node(
+        hosts, hosts.names[1], env, ray_bin, 'start', f'--address={head}:6379',
+        f'--node-ip-address={worker}', *common))
+    driver = hosts.popen(
+        hosts.names[0], sys.executable, '-c', DRIVER, f'{head}:6379', head,
+        str(tmp_path / 'checkpoints'), env=env, stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cluster = _RemoteCluster(driver)
+    # One shard per host, each at its namespace's address.
+    assert sorted(i['ip'] for i in cluster.infos) == sorted(hosts.ips)
+    client = reverb.Client(cluster.address)  # from the root namespace
+    ids = _Ids()
+    on_shard, placed = _writers_on_each_shard(cluster, client, ids,
+                                              per_shard=1)
+    for writers in on_shard.values():
+      for writer in writers:
+        for _ in range(5):
+          _write(writer, ids.take())
+        writer.flush(timeout_ms=FLUSH_TIMEOUT_MS)
+        writer.close()
+    sizes = _sizes(cluster, 'ledger')
+    assert all(size >= 6 for size in sizes), sizes
+    cluster.call('checkpoint')
+
+    # SIGKILL the server on host b: Ray restarts it there, on its port, with
+    # its checkpoint.
+    killed = next(i for i in cluster.infos if i['ip'] == worker)
+    os.kill(killed['pid'], signal.SIGKILL)
+    _wait_for(lambda: cluster.shard_infos()[killed['index']]['pid'] !=
+              killed['pid'], 'Ray to restart the shard on host b')
+    restarted = cluster.infos[killed['index']]
+    assert restarted['address'] == killed['address']
+    assert _sizes(cluster, 'ledger')[killed['index']] == sizes[killed['index']]
+    assert cluster.call('quit') == 'stopped'
+    driver.wait(HANG_GUARD)
+  finally:
+    if driver is not None and driver.poll() is None:
+      driver.kill()
+    for node in nodes:
+      node.terminate()
+    for node in nodes:
+      try:
+        node.wait(60)
+      except subprocess.TimeoutExpired:
+        node.kill()
+    hosts.close()
+    shutil.rmtree(ray_temp, ignore_errors=True)

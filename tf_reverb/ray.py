@@ -451,11 +451,17 @@ class ReplayCluster:
       raise
 
   def _shard_infos(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+    timeout = timeout or self._start_timeout + 60
     try:
       return ray.get([actor.info.remote() for actor in self._actors],
-                     timeout=timeout or self._start_timeout + 60)
+                     timeout=timeout)
     except ray.exceptions.RayActorError as e:
       raise RuntimeError(f'A shard of the ReplayCluster failed: {e}') from e
+    except ray.exceptions.GetTimeoutError as e:
+      raise RuntimeError(
+          f'Not every shard of the ReplayCluster answered within {timeout}s '
+          '(is a shard waiting for resources_per_shard no node offers, or '
+          'being restarted?); `ray status` shows pending demands.') from e
 
   def _check_running(self) -> None:
     if self._stopped:
