@@ -22,8 +22,10 @@ Lifecycle of a shard:
   reach the shard again. Only if that port is taken, or Ray moved the shard
   to another node, does the address change; ``address`` and
   ``shard_addresses`` always ask the actors for their current addresses, so
-  re-create clients from ``address`` then (``shard_addresses_changed`` in
-  ``server_info`` tells).
+  compare ``address`` with the one your clients use and re-create them from
+  it when it changed. gRPC reconnects to a restarted shard within its
+  reconnect backoff (at most 30 s); until then new streams go to the other
+  shards.
 
 Data written to a shard after its last checkpoint is lost when it dies (there
 is no replication, as in Reverb); ``checkpoint()`` saves every shard, and each
