@@ -5,10 +5,9 @@ killed with SIGKILL by pid. Every wait is for an event (items confirmed,
 samples taken, a pid gone, a restarted actor answering) with a deadline only
 as a hang guard.
 
-Until the sharded ``Client`` lands (issue 16 part 1), the admin calls that
-must reach every shard (mutate_priorities) go through one client per shard
-(``ReplayCluster.shard_clients``); writers and datasets use the sharded
-``cluster.address`` itself.
+Writers, datasets and priority updates go through the sharded
+``cluster.address`` (a sharded ``Client`` sends mutate_priorities to every
+shard); checks of one shard use ``ReplayCluster.shard_clients``.
 """
 
 import os
@@ -264,14 +263,13 @@ def test_items_spread_dataset_reads_both_and_priorities_reach_their_shard(
   assert all(size >= 20 for size in sizes), sizes
   assert sum(sizes) == ids.take() - 1
 
-  # Priorities: a key of each shard, updated through every shard (keys
-  # unknown to a shard are ignored there).
+  # Priorities: a key of each shard, updated through the sharded client
+  # (every shard gets the request; keys unknown to a shard are ignored).
   shard_clients = cluster.shard_clients()
   keys = [next(c.sample('replay', 1, emit_timesteps=False, timeout=60)).info.key
           for c in shard_clients]
   updates = {keys[0]: 1e6, keys[1]: 5e5}
-  for c in shard_clients:
-    c.mutate_priorities('replay', updates=updates)
+  client.mutate_priorities('replay', updates=updates)
   for shard, c in enumerate(shard_clients):
     samples = list(c.sample('replay', 20, emit_timesteps=False, timeout=60))
     hits = [s for s in samples if s.info.key == keys[shard]]

@@ -24,8 +24,8 @@ Lifecycle of a shard:
   ``shard_addresses`` always ask the actors for their current addresses, so
   compare ``address`` with the one your clients use and re-create them from
   it when it changed. gRPC reconnects to a restarted shard within its
-  reconnect backoff (at most 30 s); until then new streams go to the other
-  shards.
+  reconnect backoff (capped at 2 s on sharded targets); until then new
+  streams go to the other shards.
 
 Data written to a shard after its last checkpoint is lost when it dies (there
 is no replication, as in Reverb); ``checkpoint()`` saves every shard, and each
