@@ -342,6 +342,10 @@ TfReverbStructuredWriter* tf_reverb_structured_writer_new(TfReverbClient* client
                                                           const size_t* config_sizes,
                                                           int32_t num_configs, char* error,
                                                           size_t error_size) {
+  if (!client->client->setup_status().ok()) {
+    Report(client->client->setup_status(), error, error_size);
+    return nullptr;
+  }
   auto create = [channel = client->client->StreamChannel()](
                     std::vector<deepmind::reverb::StructuredWriterConfig> parsed) {
     return tf_reverb::StructuredWriter::Create(channel, std::move(parsed));

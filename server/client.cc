@@ -106,9 +106,11 @@ class TableSamplerWorker : public SamplerWorker {
  public:
   TableSamplerWorker(std::shared_ptr<grpc::Channel> channel, std::string table,
                      int local_port, int64_t max_samples_per_stream,
-                     std::shared_ptr<ShardWarmUpState> warm_up)
+                     std::shared_ptr<ShardWarmUpState> warm_up, bool tls, std::string address)
       : channel_(std::move(channel)),
         warm_up_(std::move(warm_up)),
+        tls_(tls),
+        address_(std::move(address)),
         table_(std::move(table)),
         local_port_(local_port),
         max_samples_per_stream_(max_samples_per_stream) {}
@@ -229,7 +231,9 @@ class TableSamplerWorker : public SamplerWorker {
 
   // Ends the stream after a failed read or write and returns why it ended.
   absl::Status FinishStream() {
-    absl::Status status = FromGrpcStatus(stream_->Finish());
+    // A TLS mismatch is reported as such (and not retried).
+    absl::Status status =
+        TransportSecurityError(FromGrpcStatus(stream_->Finish()), tls_, address_);
     ResetStream();
     if (status.ok()) status = absl::UnavailableError("Sample stream closed by the server.");
     return status;
@@ -255,6 +259,8 @@ class TableSamplerWorker : public SamplerWorker {
 
   const std::shared_ptr<grpc::Channel> channel_;
   std::shared_ptr<ShardWarmUpState> warm_up_;  // worker thread only
+  const bool tls_;
+  const std::string address_;
   const std::string table_;
   const int local_port_;
   const int64_t max_samples_per_stream_;
@@ -276,6 +282,9 @@ class TableSamplerWorker : public SamplerWorker {
 }  // namespace
 
 Client::Client(std::string server_address)
+    : Client(server_address, ResolveChannelSecurity(server_address)) {}
+
+Client::Client(std::string server_address, const absl::StatusOr<ChannelSecurity>& security)
     : server_address_(std::move(server_address)) {
   absl::StatusOr<ShardTarget> target = ParseShardTarget(server_address_);
   if (target.ok()) {
@@ -298,7 +307,22 @@ Client::Client(std::string server_address)
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 30000);
     args.SetLoadBalancingPolicyName("round_robin");
   }
-  channel_ = grpc::CreateCustomChannel(server_address_, grpc::InsecureChannelCredentials(), args);
+  // The security is resolved for the whole target string (the key the
+  // Python API registers under); the shards' own channels (Shards()) use
+  // the same.
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      security.ok() ? BuildChannelCredentials(server_address_, *security, &args)
+                    : absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>>(security.status());
+  if (security.ok()) {
+    tls_ = security->tls;
+    security_ = *security;
+  }
+  if (!credentials.ok()) {
+    setup_status_ = credentials.status();
+    // A channel nobody uses keeps channel() valid.
+    credentials = grpc::InsecureChannelCredentials();
+  }
+  channel_ = grpc::CreateCustomChannel(server_address_, *credentials, args);
   stub_ = deepmind::reverb::ReverbService::NewStub(channel_);
   if (target_.kind == ShardTarget::Kind::kList) {
     insert_streams_to_spread_ =
@@ -351,10 +375,15 @@ absl::StatusOr<std::vector<std::shared_ptr<Client::Shard>>> Client::Shards() {
       args.SetMaxSendMessageSize(-1);
       args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
       args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kShardReconnectMaxBackoffMs);
+      // The credentials (and their channel arguments) of the main channel:
+      // the security was resolved for the client's whole target string.
+      absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+          BuildChannelCredentials(server_address_, security_, &args);
+      if (!credentials.ok()) return credentials.status();
       shard = std::make_shared<Shard>();
       shard->address = address;
-      shard->channel = grpc::CreateCustomChannel(ShardChannelTarget(address),
-                                                 grpc::InsecureChannelCredentials(), args);
+      shard->channel =
+          grpc::CreateCustomChannel(ShardChannelTarget(address), *credentials, args);
       shard->stub = deepmind::reverb::ReverbService::NewStub(shard->channel);
     }
     shards.push_back(shard);
@@ -376,6 +405,21 @@ std::vector<absl::Status> Client::FanOut(const std::vector<std::shared_ptr<Shard
   }
   pending.Wait();
   return statuses;
+}
+
+absl::Status Client::ShardTransportMismatch(const std::vector<std::shared_ptr<Shard>>& shards,
+                                            std::vector<absl::Status>* statuses) const {
+  absl::Status mismatch;
+  for (size_t i = 0; i < statuses->size(); ++i) {
+    absl::Status& status = (*statuses)[i];
+    if (status.ok()) continue;
+    status = TransportSecurityError(status, tls_, shards[i]->address);
+    if (mismatch.ok() && absl::IsFailedPrecondition(status) &&
+        absl::StartsWith(status.message(), kTransportSecurityMismatch)) {
+      mismatch = status;
+    }
+  }
+  return mismatch;
 }
 
 namespace {
@@ -450,6 +494,9 @@ absl::StatusOr<std::vector<Client::ShardInfo>> Client::ShardServerInfo(absl::Dur
             shard.stub->async()->ServerInfo(context, kRequest, &infos[i].response,
                                             std::move(done));
           });
+      if (absl::Status mismatch = ShardTransportMismatch(*shards, &statuses); !mismatch.ok()) {
+        return mismatch;
+      }
       bool any_ok = false;
       for (size_t i = 0; i < infos.size(); ++i) {
         infos[i].address = (*shards)[i]->address;
@@ -520,6 +567,12 @@ deepmind::reverb::ServerInfoResponse Client::MergeShardInfos(
   return merged;
 }
 
+absl::Status Client::AwaitTransport(absl::Time deadline) {
+  if (!setup_status_.ok()) return setup_status_;
+  if (channel_->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY) return absl::OkStatus();
+  return tf_reverb::AwaitTransport(channel_.get(), deadline, tls_, server_address_);
+}
+
 Client::~Client() {
   std::vector<std::unique_ptr<InsertStream>> idle;
   {
@@ -532,6 +585,7 @@ Client::~Client() {
 absl::StatusOr<deepmind::reverb::ServerInfoResponse> Client::ServerInfo(
     absl::Duration timeout) {
   if (!target_status_.ok()) return target_status_;
+  if (!setup_status_.ok()) return setup_status_;
   if (sharded()) {
     absl::StatusOr<std::vector<ShardInfo>> infos = ShardServerInfo(timeout);
     if (!infos.ok()) return infos.status();
@@ -539,9 +593,12 @@ absl::StatusOr<deepmind::reverb::ServerInfoResponse> Client::ServerInfo(
     CacheSignatures(merged);
     return merged;
   }
+  const absl::Time deadline =
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  if (absl::Status transport = AwaitTransport(deadline); !transport.ok()) return transport;
   grpc::ClientContext context;
   context.set_wait_for_ready(true);
-  if (timeout != absl::InfiniteDuration()) context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  if (timeout != absl::InfiniteDuration()) context.set_deadline(absl::ToChronoTime(deadline));
   deepmind::reverb::ServerInfoResponse response;
   absl::Status status = FromGrpcStatus(
       stub_->ServerInfo(&context, deepmind::reverb::ServerInfoRequest(), &response));
@@ -587,6 +644,12 @@ absl::Status Client::MutatePriorities(
     const std::string& table, const std::vector<deepmind::reverb::KeyWithPriority>& updates,
     const std::vector<uint64_t>& deletes) {
   if (!target_status_.ok()) return target_status_;
+  if (!setup_status_.ok()) return setup_status_;
+  if (!sharded()) {
+    if (absl::Status transport = AwaitTransport(absl::InfiniteFuture()); !transport.ok()) {
+      return transport;
+    }
+  }
   deepmind::reverb::MutatePrioritiesRequest request;
   request.set_table(table);
   for (const auto& update : updates) *request.add_updates() = update;
@@ -602,6 +665,9 @@ absl::Status Client::MutatePriorities(
           shard.stub->async()->MutatePriorities(context, &request, &responses[i],
                                                 std::move(done));
         });
+    if (absl::Status mismatch = ShardTransportMismatch(*shards, &statuses); !mismatch.ok()) {
+      return mismatch;
+    }
     bool any_reached = false;
     for (size_t i = 0; i < statuses.size(); ++i) {
       if (statuses[i].ok()) {
@@ -627,6 +693,12 @@ absl::Status Client::MutatePriorities(
 
 absl::Status Client::Reset(const std::string& table) {
   if (!target_status_.ok()) return target_status_;
+  if (!setup_status_.ok()) return setup_status_;
+  if (!sharded()) {
+    if (absl::Status transport = AwaitTransport(absl::InfiniteFuture()); !transport.ok()) {
+      return transport;
+    }
+  }
   deepmind::reverb::ResetRequest request;
   request.set_table(table);
   if (sharded()) {
@@ -639,6 +711,9 @@ absl::Status Client::Reset(const std::string& table) {
             std::function<void(grpc::Status)> done) {
           shard.stub->async()->Reset(context, &request, &responses[i], std::move(done));
         });
+    if (absl::Status mismatch = ShardTransportMismatch(*shards, &statuses); !mismatch.ok()) {
+      return mismatch;
+    }
     return FailedOnShards("Reset", AddressesOf(*shards), statuses);
   }
   grpc::ClientContext context;
@@ -649,6 +724,7 @@ absl::Status Client::Reset(const std::string& table) {
 
 absl::StatusOr<std::vector<std::string>> Client::Checkpoint() {
   if (!target_status_.ok()) return target_status_;
+  if (!setup_status_.ok()) return setup_status_;
   if (sharded()) {
     absl::StatusOr<std::vector<std::shared_ptr<Shard>>> shards = Shards();
     if (!shards.ok()) return shards.status();
@@ -660,6 +736,9 @@ absl::StatusOr<std::vector<std::string>> Client::Checkpoint() {
             std::function<void(grpc::Status)> done) {
           shard.stub->async()->Checkpoint(context, &request, &responses[i], std::move(done));
         });
+    if (absl::Status mismatch = ShardTransportMismatch(*shards, &statuses); !mismatch.ok()) {
+      return mismatch;
+    }
     absl::Status failed = FailedOnShards("Checkpoint", AddressesOf(*shards), statuses);
     if (!failed.ok()) return failed;
     std::vector<std::string> paths;
@@ -668,8 +747,9 @@ absl::StatusOr<std::vector<std::string>> Client::Checkpoint() {
   }
   grpc::ClientContext context;
   deepmind::reverb::CheckpointResponse response;
-  absl::Status status = FromGrpcStatus(
-      stub_->Checkpoint(&context, deepmind::reverb::CheckpointRequest(), &response));
+  absl::Status status = TransportSecurityError(
+      FromGrpcStatus(stub_->Checkpoint(&context, deepmind::reverb::CheckpointRequest(), &response)),
+      tls_, server_address_);
   if (!status.ok()) return status;
   return std::vector<std::string>{response.checkpoint_path()};
 }
@@ -772,6 +852,9 @@ absl::Status Client::InsertOnce(const deepmind::reverb::InsertStreamRequest& req
   }
   *reused = insert != nullptr;
   if (insert == nullptr) {
+    if (absl::Status transport = AwaitTransport(absl::InfiniteFuture()); !transport.ok()) {
+      return transport;
+    }
     insert = std::make_unique<InsertStream>();
     insert->context.set_wait_for_ready(true);
     insert->stream = stub_->InsertStream(&insert->context);
@@ -812,6 +895,7 @@ int Client::LoopbackPort() const {
 std::unique_ptr<Sampler> Client::NewSampler(const std::string& table,
                                             SamplerOptions options) {
   if (!target_status_.ok()) return Sampler::Failed(target_status_);
+  if (!setup_status_.ok()) return Sampler::Failed(setup_status_);
   if (sharded() && options.num_workers == -1) {
     // One worker (one stream) per shard, so every shard is sampled from the
     // start rather than after max_samples_per_stream samples.
@@ -823,7 +907,8 @@ std::unique_ptr<Sampler> Client::NewSampler(const std::string& table,
   absl::StatusOr<std::unique_ptr<Sampler>> sampler = Sampler::Create(
       [this, table, port, per_stream,
        warm_up = warm_up_]() -> std::unique_ptr<SamplerWorker> {
-        return std::make_unique<TableSamplerWorker>(channel_, table, port, per_stream, warm_up);
+        return std::make_unique<TableSamplerWorker>(channel_, table, port, per_stream, warm_up,
+                                                    tls_, server_address_);
       },
       options);
   if (!sampler.ok()) return Sampler::Failed(sampler.status());

@@ -37,6 +37,15 @@
 //    same channel, same calls, no extra channel.
 //  * A malformed sharded target (INVALID_ARGUMENT, shard_target.h) is
 //    returned by every call (samplers fail with it).
+//  * Security (security/channel_credentials.h): Client(address) uses the
+//    ChannelSecurity registered for `address` or the environment's;
+//    Client(address, security) uses `security`. Invalid security (e.g. an
+//    unreadable TF_REVERB_TLS_ROOT_CA_FILE) makes every call return that
+//    error (setup_status()). A TLS mismatch with the server is
+//    FAILED_PRECONDITION "Transport security mismatch ..." instead of a
+//    wait that never ends; a missing or refused token is the server's
+//    UNAUTHENTICATED. In-process shortcuts never apply to servers with TLS
+//    or tokens (server.h).
 //  * Chunk codecs: gRPC samplers announce zstd on SampleStream (request
 //    metadata "x-tf-reverb-codecs: zstd", unless TF_REVERB_ZSTD=0), so our
 //    servers send zstd chunks as stored; Insert always writes Snappy.
@@ -60,6 +69,7 @@
 #include "grpcpp/client_context.h"
 #include "reverb_service.grpc.pb.h"
 #include "sample.h"
+#include "server/security/channel_credentials.h"
 #include "sampler.h"
 #include "shard_target.h"
 #include "signature.h"
@@ -76,6 +86,7 @@ class Client {
   static constexpr int kMaxIdleInsertStreams = 4;
 
   explicit Client(std::string server_address);
+  Client(std::string server_address, const absl::StatusOr<ChannelSecurity>& security);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -103,6 +114,11 @@ class Client {
   static constexpr absl::Duration kShardWarmUp = absl::Milliseconds(500);
   static constexpr absl::Duration kShardWarmUpGiveUp = absl::Seconds(5);
   const std::shared_ptr<grpc::Channel>& StreamChannel();
+  // OK, or why this client's credentials could not be built.
+  const absl::Status& setup_status() const { return setup_status_; }
+  // Waits up to `deadline` for the channel to connect; the transport
+  // security mismatch (or setup error) it fails with, else OK.
+  absl::Status AwaitTransport(absl::Time deadline);
 
   // Waits for the server up to `timeout` (InfiniteDuration: wait for ready).
   // Also refreshes the signatures InsertStep checks against.
@@ -207,6 +223,11 @@ class Client {
                                        std::function<void(grpc::Status)> done)>;
   static std::vector<absl::Status> FanOut(const std::vector<std::shared_ptr<Shard>>& shards,
                                           absl::Time deadline, const StartCall& start);
+  // Rewrites the failed shards' statuses that are TLS handshake failures as
+  // the transport security mismatch (TransportSecurityError, per shard
+  // address); returns the first such mismatch, else OK.
+  absl::Status ShardTransportMismatch(const std::vector<std::shared_ptr<Shard>>& shards,
+                                      std::vector<absl::Status>* statuses) const;
 
 
   const std::string server_address_;
@@ -215,6 +236,10 @@ class Client {
   // the client; their workers' waits are cancellable); null: unsharded.
   std::shared_ptr<ShardWarmUpState> warm_up_;
   absl::Status target_status_;
+  absl::Status setup_status_;
+  bool tls_ = false;
+  // The security the channel was built with (also used by Shards()).
+  ChannelSecurity security_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<deepmind::reverb::ReverbService::Stub> stub_;
   absl::Mutex insert_streams_mu_;

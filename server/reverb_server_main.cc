@@ -13,6 +13,11 @@
 // new calls are accepted, running ones get --drain_seconds to finish, a final
 // checkpoint is written (--checkpoint_on_exit), then the tables close. The
 // standard gRPC health service (grpc.health.v1.Health) answers SERVING.
+// Security (server/security/server_credentials.h): --host binds one
+// interface (default all); --tls_cert_file/--tls_key_file serve TLS,
+// --tls_client_ca_file requires client certificates (mutual TLS);
+// --auth_token_file requires a bearer token on every RPC but health checks,
+// and SIGHUP re-reads that file (rotation without restart).
 #include <signal.h>
 
 #include <cstdio>
@@ -34,6 +39,7 @@
 #include "absl/time/time.h"
 #include "server.h"
 #include "server/checkpointing/checkpointer.h"
+#include "server/security/server_credentials.h"
 #include "server_config.h"
 
 ABSL_FLAG(std::string, config, "", "ReverbServerConfig in text format or JSON.");
@@ -46,6 +52,13 @@ ABSL_FLAG(int, keep_checkpoints, 1, "Complete checkpoints to keep.");
 ABSL_FLAG(bool, keep_table_config, false,
           "On restore, keep the config's table settings instead of the checkpoint's.");
 ABSL_FLAG(double, drain_seconds, 2.0, "Grace period for running calls on shutdown.");
+ABSL_FLAG(std::string, host, "", "Interface to listen on (default: all, [::]).");
+ABSL_FLAG(std::string, tls_cert_file, "", "PEM certificate chain: serve TLS only.");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file.");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM CA: require client certificates it signed (mutual TLS).");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "Accepted bearer tokens, one per line; re-read on SIGHUP.");
 
 namespace {
 
@@ -100,7 +113,18 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);  // reloads the auth tokens
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  tf_reverb::ServerSecurityOptions security_options;
+  security_options.host = absl::GetFlag(FLAGS_host);
+  security_options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  security_options.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
+  security_options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  security_options.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  absl::StatusOr<std::shared_ptr<tf_reverb::ServerSecurity>> security =
+      tf_reverb::ServerSecurity::Create(std::move(security_options));
+  if (!security.ok()) return Fail(std::string(security.status().message()));
 
   std::shared_ptr<tf_reverb::Checkpointer> checkpointer;
   const std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
@@ -113,11 +137,15 @@ int main(int argc, char** argv) {
     checkpointer = std::make_shared<tf_reverb::Checkpointer>(checkpoint_dir, options);
   }
   absl::StatusOr<std::unique_ptr<tf_reverb::Server>> server =
-      tf_reverb::Server::Start(*std::move(tables), port, checkpointer);
+      tf_reverb::Server::Start(*std::move(tables), port, checkpointer, *security);
   if (!server.ok()) return Fail(std::string(server.status().message()));
   Log("started", absl::StrCat("port=", (*server)->port(), " tables=",
                               absl::StrJoin(names, ","), " checkpoint_dir=",
-                              checkpoint_dir.empty() ? "none" : checkpoint_dir));
+                              checkpoint_dir.empty() ? "none" : checkpoint_dir, " ",
+                              (*security)->DebugString()));
+  if (std::string warning = (*security)->ExposureWarning(); !warning.empty()) {
+    Log("warning", absl::StrCat("message=\"", warning, "\""));
+  }
 
   auto checkpoint = [&](const char* reason) {
     absl::StatusOr<std::string> path = checkpointer->Save((*server)->tables());
@@ -140,7 +168,20 @@ int main(int argc, char** argv) {
   }
 
   int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  while (sigwait(&stop_signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    const auto& authenticator = (*security)->authenticator();
+    if (authenticator == nullptr) {
+      Log("sighup_ignored", "reason=\"no --auth_token_file\"");
+      continue;
+    }
+    absl::StatusOr<int> reloaded = authenticator->Reload();
+    if (reloaded.ok()) {
+      Log("auth_tokens_reloaded", absl::StrCat("tokens=", *reloaded));
+    } else {
+      Log("auth_tokens_reload_failed",
+          absl::StrCat("message=\"", reloaded.status().message(), "\" kept=previous"));
+    }
+  }
   Log("stopping", absl::StrCat("signal=", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"));
   stopping.Notify();
   if (periodic.joinable()) periodic.join();

@@ -24,7 +24,7 @@ absl::flat_hash_map<int, Server*>& Registry() ABSL_EXCLUSIVE_LOCKS_REQUIRED(regi
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     std::vector<std::shared_ptr<Table>> tables, int port,
-    std::shared_ptr<Checkpointer> checkpointer) {
+    std::shared_ptr<Checkpointer> checkpointer, std::shared_ptr<ServerSecurity> security) {
   if (tables.empty()) return absl::InvalidArgumentError("At least one table must be provided");
   absl::flat_hash_set<std::string> names;
   for (const auto& table : tables) {
@@ -36,6 +36,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   if (port < 0 || port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("Invalid port ", port));
   }
+  if (security == nullptr) {
+    absl::StatusOr<std::shared_ptr<ServerSecurity>> plain = ServerSecurity::Create({});
+    if (!plain.ok()) return plain.status();
+    security = *std::move(plain);
+  }
   if (checkpointer != nullptr) {
     absl::StatusOr<std::string> loaded = checkpointer->LoadLatest(tables);
     if (!loaded.ok() && !absl::IsNotFound(loaded.status())) return loaded.status();
@@ -46,8 +51,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(absl::StrCat("[::]:", port),
-                           grpc::InsecureServerCredentials(), &bound_port);
+  builder.AddListeningPort(security->ListeningAddress(port), security->credentials(),
+                           &bound_port);
   // gRPC sets SO_REUSEPORT by default, which lets a second server bind a
   // port that is already in use and silently receive some of its
   // connections (and take over its entry in the in-process registry).
@@ -58,18 +63,23 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port == 0) {
     return absl::UnavailableError(
-        absl::StrCat("Failed to BuildAndStart gRPC server on port ", port));
+        absl::StrCat("Failed to BuildAndStart gRPC server on ", security->ListeningAddress(port),
+                     security->tls() ? " (check that the TLS certificate and key match)" : ""));
   }
   std::unique_ptr<Server> result(
-      new Server(std::move(service), std::move(server), bound_port));
+      new Server(std::move(service), std::move(server), bound_port, std::move(security)));
   absl::MutexLock lock(&registry_mu);
   Registry()[bound_port] = result.get();
   return result;
 }
 
 Server::Server(std::unique_ptr<ReverbServiceImpl> service,
-               std::unique_ptr<grpc::Server> server, int port)
-    : service_(std::move(service)), server_(std::move(server)), port_(port) {}
+               std::unique_ptr<grpc::Server> server, int port,
+               std::shared_ptr<ServerSecurity> security)
+    : service_(std::move(service)),
+      server_(std::move(server)),
+      port_(port),
+      security_(std::move(security)) {}
 
 Server::~Server() { Stop(); }
 
@@ -130,6 +140,8 @@ std::shared_ptr<Table> Server::FindInProcessTable(int port, const std::string& n
   absl::MutexLock lock(&registry_mu);
   auto it = Registry().find(port);
   if (it == Registry().end()) return nullptr;
+  const ServerSecurity& security = *it->second->security();
+  if (security.tls() || security.authenticator() != nullptr) return nullptr;
   absl::StatusOr<std::shared_ptr<Table>> table = it->second->service()->GetTable(name);
   return table.ok() ? *table : nullptr;
 }

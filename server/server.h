@@ -9,6 +9,11 @@
 //    names, UNAVAILABLE when the port cannot be bound, and checkpoint load
 //    errors (a missing checkpoint is not an error). port() is always the
 //    port actually bound (also when 0 asked gRPC to pick one).
+//  * Security: `security` (security/server_credentials.h) sets the bind host,
+//    TLS and token checks; null means all interfaces, plaintext, no tokens.
+//    A server with TLS or tokens is never read through the in-process
+//    shortcut (FindInProcessTable returns null), so every call of a client
+//    passes its checks.
 #ifndef TF_REVERB_SERVER_SERVER_H_
 #define TF_REVERB_SERVER_SERVER_H_
 
@@ -22,6 +27,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
 #include "reverb_service.h"
+#include "server/security/server_credentials.h"
 #include "table.h"
 
 namespace tf_reverb {
@@ -32,7 +38,8 @@ class Server {
   // `tables` before serving, and the Checkpoint RPC saves through it.
   static absl::StatusOr<std::unique_ptr<Server>> Start(
       std::vector<std::shared_ptr<Table>> tables, int port,
-      std::shared_ptr<Checkpointer> checkpointer = nullptr);
+      std::shared_ptr<Checkpointer> checkpointer = nullptr,
+      std::shared_ptr<ServerSecurity> security = nullptr);
   ~Server();
 
   int port() const { return port_; }
@@ -48,6 +55,8 @@ class Server {
   void Wait();
   ReverbServiceImpl* service() { return service_.get(); }
   std::string DebugString() const;
+  // Never null (Start fills in the default).
+  const std::shared_ptr<ServerSecurity>& security() const { return security_; }
 
   // The table `name` of the server of this process listening on `port`, if
   // any (the in-process shortcut of reverb-spec.md §4.6).
@@ -55,11 +64,13 @@ class Server {
 
  private:
   Server(std::unique_ptr<ReverbServiceImpl> service,
-         std::unique_ptr<grpc::Server> server, int port);
+         std::unique_ptr<grpc::Server> server, int port,
+         std::shared_ptr<ServerSecurity> security);
 
   std::unique_ptr<ReverbServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   const int port_;
+  const std::shared_ptr<ServerSecurity> security_;
   absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   bool drained_ ABSL_GUARDED_BY(mu_) = false;

@@ -31,6 +31,8 @@ from tf_reverb import item_selectors as selectors
 from tf_reverb import rate_limiters
 from tf_reverb import structured_writer as structured
 from tf_reverb.client import Client
+from tf_reverb.credentials import ChannelCredentials
+from tf_reverb.credentials import ServerCredentials
 from tf_reverb.errors import DeadlineExceededError
 from tf_reverb.errors import ReverbError
 from tf_reverb.numpy_iterator import NumpyIterator

@@ -16,6 +16,7 @@ from tensorflow.python.data.ops import dataset_ops
 
 from tf_reverb import _options
 from tf_reverb import client as reverb_client
+from tf_reverb import credentials as credentials_lib
 from tf_reverb import replay_sample
 from tf_reverb import shard_target
 
@@ -48,8 +49,17 @@ class ReverbDatasetBase(dataset_ops.DatasetV1):
                rate_limiter_timeout_ms: int = -1,
                max_samples: int = -1,
                _batch_size: int = 0,
-               _drop_remainder: bool = False):
+               _drop_remainder: bool = False,
+               *,
+               credentials: Optional[credentials_lib.ChannelCredentials] = None,
+               auth_token: Optional[str] = None):
     """Builds the source op (reverb-spec.md §2.10 for the options).
+
+    `credentials` and `auth_token` (as ``Client``'s) are registered for
+    `server_address` (a string then), so the op's workers connect with them;
+    without them the op uses what is registered for the address or the
+    ``TF_REVERB_TLS_*`` / ``TF_REVERB_AUTH_TOKEN`` environment of the process
+    running it (tf_reverb/credentials.py).
 
     Raises:
       ValueError: if `dtypes` and `shapes` differ in structure, or an option
@@ -59,6 +69,12 @@ class ReverbDatasetBase(dataset_ops.DatasetV1):
     if isinstance(server_address, (str, bytes, list, tuple)):
       # A sharded target or list of addresses (README "Sharding").
       server_address = shard_target.to_target(server_address)
+    if credentials is not None or auth_token is not None:
+      # Registered under the target string the core sees (after to_target).
+      if not isinstance(server_address, str):
+        raise ValueError('credentials and auth_token need a str server_address '
+                         'or a list of addresses')
+      credentials_lib.register(server_address, credentials, auth_token)
     _options.validate_sampler_options(max_in_flight_samples_per_worker,
                                       num_workers_per_iterator,
                                       max_samples_per_stream,
@@ -139,7 +155,12 @@ class ReverbDatasetBase(dataset_ops.DatasetV1):
                            max_samples_per_stream: int = -1,
                            rate_limiter_timeout_ms: int = -1,
                            get_signature_timeout_secs: Optional[int] = None,
-                           max_samples: int = -1) -> 'ReverbDatasetBase':
+                           max_samples: int = -1,
+                           *,
+                           credentials: Optional[
+                               credentials_lib.ChannelCredentials] = None,
+                           auth_token: Optional[str] = None
+                          ) -> 'ReverbDatasetBase':
     """A dataset whose dtypes and shapes are the table's signature.
 
     Args:
@@ -158,11 +179,14 @@ class ReverbDatasetBase(dataset_ops.DatasetV1):
       get_signature_timeout_secs: timeout of the ServerInfo call fetching
         the signature (None: wait for the server).
       max_samples: -1: unlimited; else the dataset ends after that many.
+      credentials: TLS credentials, as ``Client``'s.
+      auth_token: bearer token, as ``Client``'s.
 
     Raises:
       ValueError: if the server has no such table, or it has no signature.
     """
-    client = reverb_client.Client(server_address)
+    client = reverb_client.Client(server_address, credentials=credentials,
+                                  auth_token=auth_token)
     server_address = client.server_address
     info = client.server_info(get_signature_timeout_secs)
     if table not in info:

@@ -6,6 +6,7 @@ import numpy as np
 import tree
 
 from tf_reverb import _dtypes
+from tf_reverb import credentials as credentials_lib
 from tf_reverb import errors
 from tf_reverb import pybind
 from tf_reverb import replay_sample
@@ -23,7 +24,7 @@ class Client:
   """A client of the Reverb server (or sharded servers) at `server_address`.
 
   Construction does no RPC. Samplers read tables of a server in the same
-  process directly, without gRPC.
+  process directly, without gRPC (never for servers with TLS or tokens).
 
   Sharding (README "Sharding"): `server_address` may name several servers —
   ``"ipv4:A:P,B:Q"``, ``"ipv6:..."``, ``"dns:///name:port"`` or a list of
@@ -38,14 +39,38 @@ class Client:
   today's unsharded client, with no extra channel.
   """
 
-  def __init__(self, server_address: shard_target.Address):
+  def __init__(self, server_address: shard_target.Address,
+               credentials: Optional[credentials_lib.ChannelCredentials] = None,
+               auth_token: Optional[str] = None):
     """Creates a client of `server_address` ("host:port" or a sharded target).
 
+    Args:
+      server_address: "host:port" of the server, or a sharded target or list
+        of addresses.
+      credentials: TLS credentials (``tf_reverb.ChannelCredentials``); None
+        uses those registered for this address in this process, else the
+        ``TF_REVERB_TLS_*`` environment, else plaintext. A sharded client
+        uses them for every shard.
+      auth_token: bearer token sent on every call; None uses the
+        registered one, else ``TF_REVERB_AUTH_TOKEN``, else none.
+
+    Given credentials or a token are registered for the target string
+    (``server_address`` after ``shard_target.to_target``;
+    ``tf_reverb.credentials.register``), so TF ops and datasets of this
+    process given the same target use them too.
+
     Raises:
-      ValueError: for a malformed sharded target or address list.
+      ValueError: for a malformed sharded target or address list, or for
+        inconsistent credentials (a client certificate without its key, a
+        token without TLS to a non-loopback address, an unreadable
+        ``TF_REVERB_TLS_*`` file).
     """
     self._server_address = shard_target.to_target(server_address)
+    self._credentials = credentials
+    self._auth_token = auth_token
+    credentials_lib.register_if_given(self._server_address, credentials, auth_token)
     self._client = pybind.Client(self._server_address)
+    self._client.setup_error()
     self._signature_cache: Optional[Dict[str, Any]] = None
 
   @property
@@ -69,7 +94,7 @@ class Client:
     return self._client.shard_addresses()
 
   def __reduce__(self):
-    return Client, (self._server_address,)
+    return Client, (self._server_address, self._credentials, self._auth_token)
 
   def __repr__(self) -> str:
     return f'Client, server_address={self._server_address}'

@@ -4,7 +4,9 @@ Failures map to builtin exceptions as in Reverb: invalid arguments raise
 ``ValueError``, exhausted resources ``IndexError``, unimplemented calls
 ``NotImplementedError`` and everything else (unknown tables, cancellation,
 transport failures) ``RuntimeError``. Calls that take a timeout raise
-``DeadlineExceededError`` when it expires.
+``DeadlineExceededError`` when it expires. A refused bearer token raises
+``UnauthenticatedError`` and a TLS mismatch ``TransportSecurityError``
+(both RuntimeErrors).
 """
 
 import datetime
@@ -21,6 +23,21 @@ class ReverbError(Exception):
 
 class DeadlineExceededError(ReverbError):
   """A call with a timeout did not complete in time."""
+
+
+class UnauthenticatedError(ReverbError, RuntimeError):
+  """The server refused the call: its bearer token was missing or wrong.
+
+  A RuntimeError too, as Reverb raises every server error. The message never
+  contains the token.
+  """
+
+
+class TransportSecurityError(ReverbError, RuntimeError):
+  """Client and server disagree on TLS (plaintext against TLS or the reverse,
+  an untrusted server certificate, a refused client certificate): the
+  connection cannot be set up, so the call fails at once instead of waiting.
+  """
 
 
 def is_deadline_exceeded(error: BaseException) -> bool:

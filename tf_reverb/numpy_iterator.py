@@ -48,7 +48,10 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
                max_samples: int = -1,
                structure: Optional[Any] = None,
                num_batching_threads: int = 2,
-               prefetch_batches: int = 2):
+               prefetch_batches: int = 2,
+               *,
+               credentials: Optional[Any] = None,
+               auth_token: Optional[str] = None):
     """Starts sampling.
 
     Args:
@@ -70,6 +73,9 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
         batch's columns into; default: a flat list.
       num_batching_threads: C++ threads decoding samples into batches.
       prefetch_batches: finished batches kept ready ahead of the caller.
+      credentials: TLS credentials (``tf_reverb.ChannelCredentials``), as
+        ``Client``'s.
+      auth_token: bearer token, as ``Client``'s.
 
     Raises:
       ValueError: for invalid options.
@@ -87,7 +93,8 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
     if prefetch_batches < 1:
       raise ValueError(f'prefetch_batches ({prefetch_batches}) must be >= 1')
     self._structure = structure
-    self._client = reverb_client.Client(server_address)
+    self._client = reverb_client.Client(server_address, credentials=credentials,
+                                        auth_token=auth_token)
     self._iterator = pybind.BatchIterator(
         self._client._client,  # pylint: disable=protected-access
         table,

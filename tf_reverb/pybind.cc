@@ -85,14 +85,17 @@ PYBIND11_MODULE(pybind, m) {
       .def("root", &Checkpointer::root)
       .def("debug_string", &Checkpointer::DebugString);
 
+  RegisterSecurityBindings(m);
   py::class_<Server>(m, "Server")
       .def(py::init([](std::vector<std::shared_ptr<Table>> tables, int port,
-                       std::shared_ptr<Checkpointer> checkpointer) {
+                       std::shared_ptr<Checkpointer> checkpointer,
+                       std::shared_ptr<ServerSecurity> security) {
              py::gil_scoped_release release;
-             return ValueOrRaise(
-                 Server::Start(std::move(tables), port, std::move(checkpointer)));
+             return ValueOrRaise(Server::Start(std::move(tables), port,
+                                               std::move(checkpointer), std::move(security)));
            }),
-           py::arg("tables"), py::arg("port"), py::arg("checkpointer") = nullptr)
+           py::arg("tables"), py::arg("port"), py::arg("checkpointer") = nullptr,
+           py::arg("security") = nullptr)
       .def_property_readonly("port", &Server::port)
       .def("stop", &Server::Stop, py::call_guard<py::gil_scoped_release>())
       .def("debug_string", &Server::DebugString);
@@ -107,6 +110,8 @@ PYBIND11_MODULE(pybind, m) {
 
   py::class_<Client>(m, "Client")
       .def(py::init<std::string>(), py::arg("server_address"))
+      .def("setup_error",
+           [](const Client& client) { MaybeRaise(client.setup_status()); })
       .def("server_info",
            [](Client& client, int64_t timeout_ms) {
              absl::StatusOr<deepmind::reverb::ServerInfoResponse> info;

@@ -1,5 +1,8 @@
 #include "tf_reverb/pybind_common.h"
 
+#include "absl/strings/match.h"
+#include "server/security/channel_credentials.h"
+
 #include <cstring>
 
 #include "absl/strings/match.h"
@@ -65,6 +68,17 @@ void MaybeRaise(const absl::Status& status) {
     case absl::StatusCode::kUnimplemented:
       PyErr_SetString(PyExc_NotImplementedError, message.c_str());
       throw py::error_already_set();
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kFailedPrecondition: {
+      const bool mismatch = absl::StartsWith(message, kTransportSecurityMismatch);
+      if (status.code() == absl::StatusCode::kFailedPrecondition && !mismatch) {
+        throw std::runtime_error(message);
+      }
+      py::object error = py::module_::import("tf_reverb.errors")
+                             .attr(mismatch ? "TransportSecurityError" : "UnauthenticatedError");
+      PyErr_SetString(error.ptr(), message.c_str());
+      throw py::error_already_set();
+    }
     default:
       throw std::runtime_error(message);
   }

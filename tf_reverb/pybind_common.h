@@ -90,6 +90,9 @@ void RegisterSelectorBindings(pybind11::module_& m);
 // Adds the writer bindings (pybind_writer.cc) to the module.
 void RegisterWriterBindings(pybind11::module_& m);
 
+// pybind_security.cc: ServerSecurity, the channel security registry.
+void RegisterSecurityBindings(pybind11::module_& m);
+
 }  // namespace tf_reverb
 
 #endif  // TF_REVERB_PYBIND_COMMON_H_

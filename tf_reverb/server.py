@@ -1,6 +1,7 @@
 """``Table`` and ``Server``: replay tables hosted by a gRPC server."""
 
 import abc
+import logging
 import time
 from typing import List, Optional, Sequence
 
@@ -8,6 +9,7 @@ import portpicker
 
 from tf_reverb import checkpointers as checkpointers_lib
 from tf_reverb import client as client_lib
+from tf_reverb import credentials as credentials_lib
 from tf_reverb import item_selectors
 from tf_reverb import pybind
 from tf_reverb import rate_limiters
@@ -187,7 +189,11 @@ class Server:
   def __init__(self,
                tables: Optional[Sequence[Table]] = None,
                port: Optional[int] = None,
-               checkpointer: Optional[checkpointers_lib.CheckpointerBase] = None):
+               checkpointer: Optional[checkpointers_lib.CheckpointerBase] = None,
+               *,
+               host: Optional[str] = None,
+               credentials: Optional[credentials_lib.ServerCredentials] = None,
+               auth_token_file: Optional[str] = None):
     """Starts serving.
 
     Args:
@@ -197,10 +203,22 @@ class Server:
       checkpointer: where ``Client.checkpoint()`` saves; the newest complete
         checkpoint found there is restored into `tables` first. None uses a
         fresh temporary directory.
+      host: interface to listen on, e.g. '127.0.0.1'; None: all interfaces
+        (Reverb's behaviour). Listening beyond loopback with neither TLS
+        nor tokens logs one warning.
+      credentials: ``tf_reverb.ServerCredentials``: serve TLS only (mutual
+        TLS when they hold a client CA).
+      auth_token_file: file of accepted bearer tokens, one per line: every
+        RPC but health checks must carry one (else UNAUTHENTICATED).
+        ``reload_auth_tokens()`` re-reads it. Without TLS only a loopback
+        `host` is allowed (a token must not cross a network in clear text).
+        A server with TLS or tokens is never read through the in-process
+        shortcut: every call passes its checks.
 
     Raises:
       ValueError: for no tables, duplicate names, or a checkpoint holding a
-        table that `tables` lacks.
+        table that `tables` lacks; for unreadable or inconsistent security
+        settings (the message names the file or argument, never a secret).
       RuntimeError: when the port cannot be bound or a checkpoint is corrupt.
     """
     if not tables:
@@ -214,20 +232,49 @@ class Server:
       checkpointer = checkpointers_lib.default_checkpointer()
     if port is None:
       port = portpicker.pick_unused_port()
+    if credentials is not None and not isinstance(
+        credentials, credentials_lib.ServerCredentials):
+      raise TypeError('credentials must be a tf_reverb.ServerCredentials, got '
+                      f'{type(credentials).__name__}')
+    security = pybind.ServerSecurity(
+        host=host or '',
+        certificate_chain=credentials.certificate_chain if credentials else b'',
+        private_key=credentials.private_key if credentials else b'',
+        client_ca=(credentials.client_ca or b'') if credentials else b'',
+        auth_token_file=auth_token_file or '')
     self._tables: List[Table] = list(tables)
     self._server = pybind.Server(
         [table._table for table in tables], port,  # pylint: disable=protected-access
-        checkpointer.internal_checkpointer())
+        checkpointer.internal_checkpointer(), security)
+    self._security = security
     self._stopped = False
+    warning = security.exposure_warning()
+    if warning:
+      logging.getLogger('tf_reverb').warning('%s', warning)
 
   @property
   def port(self) -> int:
     """The port the server listens on."""
     return self._server.port
 
-  def localhost_client(self) -> client_lib.Client:
-    """A client of this server through localhost."""
-    return client_lib.Client(f'localhost:{self.port}')
+  def localhost_client(
+      self,
+      credentials: Optional[credentials_lib.ChannelCredentials] = None,
+      auth_token: Optional[str] = None) -> client_lib.Client:
+    """A client of this server through localhost (arguments as ``Client``'s)."""
+    return client_lib.Client(f'localhost:{self.port}', credentials=credentials,
+                             auth_token=auth_token)
+
+  def reload_auth_tokens(self) -> int:
+    """Re-reads `auth_token_file` (token rotation); returns the token count.
+
+    On failure the previous tokens stay in force.
+
+    Raises:
+      ValueError: without `auth_token_file`, or when the file cannot be read
+        or holds no token.
+    """
+    return self._security.reload_auth_tokens()
 
   def stop(self) -> None:
     """Closes the tables (cancelling blocked calls) and stops serving."""

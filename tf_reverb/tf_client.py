@@ -8,6 +8,7 @@ from typing import Any, Optional, Sequence, Union
 import tensorflow as tf
 import tree
 
+from tf_reverb import credentials as credentials_lib
 from tf_reverb import replay_sample
 from tf_reverb import shard_target
 from tf_reverb.ops import reverb_ops
@@ -19,7 +20,10 @@ class TFClient:
   def __init__(self,
                server_address: Union[str, Sequence[str]],
                shared_name: Optional[str] = None,
-               name: str = 'reverb'):
+               name: str = 'reverb',
+               *,
+               credentials: Optional[credentials_lib.ChannelCredentials] = None,
+               auth_token: Optional[str] = None):
     """Creates the client resource (one gRPC channel) for `server_address`.
 
     Args:
@@ -28,11 +32,19 @@ class TFClient:
         go to one shard each, update_priorities reaches every shard.
       shared_name: resource name shared between graphs (default: unique).
       name: op name.
+      credentials: TLS credentials (as ``Client``'s).
+      auth_token: bearer token (as ``Client``'s).
+
+    `credentials` and `auth_token` are registered for the target string
+    (after ``shard_target.to_target``); without them the ops use what is
+    registered for it, else the ``TF_REVERB_TLS_*`` / ``TF_REVERB_AUTH_TOKEN``
+    environment (tf_reverb/credentials.py).
 
     Raises:
       ValueError: for a malformed sharded target or address list.
     """
     server_address = shard_target.to_target(server_address)
+    credentials_lib.register_if_given(server_address, credentials, auth_token)
     self._server_address = server_address
     self._handle = reverb_ops.reverb_client(
         server_address=server_address, shared_name=shared_name or '', name=name)

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "grpcpp/client_context.h"
 #include "server/grpc_status.h"
+#include "server/security/channel_credentials.h"
 #include "server/writer/insert_stream_codecs.h"
 
 namespace tf_reverb {
@@ -563,6 +564,18 @@ void TrajectoryWriter::RunWorker() {
 }
 
 absl::Status TrajectoryWriter::RunStream() {
+  // A wait-for-ready stream waits forever on a channel whose TLS does not
+  // match the server's: find that out first (channel_credentials.h),
+  // checking for Close() every second.
+  while (channel_->GetState(/*try_to_connect=*/true) != GRPC_CHANNEL_READY) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (closed_) return absl::CancelledError("closed");
+    }
+    absl::Status transport =
+        AwaitTransport(channel_.get(), absl::Now() + absl::Seconds(1), std::nullopt, "");
+    if (!transport.ok()) return transport;
+  }
   grpc::ClientContext context;
   context.set_wait_for_ready(true);
   {
