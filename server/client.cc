@@ -233,7 +233,7 @@ class TableSamplerWorker : public SamplerWorker {
   absl::Status FinishStream() {
     // A TLS mismatch is reported as such (and not retried).
     absl::Status status =
-        TransportSecurityError(FromGrpcStatus(stream_->Finish()), tls_, address_);
+        CheckTransportFailure(channel_.get(), FromGrpcStatus(stream_->Finish()), tls_, address_);
     ResetStream();
     if (status.ok()) status = absl::UnavailableError("Sample stream closed by the server.");
     return status;
@@ -747,7 +747,8 @@ absl::StatusOr<std::vector<std::string>> Client::Checkpoint() {
   }
   grpc::ClientContext context;
   deepmind::reverb::CheckpointResponse response;
-  absl::Status status = TransportSecurityError(
+  absl::Status status = CheckTransportFailure(
+      channel_.get(),
       FromGrpcStatus(stub_->Checkpoint(&context, deepmind::reverb::CheckpointRequest(), &response)),
       tls_, server_address_);
   if (!status.ok()) return status;

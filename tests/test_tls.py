@@ -198,6 +198,15 @@ def test_dataset_with_explicit_credentials_in_process(pki):
         shapes=(tf.TensorShape([1, 2]),), max_in_flight_samples_per_worker=1,
         max_samples=3, credentials=credentials)
     assert len(list(ds)) == 3
+    timesteps = reverb.TimestepDataset(
+        address, 'my_table', dtypes=(tf.float32,), shapes=(tf.TensorShape([2]),),
+        max_in_flight_samples_per_worker=1, max_samples=2)  # registered above
+    assert len(list(timesteps)) == 2
+    tf_client = reverb.TFClient(address, credentials=credentials)
+    tf_client.insert([tf.constant([7.0, 7.0])], tables=tf.constant(['my_table']),
+                     priorities=tf.constant([1.0], dtype=tf.float64))
+    assert client.server_info()['my_table'].current_size == 4
+    assert tf_client.sample('my_table', [tf.float32]).data[0].shape == (2,)
 
 
 def test_bad_credentials_are_clear_errors(pki, tmp_path):

@@ -71,22 +71,40 @@ std::string TargetHost(absl::string_view target) {
   return std::string(colon == absl::string_view::npos ? target : target.substr(0, colon));
 }
 
-// What gRPC says when a connection's TLS (or handshake) set-up failed, as
-// opposed to "Connection refused" (no server there yet).
-// Only connection set-up failures count ("connections to all backends
-// failing" / "failed to connect to all addresses"), never a stream that
-// broke later (a server restart's "Socket closed" is retried as before).
-bool LooksLikeHandshakeFailure(absl::string_view message) {
-  const std::string lower = absl::AsciiStrToLower(message);
+// How gRPC's report of a connection failure reads: a TLS failure for
+// certain (handshake, certificate, peer name), one that may be TLS (the peer
+// closed a connection it had accepted: what a plaintext client sees of a
+// TLS server, but also of a server going away), or neither ("Connection
+// refused": no server there yet). Only connection set-up failures count
+// ("connections to all backends failing" / "failed to connect to all
+// addresses"), never a stream that broke later.
+enum class Handshake { kNotAFailure, kMaybe, kFailed };
+Handshake ClassifyFailure(const absl::Status& status) {
+  if (!absl::IsUnavailable(status)) return Handshake::kNotAFailure;
+  const std::string lower = absl::AsciiStrToLower(status.message());
   if (!absl::StrContains(lower, "connections to all backends failing") &&
       !absl::StrContains(lower, "failed to connect to all addresses")) {
-    return false;
+    return Handshake::kNotAFailure;
   }
-  for (const char* marker : {"handshake", "ssl", "tls", "certificate", "peer name",
-                             "socket closed", "connection reset", "end of file"}) {
-    if (absl::StrContains(lower, marker)) return true;
+  for (const char* marker : {"handshake", "ssl", "tls", "certificate", "peer name"}) {
+    if (absl::StrContains(lower, marker)) return Handshake::kFailed;
   }
-  return false;
+  for (const char* marker : {"socket closed", "connection reset", "end of file"}) {
+    if (absl::StrContains(lower, marker)) return Handshake::kMaybe;
+  }
+  return Handshake::kNotAFailure;
+}
+
+absl::Status MismatchError(const absl::Status& status, std::optional<bool> tls,
+                           const std::string& address) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      kTransportSecurityMismatch, " with ", address.empty() ? "the server" : address,
+      !tls.has_value() ? "" : (*tls ? ": this client uses TLS" : ": this client uses plaintext (no TLS)"),
+      ", and setting up the connection failed. Check that client and server agree on TLS, "
+      "that the client trusts the CA that signed the server's certificate (and the name "
+      "it was issued for), and for mutual TLS that the client presents a certificate "
+      "signed by the server's client CA. gRPC said: ",
+      status.message()));
 }
 
 // A fail-fast call of the (unauthenticated) health service: in
@@ -186,28 +204,47 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> BuildChannelCredential
 
 absl::Status TransportSecurityError(const absl::Status& status, std::optional<bool> tls,
                                     const std::string& address) {
-  if (!absl::IsUnavailable(status) || !LooksLikeHandshakeFailure(status.message())) {
-    return status;
+  return ClassifyFailure(status) == Handshake::kFailed ? MismatchError(status, tls, address)
+                                                       : status;
+}
+
+absl::Status CheckTransportFailure(grpc::Channel* channel, const absl::Status& status,
+                                   std::optional<bool> tls, const std::string& address) {
+  switch (ClassifyFailure(status)) {
+    case Handshake::kNotAFailure:
+      return status;
+    case Handshake::kFailed:
+      return MismatchError(status, tls, address);
+    case Handshake::kMaybe:
+      break;
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      kTransportSecurityMismatch, " with ", address.empty() ? "the server" : address,
-      !tls.has_value() ? "" : (*tls ? ": this client uses TLS" : ": this client uses plaintext (no TLS)"),
-      ", and setting up the connection failed. Check that client and server agree on TLS, "
-      "that the client trusts the CA that signed the server's certificate (and the name "
-      "it was issued for), and for mutual TLS that the client presents a certificate "
-      "signed by the server's client CA. gRPC said: ",
-      status.message()));
+  const absl::Status confirmed =
+      AwaitTransport(channel, absl::Now() + kConfirmationTimeout, tls, address);
+  return confirmed.ok() ? status : confirmed;
 }
 
 absl::Status AwaitTransport(grpc::Channel* channel, absl::Time deadline,
-                            std::optional<bool> tls, const std::string& address) {
+                            std::optional<bool> tls, const std::string& address,
+                            const std::function<bool()>& cancelled) {
+  int maybe_failures = 0;
   grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
   while (state != GRPC_CHANNEL_READY && state != GRPC_CHANNEL_SHUTDOWN) {
+    if (cancelled != nullptr && cancelled()) return absl::OkStatus();
     if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
       const absl::Status probe = ProbeHealth(channel);
-      if (!absl::IsUnavailable(probe)) return absl::OkStatus();
-      const absl::Status mismatch = TransportSecurityError(probe, tls, address);
-      if (!absl::IsUnavailable(mismatch)) return mismatch;
+      switch (ClassifyFailure(probe)) {
+        case Handshake::kFailed:
+          return MismatchError(probe, tls, address);
+        case Handshake::kMaybe:
+          // Twice in a row (separate connection attempts): not a server
+          // that happened to go away while we connected.
+          if (++maybe_failures >= 2) return MismatchError(probe, tls, address);
+          break;
+        case Handshake::kNotAFailure:
+          if (!absl::IsUnavailable(probe)) return absl::OkStatus();  // it answered
+          maybe_failures = 0;
+          break;
+      }
     }
     const absl::Time now = absl::Now();
     if (now >= deadline) return absl::OkStatus();

@@ -28,11 +28,16 @@
 //    or fails; when the failure is a TLS or handshake one it returns
 //    FAILED_PRECONDITION "Transport security mismatch ..." which no caller
 //    retries. A server that is merely not up yet is waited for as before.
+//    A peer closing the connection it accepted (how a plaintext client sees
+//    a TLS server) counts only when two connection attempts in a row end
+//    that way (about a second, gRPC's first reconnect backoff), so a server
+//    going away during a restart is not taken for a mismatch.
 //  * Thread-safety: every function is thread-safe.
 //  * Secrets: tokens and keys never appear in a status or DebugString().
 #ifndef TF_REVERB_SERVER_SECURITY_CHANNEL_CREDENTIALS_H_
 #define TF_REVERB_SERVER_SECURITY_CHANNEL_CREDENTIALS_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -73,18 +78,27 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> BuildChannelCredential
     const std::string& address, const ChannelSecurity& security, grpc::ChannelArguments* args);
 
 // `status` rewritten as the clear FAILED_PRECONDITION when it is gRPC's
-// report of a failed TLS handshake; else `status`. `tls` (whether this
+// report of a certainly failed TLS handshake; else `status`. `tls` (whether this
 // client uses TLS; unset: unknown) and `address` ("": unknown) only word
 // the message.
 absl::Status TransportSecurityError(const absl::Status& status, std::optional<bool> tls,
                                     const std::string& address);
 
-// Waits (up to `deadline`) until `channel` is connected, or returns the
+// TransportSecurityError, and for a failure that may be a mismatch, a
+// confirmation by AwaitTransport (up to kConfirmationTimeout); the mismatch,
+// else `status`.
+inline constexpr absl::Duration kConfirmationTimeout = absl::Seconds(10);
+absl::Status CheckTransportFailure(grpc::Channel* channel, const absl::Status& status,
+                                   std::optional<bool> tls, const std::string& address);
+
+// Waits (up to `deadline`, or until `cancelled` returns true; it is polled
+// at least every second) until `channel` is connected, or returns the
 // transport security mismatch it fails with. OK when it is connected, when
-// the deadline passes, or when it fails for another reason (the caller's
-// call then reports that failure itself).
+// the deadline passes or it was cancelled, or when it fails for another
+// reason (the caller's call then reports that failure itself).
 absl::Status AwaitTransport(grpc::Channel* channel, absl::Time deadline,
-                            std::optional<bool> tls, const std::string& address);
+                            std::optional<bool> tls, const std::string& address,
+                            const std::function<bool()>& cancelled = nullptr);
 
 }  // namespace tf_reverb
 

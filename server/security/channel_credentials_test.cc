@@ -69,6 +69,15 @@ TEST(ChannelCredentialsTest, HandshakeFailuresBecomeClearErrors) {
       "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:5: "
       "Failed to connect to remote host: Connection refused");
   EXPECT_EQ(TransportSecurityError(refused, false, "localhost:5"), refused);
+  // A peer closing the connection may be a server going away: only
+  // AwaitTransport's two attempts in a row make it a mismatch.
+  const absl::Status closed = absl::UnavailableError(
+      "connections to all backends failing; last error: UNAVAILABLE: "
+      "ipv4:127.0.0.1:5: Socket closed");
+  EXPECT_EQ(TransportSecurityError(closed, false, "localhost:5"), closed);
+  // A stream that broke after it was set up is never a mismatch.
+  const absl::Status broken = absl::UnavailableError("Socket closed (ssl)");
+  EXPECT_EQ(TransportSecurityError(broken, true, "localhost:5"), broken);
   const absl::Status other = absl::NotFoundError("Ssl in a table name");
   EXPECT_EQ(TransportSecurityError(other, false, "localhost:5"), other);
 }

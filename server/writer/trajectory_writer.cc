@@ -565,17 +565,13 @@ void TrajectoryWriter::RunWorker() {
 
 absl::Status TrajectoryWriter::RunStream() {
   // A wait-for-ready stream waits forever on a channel whose TLS does not
-  // match the server's: find that out first (channel_credentials.h),
-  // checking for Close() every second.
-  while (channel_->GetState(/*try_to_connect=*/true) != GRPC_CHANNEL_READY) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (closed_) return absl::CancelledError("closed");
-    }
-    absl::Status transport =
-        AwaitTransport(channel_.get(), absl::Now() + absl::Seconds(1), std::nullopt, "");
-    if (!transport.ok()) return transport;
-  }
+  // match the server's: find that out first (channel_credentials.h).
+  absl::Status transport = AwaitTransport(
+      channel_.get(), absl::InfiniteFuture(), std::nullopt, "", [this] {
+        absl::MutexLock lock(&mu_);
+        return closed_;
+      });
+  if (!transport.ok()) return transport;
   grpc::ClientContext context;
   context.set_wait_for_ready(true);
   {
