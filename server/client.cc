@@ -233,7 +233,8 @@ class TableSamplerWorker : public SamplerWorker {
   absl::Status FinishStream() {
     // A TLS mismatch is reported as such (and not retried).
     absl::Status status =
-        CheckTransportFailure(channel_.get(), FromGrpcStatus(stream_->Finish()), tls_, address_);
+        CheckTransportFailure(channel_.get(), FromGrpcStatus(stream_->Finish()), tls_, address_,
+                              [this] { return cancelled_.load(); });
     ResetStream();
     if (status.ok()) status = absl::UnavailableError("Sample stream closed by the server.");
     return status;

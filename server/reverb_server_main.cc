@@ -83,7 +83,9 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::SetProgramUsageMessage(
       "the standalone tf_reverb replay server (Reverb's gRPC protocol).\n"
-      "  reverb_server [--config=TEXT|--config_file=PATH] [--port=N] [--checkpoint_dir=DIR ...]");
+      "  reverb_server [--config=TEXT|--config_file=PATH] [--port=N] [--checkpoint_dir=DIR ...]\n"
+      "                [--host=H] [--tls_cert_file=F --tls_key_file=F [--tls_client_ca_file=F]]\n"
+      "                [--auth_token_file=F]");
   absl::ParseCommandLine(argc, argv);
   std::string text = absl::GetFlag(FLAGS_config);
   const std::string path = absl::GetFlag(FLAGS_config_file);

@@ -209,7 +209,8 @@ absl::Status TransportSecurityError(const absl::Status& status, std::optional<bo
 }
 
 absl::Status CheckTransportFailure(grpc::Channel* channel, const absl::Status& status,
-                                   std::optional<bool> tls, const std::string& address) {
+                                   std::optional<bool> tls, const std::string& address,
+                                   const std::function<bool()>& cancelled) {
   switch (ClassifyFailure(status)) {
     case Handshake::kNotAFailure:
       return status;
@@ -219,7 +220,7 @@ absl::Status CheckTransportFailure(grpc::Channel* channel, const absl::Status& s
       break;
   }
   const absl::Status confirmed =
-      AwaitTransport(channel, absl::Now() + kConfirmationTimeout, tls, address);
+      AwaitTransport(channel, absl::Now() + kConfirmationTimeout, tls, address, cancelled);
   return confirmed.ok() ? status : confirmed;
 }
 

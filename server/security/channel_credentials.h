@@ -85,11 +85,12 @@ absl::Status TransportSecurityError(const absl::Status& status, std::optional<bo
                                     const std::string& address);
 
 // TransportSecurityError, and for a failure that may be a mismatch, a
-// confirmation by AwaitTransport (up to kConfirmationTimeout); the mismatch,
-// else `status`.
+// confirmation by AwaitTransport (up to kConfirmationTimeout, or until
+// `cancelled`); the mismatch, else `status`.
 inline constexpr absl::Duration kConfirmationTimeout = absl::Seconds(10);
 absl::Status CheckTransportFailure(grpc::Channel* channel, const absl::Status& status,
-                                   std::optional<bool> tls, const std::string& address);
+                                   std::optional<bool> tls, const std::string& address,
+                                   const std::function<bool()>& cancelled = nullptr);
 
 // Waits (up to `deadline`, or until `cancelled` returns true; it is polled
 // at least every second) until `channel` is connected, or returns the
