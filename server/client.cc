@@ -414,7 +414,11 @@ absl::Status Client::ShardTransportMismatch(const std::vector<std::shared_ptr<Sh
   for (size_t i = 0; i < statuses->size(); ++i) {
     absl::Status& status = (*statuses)[i];
     if (status.ok()) continue;
-    status = TransportSecurityError(status, tls_, shards[i]->address);
+    // A definite handshake failure is rewritten at once; a peer closing the
+    // connections it accepted (plaintext against TLS) is confirmed on that
+    // shard's channel (bounded); "connection refused" (a shard that is
+    // down) is left as it is, so fan-outs still skip down shards.
+    status = CheckTransportFailure(shards[i]->channel.get(), status, tls_, shards[i]->address);
     if (mismatch.ok() && absl::IsFailedPrecondition(status) &&
         absl::StartsWith(status.message(), kTransportSecurityMismatch)) {
       mismatch = status;

@@ -45,7 +45,12 @@
 //    FAILED_PRECONDITION "Transport security mismatch ..." instead of a
 //    wait that never ends; a missing or refused token is the server's
 //    UNAUTHENTICATED. In-process shortcuts never apply to servers with TLS
-//    or tokens (server.h).
+//    or tokens (server.h). A sharded target's security is resolved for
+//    the whole target string; the per-shard channels of fan-out calls use
+//    the same credentials and channel arguments as the main channel. Writers
+//    and samplers check the transport on the main channel; fan-out calls
+//    check each failed shard's channel and return a shard's TLS mismatch
+//    as it is (naming that shard), before any other failure.
 //  * Chunk codecs: gRPC samplers announce zstd on SampleStream (request
 //    metadata "x-tf-reverb-codecs: zstd", unless TF_REVERB_ZSTD=0), so our
 //    servers send zstd chunks as stored; Insert always writes Snappy.
@@ -223,9 +228,9 @@ class Client {
                                        std::function<void(grpc::Status)> done)>;
   static std::vector<absl::Status> FanOut(const std::vector<std::shared_ptr<Shard>>& shards,
                                           absl::Time deadline, const StartCall& start);
-  // Rewrites the failed shards' statuses that are TLS handshake failures as
-  // the transport security mismatch (TransportSecurityError, per shard
-  // address); returns the first such mismatch, else OK.
+  // Rewrites the failed shards' statuses that are TLS mismatches as the
+  // transport security mismatch (CheckTransportFailure on the shard's
+  // channel, naming its address); returns the first such mismatch, else OK.
   absl::Status ShardTransportMismatch(const std::vector<std::shared_ptr<Shard>>& shards,
                                       std::vector<absl::Status>* statuses) const;
 
