@@ -127,7 +127,7 @@ int ExpectConsistentStep(const Sample& sample) {
 // Samples 3 * kSteps items with our client (which announces zstd); returns
 // how many were of steps >= 1 (whose frames are zstd on announcing servers).
 int ExpectOurClientReads(int port) {
-  Client client(absl::StrCat("dns:///127.0.0.1:", port));
+  Client client(absl::StrCat("ipv4:127.0.0.1:", port));
   SamplerOptions options;
   options.max_samples = 3 * kSteps;
   options.rate_limiter_timeout = kDeadline;

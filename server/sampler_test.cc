@@ -331,7 +331,7 @@ TEST(SamplerTest, RateLimiterTimeoutWhileWaitingIsFatal) {
                                  RateLimiter::Create(1.0, 1, -DBL_MAX, DBL_MAX).value(), ""})
                    .value();
   auto server = Server::Start(Tables(table), 0).value();
-  for (const char* host : {"localhost:", "dns:///127.0.0.1:"}) {
+  for (const char* host : {"localhost:", "ipv4:127.0.0.1:"}) {
     Client client(absl::StrCat(host, server->port()));
     SamplerOptions options;
     options.rate_limiter_timeout = absl::ZeroDuration();
@@ -437,7 +437,7 @@ int32_t ValueOf(const Sample& sample) {
 
 TEST(ClientSamplerTest, GrpcWorkersReopenStreamsAfterMaxSamplesPerStream) {
   auto server = Server::Start(Tables(UniformTable("t")), 0).value();
-  Client client(absl::StrCat("dns:///127.0.0.1:", server->port()));
+  Client client(absl::StrCat("ipv4:127.0.0.1:", server->port()));
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(client.InsertStep({Int32Scalar(i)}, {{"t", 1.0}}).ok());
   const int before = Streams()->samples();
   SamplerOptions options;
@@ -510,7 +510,7 @@ TEST(ClientSamplerTest, ServerStoppingUnderAnInProcessSamplerIsSafe) {
 TEST(ClientSamplerTest, GrpcSamplerSurvivesAServerRestart) {
   auto server = Server::Start(Tables(UniformTable("t")), 0).value();
   const int port = server->port();
-  Client client(absl::StrCat("dns:///127.0.0.1:", port));
+  Client client(absl::StrCat("ipv4:127.0.0.1:", port));
   ASSERT_TRUE(client.InsertStep({Int32Scalar(1)}, {{"t", 1.0}}).ok());
   SamplerOptions options;
   options.max_in_flight_samples_per_worker = 1;
@@ -536,7 +536,7 @@ TEST(ClientSamplerTest, GrpcSamplerSurvivesAServerRestart) {
 
 TEST(ClientSamplerTest, CloseCancelsBlockedGrpcAndLocalRequests) {
   auto server = Server::Start(Tables(UniformTable("t")), 0).value();  // empty table
-  for (const char* host : {"localhost:", "dns:///127.0.0.1:"}) {
+  for (const char* host : {"localhost:", "ipv4:127.0.0.1:"}) {
     Client client(absl::StrCat(host, server->port()));
     auto sampler = client.NewSampler("t", SamplerOptions());
     absl::Notification done;
@@ -553,7 +553,7 @@ TEST(ClientSamplerTest, CloseCancelsBlockedGrpcAndLocalRequests) {
 
 TEST(ClientSamplerTest, UnknownTableIsFatal) {
   auto server = Server::Start(Tables(UniformTable("t")), 0).value();
-  for (const char* host : {"localhost:", "dns:///127.0.0.1:"}) {
+  for (const char* host : {"localhost:", "ipv4:127.0.0.1:"}) {
     Client client(absl::StrCat(host, server->port()));
     absl::Status status = client.NewSampler("nope", SamplerOptions())->Next(kLong).status();
     EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << host;

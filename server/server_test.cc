@@ -147,7 +147,7 @@ std::unique_ptr<Server> StartServer(std::vector<std::shared_ptr<Table>> tables) 
 
 // An address of the server that Client::LoopbackPort() does not recognise,
 // so samplers must use gRPC.
-std::string GrpcOnlyAddress(int port) { return absl::StrCat("dns:///127.0.0.1:", port); }
+std::string GrpcOnlyAddress(int port) { return absl::StrCat("ipv4:127.0.0.1:", port); }
 std::string ShortcutAddress(int port) { return absl::StrCat("localhost:", port); }
 
 std::unique_ptr<ReverbService::Stub> RawStub(int port) {
