@@ -521,7 +521,8 @@ absl::StatusOr<std::vector<Client::ShardInfo>> Client::ShardServerInfo(absl::Dur
     const absl::Time now = absl::Now();
     if (now >= deadline) {
       return absl::DeadlineExceededError(
-          absl::StrCat("No shard of ", server_address_, " answered ServerInfo in time: ",
+          absl::StrCat("Deadline exceeded: no shard of ", server_address_,
+                       " answered ServerInfo in time: ",
                        last.message()));
     }
     absl::SleepFor(std::min(backoff, deadline - now));

@@ -142,7 +142,9 @@ absl::StatusOr<std::vector<std::string>> ResolveShards(const ShardTarget& target
                                                "' of target '", target.target,
                                                "': ", gai_strerror(error)));
   }
-  std::vector<std::string> addresses;
+  // A dual-stack server has an A and an AAAA record: one shard, not two.
+  // IPv4 addresses when the name has any, else its IPv6 ones.
+  std::vector<std::string> addresses, ipv6_addresses;
   absl::flat_hash_set<std::string> seen;
   for (const addrinfo* entry = found; entry != nullptr; entry = entry->ai_next) {
     char text[INET6_ADDRSTRLEN] = {0};
@@ -158,9 +160,11 @@ absl::StatusOr<std::vector<std::string>> ResolveShards(const ShardTarget& target
     } else {
       continue;
     }
-    if (seen.insert(address).second) addresses.push_back(std::move(address));
+    if (!seen.insert(address).second) continue;
+    (entry->ai_family == AF_INET ? addresses : ipv6_addresses).push_back(std::move(address));
   }
   freeaddrinfo(found);
+  if (addresses.empty()) addresses = std::move(ipv6_addresses);
   if (addresses.empty()) {
     return absl::UnavailableError(absl::StrCat("'", target.dns_host, "' of target '",
                                                target.target, "' has no IP address"));

@@ -16,9 +16,9 @@
 // that does not implement the health service counts as healthy. Admin calls
 // need every shard, so ResolveShards lists them: the parsed list for ipv4:/
 // ipv6:, getaddrinfo(NAME) at call time for dns: (the system resolver, so a
-// dns://AUTHORITY/ server is not used there; a name must give one address
-// per server: "localhost" giving both 127.0.0.1 and ::1 names one server
-// twice).
+// dns://AUTHORITY/ server is not used there; a name's IPv4 addresses are its
+// shards when it has any, else its IPv6 ones, so a dual-stack server with an
+// A and an AAAA record, or "localhost", is one shard).
 //
 // Contract: pure functions, thread-safe. Errors: INVALID_ARGUMENT naming the
 // problem for a malformed sharded target; UNAVAILABLE when a dns: name does

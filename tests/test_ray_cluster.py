@@ -183,7 +183,8 @@ def _dataset(address: str):
       shapes={'id': tf.TensorShape([1])},
       max_in_flight_samples_per_worker=2, num_workers_per_iterator=4,
       # New streams often, so round_robin moves them over the shards.
-      max_samples_per_stream=4)
+      max_samples_per_stream=4,
+      rate_limiter_timeout_ms=120_000)  # a hang guard: a stalled dataset ends
 
 
 def _sampled_ids(iterator, n: int) -> List[int]:

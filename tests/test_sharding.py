@@ -168,7 +168,8 @@ def test_dataset_samples_every_shard_and_survives_a_kill(start_shards):
       plain.insert(np.int64(1000 * s + i), {'replay': 1.0})
   dataset = reverb.TrajectoryDataset(
       [s.address for s in shards], 'replay', dtypes=(tf.int64,),
-      shapes=(tf.TensorShape([1]),), max_in_flight_samples_per_worker=2)
+      shapes=(tf.TensorShape([1]),), max_in_flight_samples_per_worker=2,
+      rate_limiter_timeout_ms=120_000)  # a hang guard: a stalled dataset ends
   iterator = iter(dataset)
   seen = {int(next(iterator).data[0][0]) // 1000 for _ in range(40)}
   assert seen == {0, 1}
@@ -422,6 +423,26 @@ def test_dns_target_resolves_at_call_time(start_shards):
   assert client.shard_addresses() == [shard.address]
   client.insert(np.int64(3), {'queue': 1.0})
   assert client.server_info(timeout=60)['queue'].current_size == 1
+
+
+def test_dual_stack_name_is_one_shard(start_shards):
+  """localhost has an IPv4 and (usually) an IPv6 address: one server, so one
+  shard, and its table is not counted twice."""
+  (shard,) = start_shards(1)
+  client = reverb.Client(f'dns:///localhost:{shard.port}')
+  assert client.shard_addresses() == [f'127.0.0.1:{shard.port}']
+  client.insert(np.int64(3), {'queue': 1.0})
+  assert client.server_info(timeout=60)['queue'].current_size == 1
+
+
+def test_sharded_server_info_timeout_is_deadline_exceeded():
+  import portpicker  # pylint: disable=g-import-not-at-top
+  ports = [portpicker.pick_unused_port() for _ in range(2)]
+  client = reverb.Client([f'127.0.0.1:{port}' for port in ports])
+  with pytest.raises(reverb.DeadlineExceededError):
+    client.server_info(timeout=0.5)
+  with pytest.raises(reverb.DeadlineExceededError):
+    client.shard_server_info(timeout=0.5)
 
 
 def test_sample_timeout_on_silent_shards_does_not_wait_for_the_warm_up():
