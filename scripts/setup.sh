@@ -12,6 +12,7 @@ APT_PACKAGES=(
   bazel-bootstrap libgrpc++-dev protobuf-compiler-grpc protobuf-compiler
   libprotobuf-dev libsnappy-dev libzstd-dev libgtest-dev libgmock-dev
   libabsl-dev pkg-config g++ python3-venv python3-dev openssl
+  prometheus-cpp-dev prometheus
 )
 missing=()
 for package in "${APT_PACKAGES[@]}"; do

@@ -3,6 +3,7 @@
 //   reverb_server [--config=<text proto or JSON>|--config_file=<path>] [--port=N]
 //                 [--checkpoint_dir=DIR [--checkpoint_interval_seconds=S]
 //                  [--checkpoint_on_exit] [--keep_table_config]]
+//                 [--metrics_port=N [--metrics_host=IP]] [--log_format=text|json]
 //
 // Serves the tables of a ReverbServerConfig (reverb-spec.md §6); with no
 // config it serves kDefaultServerConfig. --port overrides the config's port
@@ -18,6 +19,14 @@
 // --tls_client_ca_file requires client certificates (mutual TLS);
 // --auth_token_file requires a bearer token on every RPC but health checks,
 // and SIGHUP re-reads that file (rotation without restart).
+//
+// Operations: --metrics_port=N serves Prometheus metrics at /metrics
+// (server/metrics/collector.h lists them; --metrics_host narrows the
+// interface). The log (stderr) has one line per event that matters: each
+// table and the start with its flags, checkpoints saved and restored, a
+// client summary at most once a minute, failed calls with their peer, the
+// stop; --log_format=json writes each as one JSON object instead of
+// `key=value` text.
 #include <signal.h>
 
 #include <cstdio>
@@ -40,6 +49,7 @@
 #include "server.h"
 #include "server/checkpointing/checkpointer.h"
 #include "server/security/server_credentials.h"
+#include "server/logging/event_log.h"
 #include "server_config.h"
 
 ABSL_FLAG(std::string, config, "", "ReverbServerConfig in text format or JSON.");
@@ -59,19 +69,24 @@ ABSL_FLAG(std::string, tls_client_ca_file, "",
           "PEM CA: require client certificates it signed (mutual TLS).");
 ABSL_FLAG(std::string, auth_token_file, "",
           "Accepted bearer tokens, one per line; re-read on SIGHUP.");
+ABSL_FLAG(int, metrics_port, -1,
+          "Serve Prometheus metrics at http://<host>:N/metrics (0 = any free port; -1 = off).");
+ABSL_FLAG(std::string, metrics_host, "",
+          "IPv4 address the metrics endpoint listens on (empty = all interfaces).");
+ABSL_FLAG(double, client_summary_seconds, 60,
+          "Log a summary of clients and streams at most this often (when calls come and go).");
+ABSL_FLAG(std::string, log_format, "text",
+          "Log lines as `text` (key=value) or `json` (one object per line).");
 
 namespace {
 
-// One structured log line: `ts=... event=... key=value ...`.
-void Log(const std::string& event, const std::string& fields) {
-  std::fprintf(stderr, "ts=%s component=reverb_server event=%s %s\n",
-               absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()).c_str(),
-               event.c_str(), fields.c_str());
-  std::fflush(stderr);
+// One event line (server/logging/event_log.h).
+void Log(absl::string_view event, std::initializer_list<tf_reverb::LogField> fields) {
+  tf_reverb::LogEvent("reverb_server", event, fields);
 }
 
 int Fail(const std::string& message) {
-  Log("error", absl::StrCat("message=\"", message, "\""));
+  Log("error", {{"message", message}});
   return 1;
 }
 
@@ -87,6 +102,12 @@ int main(int argc, char** argv) {
       "                [--host=H] [--tls_cert_file=F --tls_key_file=F [--tls_client_ca_file=F]]\n"
       "                [--auth_token_file=F]");
   absl::ParseCommandLine(argc, argv);
+  tf_reverb::LogFormat log_format;
+  if (!tf_reverb::ParseLogFormat(absl::GetFlag(FLAGS_log_format), &log_format)) {
+    return Fail(absl::StrCat("--log_format must be text or json, not '",
+                             absl::GetFlag(FLAGS_log_format), "'"));
+  }
+  tf_reverb::SetLogFormat(log_format);
   std::string text = absl::GetFlag(FLAGS_config);
   const std::string path = absl::GetFlag(FLAGS_config_file);
   if (!text.empty() && !path.empty()) return Fail("Give --config or --config_file, not both.");
@@ -107,6 +128,9 @@ int main(int argc, char** argv) {
   if (!tables.ok()) return Fail(std::string(tables.status().message()));
   std::vector<std::string> names;
   for (const auto& table : *tables) names.push_back(table->name());
+  for (const auto& table : *tables) {
+    Log("table", {{"name", table->name()}, {"config", table->DebugString()}});
+  }
   const int port = absl::GetFlag(FLAGS_port) >= 0 ? absl::GetFlag(FLAGS_port) : config->port();
 
   // Block the stop signals before gRPC starts threads, so that only sigwait
@@ -138,24 +162,32 @@ int main(int argc, char** argv) {
                                : tf_reverb::Table::RestoreMode::kCheckpointConfig;
     checkpointer = std::make_shared<tf_reverb::Checkpointer>(checkpoint_dir, options);
   }
+  tf_reverb::MetricsOptions metrics;
+  metrics.port = absl::GetFlag(FLAGS_metrics_port);
+  metrics.host = absl::GetFlag(FLAGS_metrics_host);
+  metrics.client_summary_interval = absl::Seconds(absl::GetFlag(FLAGS_client_summary_seconds));
   absl::StatusOr<std::unique_ptr<tf_reverb::Server>> server =
-      tf_reverb::Server::Start(*std::move(tables), port, checkpointer, *security);
+      tf_reverb::Server::Start(*std::move(tables), port, checkpointer, *security, metrics);
   if (!server.ok()) return Fail(std::string(server.status().message()));
-  Log("started", absl::StrCat("port=", (*server)->port(), " tables=",
-                              absl::StrJoin(names, ","), " checkpoint_dir=",
-                              checkpoint_dir.empty() ? "none" : checkpoint_dir, " ",
-                              (*security)->DebugString()));
+  Log("started",
+      {{"port", (*server)->port()},
+       {"tables", absl::StrJoin(names, ",")},
+       {"checkpoint_dir", checkpoint_dir.empty() ? "none" : checkpoint_dir},
+       {"checkpoint_interval_seconds", absl::GetFlag(FLAGS_checkpoint_interval_seconds)},
+       {"checkpoint_on_exit", absl::GetFlag(FLAGS_checkpoint_on_exit)},
+       {"metrics_port", (*server)->metrics_port()},
+       {"log_format", absl::GetFlag(FLAGS_log_format)},
+       {"security", (*security)->DebugString()}});
   if (std::string warning = (*security)->ExposureWarning(); !warning.empty()) {
-    Log("warning", absl::StrCat("message=\"", warning, "\""));
+    Log("warning", {{"message", warning}});
   }
 
   auto checkpoint = [&](const char* reason) {
     absl::StatusOr<std::string> path = checkpointer->Save((*server)->tables());
     if (path.ok()) {
-      Log("checkpointed", absl::StrCat("reason=", reason, " path=", *path));
+      Log("checkpointed", {{"reason", reason}, {"path", *path}});
     } else {
-      Log("checkpoint_failed", absl::StrCat("reason=", reason, " message=\"",
-                                            path.status().message(), "\""));
+      Log("checkpoint_failed", {{"reason", reason}, {"message", path.status().message()}});
     }
   };
   absl::Notification stopping;
@@ -173,23 +205,23 @@ int main(int argc, char** argv) {
   while (sigwait(&stop_signals, &signal_number) == 0 && signal_number == SIGHUP) {
     const auto& authenticator = (*security)->authenticator();
     if (authenticator == nullptr) {
-      Log("sighup_ignored", "reason=\"no --auth_token_file\"");
+      Log("sighup_ignored", {{"reason", "no --auth_token_file"}});
       continue;
     }
     absl::StatusOr<int> reloaded = authenticator->Reload();
     if (reloaded.ok()) {
-      Log("auth_tokens_reloaded", absl::StrCat("tokens=", *reloaded));
+      Log("auth_tokens_reloaded", {{"tokens", *reloaded}});
     } else {
       Log("auth_tokens_reload_failed",
-          absl::StrCat("message=\"", reloaded.status().message(), "\" kept=previous"));
+          {{"message", reloaded.status().message()}, {"kept", "previous"}});
     }
   }
-  Log("stopping", absl::StrCat("signal=", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"));
+  Log("stopping", {{"signal", signal_number == SIGTERM ? "SIGTERM" : "SIGINT"}});
   stopping.Notify();
   if (periodic.joinable()) periodic.join();
   (*server)->Drain(absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)));
   if (checkpointer != nullptr && absl::GetFlag(FLAGS_checkpoint_on_exit)) checkpoint("exit");
   (*server)->Stop();
-  Log("stopped", absl::StrCat("port=", (*server)->port()));
+  Log("stopped", {{"port", (*server)->port()}});
   return 0;
 }

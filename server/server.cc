@@ -9,6 +9,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
+#include "server/metrics/collector.h"
 
 namespace tf_reverb {
 namespace {
@@ -24,7 +25,8 @@ absl::flat_hash_map<int, Server*>& Registry() ABSL_EXCLUSIVE_LOCKS_REQUIRED(regi
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     std::vector<std::shared_ptr<Table>> tables, int port,
-    std::shared_ptr<Checkpointer> checkpointer, std::shared_ptr<ServerSecurity> security) {
+    std::shared_ptr<Checkpointer> checkpointer, std::shared_ptr<ServerSecurity> security,
+    const MetricsOptions& metrics) {
   if (tables.empty()) return absl::InvalidArgumentError("At least one table must be provided");
   absl::flat_hash_set<std::string> names;
   for (const auto& table : tables) {
@@ -45,6 +47,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     absl::StatusOr<std::string> loaded = checkpointer->LoadLatest(tables);
     if (!loaded.ok() && !absl::IsNotFound(loaded.status())) return loaded.status();
   }
+  auto rpc_observer = std::make_shared<RpcObserver>(metrics.client_summary_interval);
+  std::shared_ptr<MetricsCollector> collector;
+  if (metrics.port >= 0) {
+    collector = std::make_shared<MetricsCollector>(tables, rpc_observer, checkpointer);
+  }
   auto service =
       std::make_unique<ReverbServiceImpl>(std::move(tables), std::move(checkpointer));
   // The standard grpc.health.v1.Health service (must precede the builder).
@@ -60,6 +67,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);
   builder.RegisterService(service.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> observers;
+  observers.push_back(rpc_observer->NewInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(observers));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port == 0) {
     return absl::UnavailableError(
@@ -68,6 +78,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   }
   std::unique_ptr<Server> result(
       new Server(std::move(service), std::move(server), bound_port, std::move(security)));
+  result->rpc_observer_ = std::move(rpc_observer);
+  if (collector != nullptr) {
+    absl::StatusOr<std::unique_ptr<MetricsExporter>> exporter =
+        MetricsExporter::Start(metrics, std::move(collector));
+    if (!exporter.ok()) return exporter.status();  // ~Server stops gRPC
+    result->metrics_ = *std::move(exporter);
+    result->metrics_port_ = result->metrics_->port();
+  }
   absl::MutexLock lock(&registry_mu);
   Registry()[bound_port] = result.get();
   return result;
@@ -105,6 +123,7 @@ void Server::Stop() {
     stopped_ = true;
     drained = drained_;
   }
+  metrics_.reset();
   if (drained) {
     service_->Close();
     return;

@@ -14,6 +14,10 @@
 //    A server with TLS or tokens is never read through the in-process
 //    shortcut (FindInProcessTable returns null), so every call of a client
 //    passes its checks.
+//  * Observability: every RPC passes an RpcObserver (server/metrics/), which
+//    logs failed calls and client summaries; with metrics.port >= 0 the
+//    server also serves Prometheus metrics (server/metrics/exporter.h) until
+//    Stop(), and Start fails with the exporter's errors.
 #ifndef TF_REVERB_SERVER_SERVER_H_
 #define TF_REVERB_SERVER_SERVER_H_
 
@@ -28,6 +32,8 @@
 #include "grpcpp/server.h"
 #include "reverb_service.h"
 #include "server/security/server_credentials.h"
+#include "server/metrics/exporter.h"
+#include "server/metrics/rpc_observer.h"
 #include "table.h"
 
 namespace tf_reverb {
@@ -39,10 +45,13 @@ class Server {
   static absl::StatusOr<std::unique_ptr<Server>> Start(
       std::vector<std::shared_ptr<Table>> tables, int port,
       std::shared_ptr<Checkpointer> checkpointer = nullptr,
-      std::shared_ptr<ServerSecurity> security = nullptr);
+      std::shared_ptr<ServerSecurity> security = nullptr,
+      const MetricsOptions& metrics = MetricsOptions());
   ~Server();
 
   int port() const { return port_; }
+  // The port /metrics is served on; -1 without metrics.
+  int metrics_port() const { return metrics_port_; }
   // Closes the tables (cancelling blocked calls) and shuts gRPC down.
   void Stop();
   // Stops accepting calls and gives running ones up to `timeout` to finish
@@ -71,6 +80,9 @@ class Server {
   std::unique_ptr<grpc::Server> server_;
   const int port_;
   const std::shared_ptr<ServerSecurity> security_;
+  std::shared_ptr<RpcObserver> rpc_observer_;
+  std::unique_ptr<MetricsExporter> metrics_;  // reset by Stop()
+  int metrics_port_ = -1;
   absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   bool drained_ ABSL_GUARDED_BY(mu_) = false;

@@ -14,15 +14,20 @@ namespace {
 // Blocked calls re-check `cancelled` this often.
 constexpr absl::Duration kCancellationPollInterval = absl::Milliseconds(100);
 
-int64_t ChunkBytes(const TableItem& item) {
+// The bytes a chunk's tensors take as stored (compressed).
+int64_t StoredBytes(const ChunkData& chunk) {
   int64_t bytes = 0;
-  for (const auto& chunk : item.chunks) {
-    for (const auto& tensor : chunk->data().tensors()) {
-      bytes += tensor.tensor_content().size();
-    }
-  }
+  for (const auto& tensor : chunk.data().tensors()) bytes += tensor.tensor_content().size();
   return bytes;
 }
+
+int64_t ChunkBytes(const TableItem& item) {
+  int64_t bytes = 0;
+  for (const auto& chunk : item.chunks) bytes += StoredBytes(*chunk);
+  return bytes;
+}
+
+double Seconds(absl::Duration duration) { return absl::ToDoubleSeconds(duration); }
 
 }  // namespace
 
@@ -34,19 +39,21 @@ Table::WakeList::~WakeList() {
 
 void Table::CollectWakersLocked(WakeList* wake) {
   const absl::Time now = absl::Now();
-  auto take = [&](std::vector<Waiter>* waiters, int64_t* blocked_ms) {
+  auto take = [&](std::vector<Waiter>* waiters, int64_t* blocked_ms,
+                  AtomicHistogram* blocked_seconds) {
     for (Waiter& waiter : *waiters) {
       *blocked_ms += absl::ToInt64Milliseconds(now - waiter.since);
+      blocked_seconds->Observe(Seconds(now - waiter.since));
       wake->wakers_.push_back(std::move(waiter.waker));
     }
     waiters->clear();
   };
   if (!insert_waiters_.empty() && (closed_ || rate_limiter_.CanInsert(1))) {
-    take(&insert_waiters_, &inserts_blocked_ms_);
+    take(&insert_waiters_, &inserts_blocked_ms_, &metrics_.insert_blocked_seconds);
   }
   if (!sample_waiters_.empty() &&
       (closed_ || (!items_.empty() && rate_limiter_.CanSample(1)))) {
-    take(&sample_waiters_, &samples_blocked_ms_);
+    take(&sample_waiters_, &samples_blocked_ms_, &metrics_.sample_blocked_seconds);
   }
 }
 
@@ -94,14 +101,16 @@ Table::Table(Config config, std::shared_ptr<const std::vector<SignatureSpec>> si
       signature_columns_(std::move(signature_columns)),
       sampler_(std::move(config.sampler)),
       remover_(std::move(config.remover)),
-      rate_limiter_(config.rate_limiter) {}
+      rate_limiter_(config.rate_limiter) {
+  TableMetrics::Set(metrics_.max_size, max_size_);
+}
 
 Table::~Table() { Close(); }
 
 absl::Status Table::WaitFor(const std::function<bool()>& ready,
                             absl::Duration timeout,
-                            const std::function<bool()>& cancelled,
-                            int64_t* waited_ms) {
+                            const std::function<bool()>& cancelled, int64_t* waited_ms,
+                            int64_t* waiting_threads, AtomicHistogram* blocked_seconds) {
   if (closed_) return absl::CancelledError(kTableClosedMessage);
   if (ready()) return absl::OkStatus();
   const absl::Time start = absl::Now();
@@ -109,6 +118,7 @@ absl::Status Table::WaitFor(const std::function<bool()>& ready,
       timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : start + timeout;
   auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_ || ready(); };
   absl::Status status = absl::OkStatus();
+  ++*waiting_threads;
   while (true) {
     absl::Duration slice = deadline - absl::Now();
     if (cancelled) slice = std::min(slice, kCancellationPollInterval);
@@ -122,7 +132,10 @@ absl::Status Table::WaitFor(const std::function<bool()>& ready,
       break;
     }
   }
-  *waited_ms += absl::ToInt64Milliseconds(absl::Now() - start);
+  --*waiting_threads;
+  const absl::Duration waited = absl::Now() - start;
+  *waited_ms += absl::ToInt64Milliseconds(waited);
+  blocked_seconds->Observe(Seconds(waited));
   if (status.ok() && closed_) status = absl::CancelledError(kTableClosedMessage);
   return status;
 }
@@ -163,7 +176,8 @@ absl::Status Table::InsertOrAssign(TableItem item, absl::Duration timeout,
   auto can_insert = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return rate_limiter_.CanInsert(1);
   };
-  if (absl::Status s = WaitFor(can_insert, timeout, cancelled, &inserts_blocked_ms_);
+  if (absl::Status s = WaitFor(can_insert, timeout, cancelled, &inserts_blocked_ms_,
+                               &insert_waiting_threads_, &metrics_.insert_blocked_seconds);
       !s.ok()) {
     return s;
   }
@@ -208,11 +222,13 @@ absl::Status Table::InsertLocked(TableItem item) {
   const uint64_t key = proto->key();
   const double priority = proto->priority();
   item.item = std::move(proto);
-  if (absl::Status s = AddLocked(std::make_shared<const TableItem>(std::move(item)), priority, 0);
+  if (absl::Status s = AddLocked(std::make_shared<const TableItem>(std::move(item)), priority, 0,
+                                 /*inserted=*/true);
       !s.ok()) {
     return s;
   }
   rate_limiter_.RecordInsert();
+  TableMetrics::Add(metrics_.inserts, 1);
   Notify(&TableExtension::OnInsert, items_.find(key)->second);
   if (static_cast<int64_t>(items_.size()) > max_size_) {
     absl::StatusOr<KeyWithProbability> victim = remover_->Sample();
@@ -223,7 +239,7 @@ absl::Status Table::InsertLocked(TableItem item) {
 }
 
 absl::Status Table::AddLocked(std::shared_ptr<const TableItem> item, double priority,
-                              int32_t times_sampled) {
+                              int32_t times_sampled, bool inserted) {
   const uint64_t key = item->item->key();
   if (absl::Status s = sampler_->Insert(key, priority); !s.ok()) return s;
   if (absl::Status s = remover_->Insert(key, priority); !s.ok()) {
@@ -232,10 +248,36 @@ absl::Status Table::AddLocked(std::shared_ptr<const TableItem> item, double prio
   }
   for (const auto& chunk : item->chunks) {
     ++episode_refs_[chunk->sequence_range().episode_id()];
+    RefChunkLocked(chunk.get(), 1, inserted);
   }
   items_.emplace(key, Entry{std::move(item), priority, times_sampled,
                             next_insertion_order_++});
+  UpdateLevelsLocked();
   return absl::OkStatus();
+}
+
+void Table::RefChunkLocked(const ChunkData* chunk, int delta, bool count_insert) {
+  if (delta > 0) {
+    int64_t& refs = chunk_refs_[chunk];
+    if (refs++ > 0) return;
+    const int64_t stored = StoredBytes(*chunk);
+    TableMetrics::Add(metrics_.chunks, 1);
+    TableMetrics::Add(metrics_.chunk_compressed_bytes, stored);
+    TableMetrics::Add(metrics_.chunk_uncompressed_bytes, chunk->data_uncompressed_size());
+    if (count_insert) TableMetrics::Add(metrics_.inserted_bytes, stored);
+    return;
+  }
+  auto it = chunk_refs_.find(chunk);
+  if (it == chunk_refs_.end() || --it->second > 0) return;
+  chunk_refs_.erase(it);
+  TableMetrics::Add(metrics_.chunks, -1);
+  TableMetrics::Add(metrics_.chunk_compressed_bytes, -StoredBytes(*chunk));
+  TableMetrics::Add(metrics_.chunk_uncompressed_bytes, -chunk->data_uncompressed_size());
+}
+
+void Table::UpdateLevelsLocked() {
+  TableMetrics::Set(metrics_.items, static_cast<int64_t>(items_.size()));
+  TableMetrics::Set(metrics_.episodes, static_cast<int64_t>(episode_refs_.size()));
 }
 
 absl::Status Table::UpdateLocked(uint64_t key, double priority) {
@@ -243,6 +285,7 @@ absl::Status Table::UpdateLocked(uint64_t key, double priority) {
   if (absl::Status s = remover_->Update(key, priority); !s.ok()) return s;
   Entry& entry = items_.find(key)->second;
   entry.priority = priority;
+  TableMetrics::Add(metrics_.priority_updates, 1);
   Notify(&TableExtension::OnUpdate, entry);
   return absl::OkStatus();
 }
@@ -266,9 +309,12 @@ absl::Status Table::DeleteLocked(uint64_t key) {
       episode_refs_.erase(ref);
       ++num_deleted_episodes_;
     }
+    RefChunkLocked(chunk.get(), -1, false);
   }
   items_.erase(it);
   rate_limiter_.RecordDelete();
+  TableMetrics::Add(metrics_.deletes, 1);
+  UpdateLevelsLocked();
   return absl::OkStatus();
 }
 
@@ -285,7 +331,8 @@ absl::Status Table::SampleBatch(int64_t num_samples, absl::Duration timeout,
     return !items_.empty() && rate_limiter_.CanSample(1);
   };
   const bool rate_limited = !closed_ && !can_sample();
-  if (absl::Status s = WaitFor(can_sample, timeout, cancelled, &samples_blocked_ms_);
+  if (absl::Status s = WaitFor(can_sample, timeout, cancelled, &samples_blocked_ms_,
+                               &sample_waiting_threads_, &metrics_.sample_blocked_seconds);
       !s.ok()) {
     return s;
   }
@@ -332,7 +379,10 @@ absl::Status Table::SampleLocked(int64_t num_samples, bool rate_limited,
     out->push_back(SampledItem{*entry.data, entry.priority, entry.times_sampled,
                                picked->probability,
                                static_cast<int64_t>(items_.size()), rate_limited});
-    bytes += ChunkBytes(*entry.data);
+    const int64_t item_bytes = ChunkBytes(*entry.data);
+    bytes += item_bytes;
+    TableMetrics::Add(metrics_.samples, 1);
+    TableMetrics::Add(metrics_.sampled_bytes, item_bytes);
     if (max_times_sampled_ > 0 && entry.times_sampled >= max_times_sampled_) {
       if (absl::Status s = DeleteLocked(picked->key); !s.ok()) return s;
     }
@@ -379,8 +429,13 @@ void Table::ClearLocked() {
   remover_->Clear();
   items_.clear();
   episode_refs_.clear();
+  chunk_refs_.clear();
   num_deleted_episodes_ = 0;
   num_unique_samples_ = 0;
+  TableMetrics::Set(metrics_.chunks, 0);
+  TableMetrics::Set(metrics_.chunk_compressed_bytes, 0);
+  TableMetrics::Set(metrics_.chunk_uncompressed_bytes, 0);
+  UpdateLevelsLocked();
 }
 
 Table::Snapshot Table::TakeSnapshot() const {
@@ -457,6 +512,7 @@ absl::StatusOr<std::vector<std::string>> Table::Restore(
     sampler_ = *std::move(sampler);
     remover_ = *std::move(remover);
     max_size_ = checkpoint.max_size();
+    TableMetrics::Set(metrics_.max_size, max_size_);
     max_times_sampled_ = checkpoint.max_times_sampled();
     signature_ = checkpoint.signature();
     signature_columns_ = std::move(signature_columns);
@@ -494,6 +550,17 @@ void Table::Close() {
   absl::MutexLock lock(&mu_);
   closed_ = true;
   CollectWakersLocked(&wake);
+}
+
+Table::BlockedCallers Table::blocked_callers() const {
+  absl::MutexLock lock(&mu_);
+  auto live = [](const std::vector<Waiter>& waiters) {
+    return static_cast<int64_t>(std::count_if(waiters.begin(), waiters.end(), [](const Waiter& w) {
+      return !w.waker.expired();
+    }));
+  };
+  return BlockedCallers{insert_waiting_threads_ + live(insert_waiters_),
+                        sample_waiting_threads_ + live(sample_waiters_)};
 }
 
 int64_t Table::num_waiting() const {

@@ -23,6 +23,8 @@
 //    StructuredValue (INVALID_ARGUMENT). A well-formed signature with leaves
 //    other than tensor specs (e.g. a RaggedTensorSpec) is stored and
 //    reported, but items are not checked against it.
+//  * Metrics: metrics() is updated under the table's own mutex with relaxed
+//    atomics (no further lock) and may be read at any time without it.
 #ifndef TF_REVERB_SERVER_TABLE_H_
 #define TF_REVERB_SERVER_TABLE_H_
 
@@ -42,6 +44,7 @@
 #include "rate_limiter.h"
 #include "schema.pb.h"
 #include "selectors/selector.h"
+#include "server/metrics/table_metrics.h"
 #include "signature.h"
 #include "table_extension.h"
 #include "table_item.h"
@@ -103,6 +106,15 @@ class Table {
                                       bool rate_limited = false);
   // Wakers currently registered (callers waiting without a thread).
   int64_t num_waiting() const;
+  // Callers blocked by the rate limiter now: threads in InsertOrAssign /
+  // SampleBatch plus registered wakers not yet withdrawn.
+  struct BlockedCallers {
+    int64_t inserts = 0;
+    int64_t samples = 0;
+  };
+  BlockedCallers blocked_callers() const;
+  // Counters and levels for the metrics exporter (see TableMetrics).
+  const TableMetrics& metrics() const { return metrics_; }
 
   // Deletes, then updates; missing keys are ignored. Every update is
   // validated first, so a rejected priority changes nothing.
@@ -199,8 +211,14 @@ class Table {
   // Waits until `ready` holds, the table closes, `timeout` passes or
   // `cancelled` turns true. Returns OK only when `ready` holds.
   absl::Status WaitFor(const std::function<bool()>& ready, absl::Duration timeout,
-                       const std::function<bool()>& cancelled,
-                       int64_t* waited_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                       const std::function<bool()>& cancelled, int64_t* waited_ms,
+                       int64_t* waiting_threads, AtomicHistogram* blocked_seconds)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Updates the levels of metrics_ after items were added or removed.
+  void UpdateLevelsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts `chunk` referenced by one more (`delta` = 1) or one fewer (-1) item.
+  void RefChunkLocked(const ChunkData* chunk, int delta, bool count_insert)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ValidatePriority(double priority) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ValidateTableItem and the signature check, done without the lock.
   absl::Status CheckItem(const TableItem& item) const ABSL_LOCKS_EXCLUDED(mu_);
@@ -213,8 +231,11 @@ class Table {
   absl::Status InsertLocked(TableItem item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status DeleteLocked(uint64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds an item to the selectors and the maps without any limiter charge.
+  // `inserted`: a new item (its new chunks count as inserted bytes), not a
+  // restored one.
   absl::Status AddLocked(std::shared_ptr<const TableItem> item, double priority,
-                         int32_t times_sampled) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                         int32_t times_sampled, bool inserted = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ClearLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets a present item's priority (already validated).
   absl::Status UpdateLocked(uint64_t key, double priority)
@@ -247,6 +268,12 @@ class Table {
   // Time callers spent blocked by the rate limiter.
   int64_t inserts_blocked_ms_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t samples_blocked_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  // Threads waiting in WaitFor.
+  int64_t insert_waiting_threads_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t sample_waiting_threads_ ABSL_GUARDED_BY(mu_) = 0;
+  // Items referencing each held chunk.
+  absl::flat_hash_map<const ChunkData*, int64_t> chunk_refs_ ABSL_GUARDED_BY(mu_);
+  TableMetrics metrics_;
   std::vector<Waiter> insert_waiters_ ABSL_GUARDED_BY(mu_);
   std::vector<Waiter> sample_waiters_ ABSL_GUARDED_BY(mu_);
 };

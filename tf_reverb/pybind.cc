@@ -89,14 +89,20 @@ PYBIND11_MODULE(pybind, m) {
   py::class_<Server>(m, "Server")
       .def(py::init([](std::vector<std::shared_ptr<Table>> tables, int port,
                        std::shared_ptr<Checkpointer> checkpointer,
-                       std::shared_ptr<ServerSecurity> security) {
+                       std::shared_ptr<ServerSecurity> security, int metrics_port,
+                       std::string metrics_host) {
              py::gil_scoped_release release;
-             return ValueOrRaise(Server::Start(std::move(tables), port,
-                                               std::move(checkpointer), std::move(security)));
+             MetricsOptions metrics;
+             metrics.port = metrics_port;
+             metrics.host = std::move(metrics_host);
+             return ValueOrRaise(Server::Start(std::move(tables), port, std::move(checkpointer),
+                                               std::move(security), metrics));
            }),
            py::arg("tables"), py::arg("port"), py::arg("checkpointer") = nullptr,
-           py::arg("security") = nullptr)
+           py::arg("security") = nullptr, py::arg("metrics_port") = -1,
+           py::arg("metrics_host") = "")
       .def_property_readonly("port", &Server::port)
+      .def_property_readonly("metrics_port", &Server::metrics_port)
       .def("stop", &Server::Stop, py::call_guard<py::gil_scoped_release>())
       .def("debug_string", &Server::DebugString);
 

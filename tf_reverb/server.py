@@ -193,7 +193,9 @@ class Server:
                *,
                host: Optional[str] = None,
                credentials: Optional[credentials_lib.ServerCredentials] = None,
-               auth_token_file: Optional[str] = None):
+               auth_token_file: Optional[str] = None,
+               metrics_port: Optional[int] = None,
+               metrics_host: str = ''):
     """Starts serving.
 
     Args:
@@ -215,11 +217,19 @@ class Server:
         A server with TLS or tokens is never read through the in-process
         shortcut: every call passes its checks.
 
+      metrics_port: serve Prometheus metrics (text format) at
+        ``http://<metrics_host>:<metrics_port>/metrics``; 0 picks a free port
+        (``Server.metrics_port`` reports it); None serves none. The metrics
+        are listed in the README ("Operating a server").
+      metrics_host: the IPv4 address the metrics endpoint listens on; empty
+        for all interfaces.
+
     Raises:
       ValueError: for no tables, duplicate names, or a checkpoint holding a
         table that `tables` lacks; for unreadable or inconsistent security
         settings (the message names the file or argument, never a secret).
-      RuntimeError: when the port cannot be bound or a checkpoint is corrupt.
+      RuntimeError: when the port (or the metrics port) cannot be bound or a
+        checkpoint is corrupt.
     """
     if not tables:
       raise ValueError('At least one table must be provided')
@@ -232,6 +242,11 @@ class Server:
       checkpointer = checkpointers_lib.default_checkpointer()
     if port is None:
       port = portpicker.pick_unused_port()
+    if metrics_port is not None and (
+        isinstance(metrics_port, bool) or not isinstance(metrics_port, int) or
+        not 0 <= metrics_port <= 65535):
+      raise ValueError(f'metrics_port must be an int in 0..65535 or None, '
+                       f'got {metrics_port!r}')
     if credentials is not None and not isinstance(
         credentials, credentials_lib.ServerCredentials):
       raise TypeError('credentials must be a tf_reverb.ServerCredentials, got '
@@ -245,7 +260,9 @@ class Server:
     self._tables: List[Table] = list(tables)
     self._server = pybind.Server(
         [table._table for table in tables], port,  # pylint: disable=protected-access
-        checkpointer.internal_checkpointer(), security)
+        checkpointer.internal_checkpointer(), security,
+        metrics_port=-1 if metrics_port is None else metrics_port,
+        metrics_host=metrics_host)
     self._security = security
     self._stopped = False
     warning = security.exposure_warning()
@@ -256,6 +273,12 @@ class Server:
   def port(self) -> int:
     """The port the server listens on."""
     return self._server.port
+
+  @property
+  def metrics_port(self) -> Optional[int]:
+    """The port serving ``/metrics``, or None when metrics are off."""
+    port = self._server.metrics_port
+    return None if port < 0 else port
 
   def localhost_client(
       self,

@@ -5,7 +5,7 @@ named by PYTHON_BIN_PATH (default: the workspace's .venv, which
 scripts/setup.sh creates, else python3). TensorFlow comes from one or more
 interpreters: TF_REVERB_KERNEL_PYTHONS (space-separated paths; default: that
 same interpreter), one kernel library per TensorFlow minor they hold. gRPC,
-protobuf, abseil, snappy and zstd come from Debian's packages through
+protobuf, abseil, snappy, zstd and prometheus-cpp come from Debian's packages through
 pkg-config.
 """
 
@@ -104,6 +104,7 @@ _LIBS = {
     "protobuf": ["protobuf"],
     "snappy": ["snappy"],
     "zstd": ["libzstd"],
+    "prometheus": ["prometheus-cpp-pull", "prometheus-cpp-core"],
     "absl": [
         "absl_status",
         "absl_statusor",

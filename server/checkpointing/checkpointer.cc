@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "server/checkpointing/record_io.h"
 #include "server/chunk_validation.h"
+#include "server/logging/event_log.h"
 
 namespace tf_reverb {
 namespace {
@@ -57,11 +58,8 @@ constexpr char kDoneFile[] = "DONE";
 constexpr char kTempPrefix[] = ".tmp-";
 constexpr int64_t kProgressEvery = 100000;
 
-void Log(const std::string& line) {
-  std::fprintf(stderr, "ts=%s component=checkpointer %s\n",
-               absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone())
-                   .c_str(),
-               line.c_str());
+void Log(absl::string_view event, std::initializer_list<LogField> fields) {
+  LogEvent("checkpointer", event, fields);
 }
 
 // "2026-11-30T20:23:42.588863703+00:00": Reverb's format, always in UTC so
@@ -127,10 +125,28 @@ std::string Checkpointer::DebugString() const {
 absl::StatusOr<std::string> Checkpointer::Save(
     const std::vector<std::shared_ptr<Table>>& tables) {
   if (options_.keep_latest < 1) {
+    metrics_.save_failures.fetch_add(1, std::memory_order_relaxed);
     return absl::InvalidArgumentError("keep_latest must be >= 1");
   }
   absl::MutexLock lock(&save_mu_);
   const absl::Time start = absl::Now();
+  int64_t bytes = 0;
+  absl::StatusOr<std::string> path = SaveLocked(tables, start, &bytes);
+  if (!path.ok()) {
+    metrics_.save_failures.fetch_add(1, std::memory_order_relaxed);
+    return path;
+  }
+  const absl::Time end = absl::Now();
+  metrics_.save_seconds.Observe(absl::ToDoubleSeconds(end - start));
+  metrics_.saved_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  metrics_.last_save_bytes.store(bytes, std::memory_order_relaxed);
+  metrics_.last_success_unix_seconds.store(absl::ToDoubleSeconds(end - absl::UnixEpoch()),
+                                           std::memory_order_relaxed);
+  return path;
+}
+
+absl::StatusOr<std::string> Checkpointer::SaveLocked(
+    const std::vector<std::shared_ptr<Table>>& tables, absl::Time start, int64_t* bytes_out) {
   std::error_code error;
   fs::create_directories(root_, error);
   if (error) return FsError("create", root_, error);
@@ -205,15 +221,17 @@ absl::StatusOr<std::string> Checkpointer::Save(
       }
       if (absl::Status s = (*items_file)->WriteMessage(proto); !s.ok()) return s;
       if (++items % kProgressEvery == 0) {
-        Log(absl::StrCat("event=save_progress table=", table->name(), " items=", items,
-                         " bytes=", (*chunks_file)->bytes_written() +
-                                        (*items_file)->bytes_written(),
-                         " elapsed_ms=", absl::ToInt64Milliseconds(absl::Now() - start)));
+        Log("save_progress",
+            {{"table", table->name()},
+             {"items", items},
+             {"bytes", (*chunks_file)->bytes_written() + (*items_file)->bytes_written()},
+             {"elapsed_ms", absl::ToInt64Milliseconds(absl::Now() - start)}});
       }
     }
     total_items += items;
-    Log(absl::StrCat("event=save_table table=", table->name(), " items=", items,
-                     " snapshot_ms=", absl::ToDoubleMilliseconds(snapshot_time)));
+    Log("save_table", {{"table", table->name()},
+                       {"items", items},
+                       {"snapshot_ms", absl::ToDoubleMilliseconds(snapshot_time)}});
   }
   for (auto* file : {&*tables_file, &*items_file, &*chunks_file}) {
     if (absl::Status s = (*file)->Close(); !s.ok()) return s;
@@ -227,10 +245,13 @@ absl::StatusOr<std::string> Checkpointer::Save(
   if (absl::Status s = SyncDirectory(root_); !s.ok()) return s;
   const int64_t bytes = (*tables_file)->bytes_written() + (*items_file)->bytes_written() +
                         (*chunks_file)->bytes_written();
-  Log(absl::StrCat("event=saved path=", final_path, " tables=", tables.size(),
-                   " items=", total_items, " chunks=", written_chunks.size(),
-                   " bytes=", bytes,
-                   " elapsed_ms=", absl::ToInt64Milliseconds(absl::Now() - start)));
+  *bytes_out = bytes;
+  Log("saved", {{"path", final_path},
+                {"tables", tables.size()},
+                {"items", total_items},
+                {"chunks", written_chunks.size()},
+                {"bytes", bytes},
+                {"elapsed_ms", absl::ToInt64Milliseconds(absl::Now() - start)}});
   DeleteOld();
   return final_path;
 }
@@ -271,7 +292,7 @@ absl::StatusOr<std::string> Checkpointer::LoadLatest(
   for (const std::string& path : CompleteCheckpoints()) {
     last_error = Load(path, tables);
     if (last_error.ok()) return path;
-    Log(absl::StrCat("event=load_failed path=", path, " error=\"", last_error.message(), "\""));
+    Log("load_failed", {{"path", path}, {"error", last_error.message()}});
     if (!options_.fall_back_to_older) return last_error;
   }
   if (absl::IsNotFound(last_error) && !options_.fallback_checkpoint_path.empty() &&
@@ -284,6 +305,14 @@ absl::StatusOr<std::string> Checkpointer::LoadLatest(
 
 absl::Status Checkpointer::Load(const std::string& path,
                                 const std::vector<std::shared_ptr<Table>>& tables) {
+  absl::Status status = LoadImpl(path, tables);
+  (status.ok() ? metrics_.restores : metrics_.restore_failures)
+      .fetch_add(1, std::memory_order_relaxed);
+  return status;
+}
+
+absl::Status Checkpointer::LoadImpl(const std::string& path,
+                                    const std::vector<std::shared_ptr<Table>>& tables) {
   const absl::Time start = absl::Now();
   if (!fs::exists(fs::path(path) / kDoneFile)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -347,8 +376,9 @@ absl::Status Checkpointer::Load(const std::string& path,
     items[table].push_back(Table::CheckpointItem{
         std::make_shared<const TableItem>(std::move(data)), priority, times_sampled});
     if (++num_items % kProgressEvery == 0) {
-      Log(absl::StrCat("event=load_progress path=", path, " items=", num_items,
-                       " elapsed_ms=", absl::ToInt64Milliseconds(absl::Now() - start)));
+      Log("load_progress", {{"path", path},
+                            {"items", num_items},
+                            {"elapsed_ms", absl::ToInt64Milliseconds(absl::Now() - start)}});
     }
     return absl::OkStatus();
   });
@@ -361,17 +391,19 @@ absl::Status Checkpointer::Load(const std::string& path,
         config, std::move(table_items), options_.restore_mode);
     if (!differences.ok()) return differences.status();
     for (const std::string& difference : *differences) {
-      Log(absl::StrCat("event=config_differs table=", config.table_name(),
-                       options_.restore_mode == Table::RestoreMode::kCheckpointConfig
-                           ? " kept=checkpoint"
-                           : " kept=table",
-                       " detail=\"", difference, "\""));
+      Log("config_differs",
+          {{"table", config.table_name()},
+           {"kept", options_.restore_mode == Table::RestoreMode::kCheckpointConfig ? "checkpoint"
+                                                                                  : "table"},
+           {"detail", difference}});
     }
-    Log(absl::StrCat("event=loaded_table table=", config.table_name(), " items=", count));
+    Log("loaded_table", {{"table", config.table_name()}, {"items", count}});
   }
-  Log(absl::StrCat("event=loaded path=", path, " items=", num_items, " chunks=", chunks.size(),
-                   " chunk_bytes=", chunk_bytes,
-                   " elapsed_ms=", absl::ToInt64Milliseconds(absl::Now() - start)));
+  Log("loaded", {{"path", path},
+                 {"items", num_items},
+                 {"chunks", chunks.size()},
+                 {"chunk_bytes", chunk_bytes},
+                 {"elapsed_ms", absl::ToInt64Milliseconds(absl::Now() - start)}});
   return absl::OkStatus();
 }
 

@@ -20,6 +20,8 @@
 //    DATA_LOSS naming the file and offset for corrupt or truncated files;
 //    INVALID_ARGUMENT for a checkpoint table the server does not have;
 //    I/O errors as NOT_FOUND / PERMISSION_DENIED / INTERNAL.
+//  * Observability: saves and loads log their events (server/logging) and
+//    count into metrics() (durations, bytes, failures, restores).
 #ifndef TF_REVERB_SERVER_CHECKPOINTING_CHECKPOINTER_H_
 #define TF_REVERB_SERVER_CHECKPOINTING_CHECKPOINTER_H_
 
@@ -30,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/metrics/checkpoint_metrics.h"
 #include "server/table.h"
 
 namespace tf_reverb {
@@ -61,16 +64,25 @@ class Checkpointer {
                     const std::vector<std::shared_ptr<Table>>& tables);
 
   const std::string& root() const { return root_; }
+  // Saves and restores so far (read lock-free by the metrics exporter).
+  const CheckpointMetrics& metrics() const { return metrics_; }
   std::string DebugString() const;
 
  private:
   // Complete checkpoints of ours under root_, newest first.
   std::vector<std::string> CompleteCheckpoints() const;
   void DeleteOld() ABSL_EXCLUSIVE_LOCKS_REQUIRED(save_mu_);
+  // Save's work; sets `bytes` to the bytes written.
+  absl::StatusOr<std::string> SaveLocked(const std::vector<std::shared_ptr<Table>>& tables,
+                                         absl::Time start, int64_t* bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(save_mu_);
+  absl::Status LoadImpl(const std::string& path,
+                        const std::vector<std::shared_ptr<Table>>& tables);
 
   const std::string root_;
   const CheckpointerOptions options_;
   absl::Mutex save_mu_;
+  CheckpointMetrics metrics_;
 };
 
 }  // namespace tf_reverb
