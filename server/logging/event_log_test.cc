@@ -15,7 +15,7 @@ TEST(EventLogTest, TextIsKeyValueWithQuotingOnlyWhereNeeded) {
                         {{"port", 8000}, {"tables", "a,b"}, {"on", true}, {"ratio", 0.5},
                          {"message", "Cannot read \"x\""}, {"empty", ""}},
                         LogFormat::kText),
-            "ts=2026-11-30T07:33:20.123Z component=reverb_server event=started port=8000 "
+            "ts=2026-11-30T00:53:20.123Z component=reverb_server event=started port=8000 "
             "tables=a,b on=true ratio=0.5 message=\"Cannot read \\\"x\\\"\" empty=\"\"");
 }
 
@@ -25,7 +25,7 @@ TEST(EventLogTest, JsonKeepsKindsAndEscapes) {
                          {"ok", false}, {"message", "line\nnext \\ \"q\" \x01"},
                          {"nan", std::nan("")}},
                         LogFormat::kJson),
-            "{\"ts\":\"2026-11-30T07:33:20.123Z\",\"component\":\"rpc\",\"event\":\"rpc_error\","
+            "{\"ts\":\"2026-11-30T00:53:20.123Z\",\"component\":\"rpc\",\"event\":\"rpc_error\","
             "\"code\":\"NOT_FOUND\",\"calls\":3,\"seconds\":1.5,\"ok\":false,"
             "\"message\":\"line\\nnext \\\\ \\\"q\\\" \\u0001\",\"nan\":\"nan\"}");
 }
