@@ -10,7 +10,10 @@ TrajectoryDataset(...).batch(64) takes our fused batch path (decoded straight
 into the batch tensors); dm-reverb batches per element.
 
   .venv/bin/python benchmarks/sample_throughput.py [--seconds 2] [--no_dm]
-      [--repeats 3] [--frames_only]
+      [--repeats 3] [--frames_only] [--metrics]
+
+--metrics also measures tf_reverb with Prometheus metrics on (its server
+scraped every second) and prints the change against metrics off.
 
 Frames (issue 15): 10-step items of 84x84x4 uint8 frames (282 KB an item;
 'random' incompressible bytes, or 'atari' compressible Atari-like frames),
@@ -126,7 +129,7 @@ def tables(reverb):
 
 
 def import_reverb(impl):
-  if impl == 'ours':
+  if impl.startswith('ours'):
     import tf_reverb as reverb  # pylint: disable=g-import-not-at-top
   else:
     import reverb  # pylint: disable=g-import-not-at-top
@@ -136,7 +139,7 @@ def import_reverb(impl):
 def serve(impl, port):
   """Runs a server with the benchmark tables until killed."""
   reverb = import_reverb(impl)
-  server = reverb.Server(tables(reverb), port=port)
+  server = side_by_side.make_server(reverb, impl, tables(reverb), port)
   print('serving', server.port if hasattr(server, 'port') else port, flush=True)
   while True:
     time.sleep(3600)
@@ -189,7 +192,7 @@ def measure(impl, where, seconds, frames_only=False):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   process = None
   if where == 'same process':
-    server = reverb.Server(tables(reverb))
+    server = side_by_side.make_server(reverb, impl, tables(reverb))
     port = server.port
   else:
     import portpicker  # pylint: disable=g-import-not-at-top
@@ -250,7 +253,7 @@ def measure(impl, where, seconds, frames_only=False):
               ('TrajectoryDataset(batch 64)', trajectory_dataset),
               ('TrajectoryDataset(batch 64) in tf.function',
                trajectory_dataset_in_graph)]
-      if impl == 'ours':
+      if impl.startswith('ours'):
         numpy_iterator = reverb.NumpyIterator(
             address, size, BATCH, max_in_flight_samples_per_worker=100)
 
@@ -265,7 +268,7 @@ def measure(impl, where, seconds, frames_only=False):
         results.append(dict(impl=impl, where=where, size=size, method=method,
                             items_per_s=rate, mb_per_s=rate * mb))
       del iterator, graph_iterator
-      if impl == 'ours':
+      if impl.startswith('ours'):
         numpy_iterator.close()
   finally:
     if process is not None:
@@ -296,7 +299,7 @@ def run_repeats(args, frames_only):
   """Per repeat: the ceiling, then each implementation's --measure run.
 
   Returns a list (one entry per repeat) of (ceiling, {key: result})."""
-  pythons = {'ours': sys.executable}
+  pythons = side_by_side.implementations(args)
   if not args.no_dm:
     dm = side_by_side.dm_python(args)
     if dm:
@@ -398,6 +401,7 @@ def main():
       if ours_ds and ours_np:
         print(f'NumpyIterator / our TrajectoryDataset ({where}, {size}): '
               f'{ours_np["items_per_s"] / ours_ds["items_per_s"]:.2f}x')
+  side_by_side.print_metrics_cost(by_key)
 
 
 if __name__ == '__main__':

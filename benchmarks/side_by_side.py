@@ -14,6 +14,9 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
+import urllib.request
 from typing import Any, Dict, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,7 +33,61 @@ def parse_args() -> argparse.Namespace:
   parser.add_argument('--impl', default='ours')
   parser.add_argument('--serve', type=int)
   parser.add_argument('--measure', action='store_true')
+  parser.add_argument('--metrics', action='store_true',
+                      help='also measure tf_reverb with Prometheus metrics on '
+                      '(impl "ours+metrics": Server(metrics_port=0), scraped '
+                      'every second)')
   return parser.parse_args()
+
+
+# Seconds between two scrapes of a metrics-on server (Prometheus' default
+# is 15 s: this is harsher).
+SCRAPE_INTERVAL_S = 1.0
+
+
+def implementations(args: argparse.Namespace) -> Dict[str, str]:
+  """impl -> python: ours, ours+metrics with --metrics, dm unless --no_dm."""
+  pythons = {'ours': sys.executable}
+  if args.metrics:
+    pythons['ours+metrics'] = sys.executable
+  return pythons
+
+
+def make_server(reverb: Any, impl: str, tables: Any, port: Any = None) -> Any:
+  """reverb.Server(tables, port); for ours+metrics with metrics on and a
+  daemon thread scraping /metrics every SCRAPE_INTERVAL_S."""
+  if impl != 'ours+metrics':
+    return reverb.Server(tables, port=port)
+  server = reverb.Server(tables, port=port, metrics_port=0)
+  url = f'http://127.0.0.1:{server.metrics_port}/metrics'
+
+  def scrape_forever():
+    while True:
+      with urllib.request.urlopen(url, timeout=30) as response:
+        response.read()
+      time.sleep(SCRAPE_INTERVAL_S)
+
+  threading.Thread(target=scrape_forever, daemon=True).start()
+  return server
+
+
+def print_metrics_cost(by_key: Dict[Tuple[Any, ...], Dict[str, Any]]) -> None:
+  """items/s of ours+metrics relative to ours, per figure (when measured)."""
+  rows = [(key, r) for key, r in by_key.items() if key[0] == 'ours+metrics']
+  if not rows:
+    return
+  print('metrics on vs off (best of the repeats each):')
+  ratios = []
+  for key, r in rows:
+    off = by_key.get(('ours',) + key[1:])
+    if off:
+      ratio = r['items_per_s'] / off['items_per_s']
+      ratios.append(ratio)
+      print(f'  {" / ".join(str(k) for k in key[1:]):60} off {off["items_per_s"]:12,.0f}'
+            f'  on {r["items_per_s"]:12,.0f}  {100 * (ratio - 1):+6.1f}%')
+  if ratios:
+    ratios.sort()
+    print(f'  median change {100 * (ratios[len(ratios) // 2] - 1):+.1f}%')
 
 
 def dm_python(args: argparse.Namespace) -> Any:
@@ -58,7 +115,7 @@ def best_results(script: str, args: argparse.Namespace,
     The best result (highest items_per_s) per key, the key being the values
     of `key_fields` (which start with 'impl').
   """
-  pythons = {'ours': sys.executable}
+  pythons = implementations(args)
   if not args.no_dm:
     dm = dm_python(args)
     if dm:

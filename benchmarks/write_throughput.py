@@ -8,7 +8,10 @@ Methods: Client.insert (small only), TrajectoryWriter, legacy Writer.
 items/s counts created items; MB/s counts step payload appended.
 
   .venv/bin/python benchmarks/write_throughput.py [--seconds 2] [--no_dm]
-      [--dm_python /path/to/dm-venv/bin/python] [--repeats 3]
+      [--dm_python /path/to/dm-venv/bin/python] [--repeats 3] [--metrics]
+
+--metrics also measures tf_reverb with Prometheus metrics on (its server
+scraped every second) and prints the change against metrics off.
 
 Ratios are what matter: absolute figures on a shared 2-core machine are noise.
 The implementations are measured alternately `--repeats` times and the best
@@ -27,7 +30,7 @@ SEQUENCE = {'small': 1, 'large': 10}
 
 
 def import_reverb(impl):
-  if impl == 'ours':
+  if impl.startswith('ours'):
     import tf_reverb as reverb  # pylint: disable=g-import-not-at-top
   else:
     import reverb  # pylint: disable=g-import-not-at-top
@@ -42,7 +45,7 @@ def tables(reverb):
 
 def serve(impl, port):
   reverb = import_reverb(impl)
-  server = reverb.Server(tables(reverb), port=port)  # pylint: disable=unused-variable
+  server = side_by_side.make_server(reverb, impl, tables(reverb), port)  # pylint: disable=unused-variable
   print('serving', flush=True)
   while True:
     time.sleep(3600)
@@ -141,6 +144,7 @@ def main():
     print(f'{size:8} {method:18} {r["items_per_s"]:13,.0f} {r["mb_per_s"]:10.1f} '
           f'{(dm or {}).get("items_per_s", 0):11,.0f} '
           f'{(dm or {}).get("mb_per_s", 0):8.1f} {ratio:>6}')
+  side_by_side.print_metrics_cost(by_key)
 
 
 if __name__ == '__main__':

@@ -21,7 +21,8 @@ def test_check_libs_flags_the_system_grpc_protobuf_absl_snappy_zstd():
   # The source build links Debian's libraries: exactly what a wheel must not.
   failures, _ = check_libs.check(os.path.join(ROOT, 'tf_reverb', 'pybind.so'))
   text = '\n'.join(failures)
-  for name in ('libgrpc', 'libprotobuf', 'libabsl_', 'libsnappy', 'libzstd'):
+  for name in ('libgrpc', 'libprotobuf', 'libabsl_', 'libsnappy', 'libzstd',
+               'libprometheus-cpp-core', 'libprometheus-cpp-pull', 'libcivetweb'):
     assert f'{name}' in text, (name, text)
   assert 'libstdc++' not in text and 'libc.so' not in text  # manylinux base
 

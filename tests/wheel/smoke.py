@@ -42,6 +42,7 @@ import sys
 import tempfile
 import textwrap
 import traceback
+import urllib.request
 from typing import Callable, Iterator, List, Optional, Tuple
 
 import numpy as np
@@ -139,13 +140,20 @@ def _server_executable() -> str:
 def check_server_binary() -> str:
   reverb = _reverb()
   executable = _server_executable()
-  server = ServerProcess(executable, f'--config={SERVER_CONFIG}', '--port=0')
+  server = ServerProcess(executable, f'--config={SERVER_CONFIG}', '--port=0',
+                         '--metrics_port=0', '--metrics_host=127.0.0.1')
   try:
     client = reverb.Client(f'127.0.0.1:{server.port}')
     for i in range(3):
       client.insert([np.int64(i), np.full([2], i, np.float32)], {TABLE: 1.0})
     info = client.server_info(timeout=RPC_TIMEOUT_S)[TABLE]
     assert info.current_size == 3, info
+    # The vendored prometheus-cpp serves the metrics.
+    metrics_port = int(re.search(r'metrics_port=(\d+)', server.lines[-1]).group(1))
+    with urllib.request.urlopen(f'http://127.0.0.1:{metrics_port}/metrics',
+                                timeout=RPC_TIMEOUT_S) as response:
+      page = response.read().decode()
+    assert f'tf_reverb_table_inserts_total{{table="{TABLE}"}} 3' in page, page
     samples = list(client.sample(TABLE, num_samples=5, emit_timesteps=False,
                                  timeout=RPC_TIMEOUT_S))
     assert len(samples) == 5, samples
