@@ -10,10 +10,12 @@ TrajectoryDataset(...).batch(64) takes our fused batch path (decoded straight
 into the batch tensors); dm-reverb batches per element.
 
   .venv/bin/python benchmarks/sample_throughput.py [--seconds 2] [--no_dm]
-      [--repeats 3] [--frames_only] [--metrics]
+      [--repeats 3] [--frames_only] [--metrics] [--baseline DIR]
 
 --metrics also measures tf_reverb with Prometheus metrics on (its server
-scraped every second) and prints the change against metrics off.
+scraped every second) and prints the change against metrics off;
+--baseline DIR also measures the tf_reverb checkout at DIR (its .venv and
+build, e.g. the main branch) and prints this build's change against it.
 
 Frames (issue 15): 10-step items of 84x84x4 uint8 frames (282 KB an item;
 'random' incompressible bytes, or 'atari' compressible Atari-like frames),
@@ -129,7 +131,7 @@ def tables(reverb):
 
 
 def import_reverb(impl):
-  if impl.startswith('ours'):
+  if impl.startswith('ours') or impl == 'baseline':
     import tf_reverb as reverb  # pylint: disable=g-import-not-at-top
   else:
     import reverb  # pylint: disable=g-import-not-at-top
@@ -253,7 +255,7 @@ def measure(impl, where, seconds, frames_only=False):
               ('TrajectoryDataset(batch 64)', trajectory_dataset),
               ('TrajectoryDataset(batch 64) in tf.function',
                trajectory_dataset_in_graph)]
-      if impl.startswith('ours'):
+      if impl != 'dm':
         numpy_iterator = reverb.NumpyIterator(
             address, size, BATCH, max_in_flight_samples_per_worker=100)
 
@@ -268,7 +270,7 @@ def measure(impl, where, seconds, frames_only=False):
         results.append(dict(impl=impl, where=where, size=size, method=method,
                             items_per_s=rate, mb_per_s=rate * mb))
       del iterator, graph_iterator
-      if impl.startswith('ours'):
+      if impl != 'dm':
         numpy_iterator.close()
   finally:
     if process is not None:
@@ -315,8 +317,8 @@ def run_repeats(args, frames_only):
     for impl, python in pythons.items():
       out = subprocess.run(
           [python, __file__, '--measure', '--impl', impl, '--seconds',
-           str(args.seconds)], capture_output=True, text=True, env=env,
-          check=False)
+           str(args.seconds)], capture_output=True, text=True,
+          env=side_by_side.environment(args, impl, env), check=False)
       if out.returncode != 0:
         print(f'{impl} failed:\n{out.stderr[-3000:]}')
         continue

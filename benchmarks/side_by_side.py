@@ -37,6 +37,10 @@ def parse_args() -> argparse.Namespace:
                       help='also measure tf_reverb with Prometheus metrics on '
                       '(impl "ours+metrics": Server(metrics_port=0), scraped '
                       'every second)')
+  parser.add_argument('--baseline',
+                      help='also measure the tf_reverb checkout at this path '
+                      '(its own .venv and build) as impl "baseline", e.g. the '
+                      'main branch, to see what this build costs or saves')
   return parser.parse_args()
 
 
@@ -50,7 +54,16 @@ def implementations(args: argparse.Namespace) -> Dict[str, str]:
   pythons = {'ours': sys.executable}
   if args.metrics:
     pythons['ours+metrics'] = sys.executable
+  if args.baseline:
+    pythons['baseline'] = os.path.join(args.baseline, '.venv', 'bin', 'python')
   return pythons
+
+
+def environment(args: argparse.Namespace, impl: str, env: Dict[str, str]) -> Dict[str, str]:
+  """`env` with PYTHONPATH at the checkout `impl` is measured from."""
+  if impl == 'baseline':
+    return dict(env, PYTHONPATH=os.path.abspath(args.baseline))
+  return env
 
 
 def make_server(reverb: Any, impl: str, tables: Any, port: Any = None) -> Any:
@@ -73,21 +86,25 @@ def make_server(reverb: Any, impl: str, tables: Any, port: Any = None) -> Any:
 
 def print_metrics_cost(by_key: Dict[Tuple[Any, ...], Dict[str, Any]]) -> None:
   """items/s of ours+metrics relative to ours, per figure (when measured)."""
-  rows = [(key, r) for key, r in by_key.items() if key[0] == 'ours+metrics']
-  if not rows:
-    return
-  print('metrics on vs off (best of the repeats each):')
-  ratios = []
-  for key, r in rows:
-    off = by_key.get(('ours',) + key[1:])
-    if off:
+  for impl, reference, title in (
+      ('ours+metrics', 'ours', 'metrics on vs off'),
+      ('ours', 'baseline', 'this build (metrics off) vs --baseline')):
+    rows = [(key, r) for key, r in by_key.items() if key[0] == impl]
+    ratios = []
+    for key, r in rows:
+      off = by_key.get((reference,) + key[1:])
+      if not off:
+        continue
+      if not ratios:
+        print(f'{title} (best of the repeats each):')
       ratio = r['items_per_s'] / off['items_per_s']
       ratios.append(ratio)
-      print(f'  {" / ".join(str(k) for k in key[1:]):60} off {off["items_per_s"]:12,.0f}'
-            f'  on {r["items_per_s"]:12,.0f}  {100 * (ratio - 1):+6.1f}%')
-  if ratios:
-    ratios.sort()
-    print(f'  median change {100 * (ratios[len(ratios) // 2] - 1):+.1f}%')
+      print(f'  {" / ".join(str(k) for k in key[1:]):60} {reference} '
+            f'{off["items_per_s"]:12,.0f}  {impl} {r["items_per_s"]:12,.0f}  '
+            f'{100 * (ratio - 1):+6.1f}%')
+    if ratios:
+      ratios.sort()
+      print(f'  median change {100 * (ratios[len(ratios) // 2] - 1):+.1f}%')
 
 
 def dm_python(args: argparse.Namespace) -> Any:
@@ -128,8 +145,8 @@ def best_results(script: str, args: argparse.Namespace,
     for impl, python in pythons.items():
       out = subprocess.run(
           [python, script, '--measure', '--impl', impl, '--seconds',
-           str(args.seconds)], capture_output=True, text=True, env=env,
-          check=False)
+           str(args.seconds)], capture_output=True, text=True,
+          env=environment(args, impl, env), check=False)
       if out.returncode != 0:
         print(f'{impl} failed:\n{out.stderr[-3000:]}')
         continue

@@ -8,10 +8,12 @@ Methods: Client.insert (small only), TrajectoryWriter, legacy Writer.
 items/s counts created items; MB/s counts step payload appended.
 
   .venv/bin/python benchmarks/write_throughput.py [--seconds 2] [--no_dm]
-      [--dm_python /path/to/dm-venv/bin/python] [--repeats 3] [--metrics]
+      [--dm_python /path/to/dm-venv/bin/python] [--repeats 3] [--metrics] [--baseline DIR]
 
 --metrics also measures tf_reverb with Prometheus metrics on (its server
-scraped every second) and prints the change against metrics off.
+scraped every second) and prints the change against metrics off;
+--baseline DIR also measures the tf_reverb checkout at DIR (its .venv and
+build, e.g. the main branch) and prints this build's change against it.
 
 Ratios are what matter: absolute figures on a shared 2-core machine are noise.
 The implementations are measured alternately `--repeats` times and the best
@@ -30,7 +32,7 @@ SEQUENCE = {'small': 1, 'large': 10}
 
 
 def import_reverb(impl):
-  if impl.startswith('ours'):
+  if impl.startswith('ours') or impl == 'baseline':
     import tf_reverb as reverb  # pylint: disable=g-import-not-at-top
   else:
     import reverb  # pylint: disable=g-import-not-at-top
