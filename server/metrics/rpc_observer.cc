@@ -54,14 +54,19 @@ class Interceptor final : public grpc::experimental::Interceptor {
     observer_->CallEnded(stats_, peer_);
   }
 
+  // Hooks of one call may run concurrently (a read and a write in flight),
+  // but each of the two used here runs once per call, in order: the initial
+  // metadata is received before the handler runs, the status sent after it.
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     using grpc::experimental::InterceptionHookPoints;
-    // The call exists by the first hook (not yet when the interceptor is made).
-    if (peer_.empty() && info_->server_context() != nullptr) {
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_INITIAL_METADATA) &&
+        info_->server_context() != nullptr) {
+      // The call's peer is known from here on (not yet when the interceptor
+      // is made).
       peer_ = info_->server_context()->peer();
       if (!peer_.empty()) observer_->CallPeer(peer_);
     }
-    if (!finished_ && methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
       finished_ = true;
       observer_->CallFinished(stats_, methods->GetSendStatus(), absl::Now() - start_, peer_);
     }
