@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
       "the standalone tf_reverb replay server (Reverb's gRPC protocol).\n"
       "  reverb_server [--config=TEXT|--config_file=PATH] [--port=N] [--checkpoint_dir=DIR ...]\n"
       "                [--host=H] [--tls_cert_file=F --tls_key_file=F [--tls_client_ca_file=F]]\n"
-      "                [--auth_token_file=F]");
+      "                [--auth_token_file=F] [--metrics_port=N] [--log_format=text|json]");
   absl::ParseCommandLine(argc, argv);
   tf_reverb::LogFormat log_format;
   if (!tf_reverb::ParseLogFormat(absl::GetFlag(FLAGS_log_format), &log_format)) {

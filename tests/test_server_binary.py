@@ -126,6 +126,7 @@ def test_help_describes_the_binary_and_its_flags():
   out = result.stdout + result.stderr
   assert 'standalone tf_reverb replay server' in out
   assert '--checkpoint_dir' in out and '--drain_seconds' in out
+  assert '--metrics_port' in out and '--log_format' in out
   assert 'never called' not in out  # absl's warning without a usage message
 
 
