@@ -3,6 +3,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
@@ -13,6 +14,9 @@ namespace tf_reverb {
 namespace {
 
 constexpr char kServicePrefix[] = "/deepmind.reverb.ReverbService/";
+// gRPC's health service ends every Watch a client closes with UNKNOWN
+// "OnCancel()": counted, never logged.
+constexpr char kHealthPrefix[] = "/grpc.health.v1.Health/";
 constexpr const char* kKnownMethods[] = {
     "InsertStream", "SampleStream", "MutatePriorities",    "Reset",
     "ServerInfo",   "Checkpoint",   "InitializeConnection",
@@ -146,7 +150,8 @@ void RpcObserver::CallFinished(MethodStats* stats, const grpc::Status& status,
   if (status.ok()) return;
   failed_.fetch_add(1, std::memory_order_relaxed);
   if (status.error_code() == grpc::StatusCode::CANCELLED ||
-      status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+      absl::StartsWith(stats->name, kHealthPrefix)) {
     return;
   }
   {

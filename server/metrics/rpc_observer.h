@@ -7,7 +7,8 @@
 //
 // Logged errors: every finished call whose code is neither OK, CANCELLED nor
 // DEADLINE_EXCEEDED (the last two are how clients end streams and how rate
-// limiter timeouts end calls: counted, not logged), at most
+// limiter timeouts end calls: counted, not logged) and whose method is not
+// gRPC's health service (its Watch ends with UNKNOWN when a client leaves), at most
 // kMaxErrorLinesPerInterval per summary interval; the next summary says how
 // many were not logged.
 //
