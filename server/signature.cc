@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/util/field_comparator.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace tf_reverb {
@@ -165,7 +166,13 @@ bool SameSignature(absl::string_view a, absl::string_view b) {
       !second.ParseFromArray(b.data(), static_cast<int>(b.size()))) {
     return false;
   }
-  return google::protobuf::util::MessageDifferencer::Equals(first, second);
+  // A bound of NaN (BoundedTensorSpec) equals itself: the same signature,
+  // whichever NaN bits a serializer wrote.
+  google::protobuf::util::DefaultFieldComparator comparator;
+  comparator.set_treat_nan_as_equal(true);
+  google::protobuf::util::MessageDifferencer differencer;
+  differencer.set_field_comparator(&comparator);
+  return differencer.Compare(first, second);
 }
 
 bool IsCompatibleShape(const std::optional<std::vector<int64_t>>& spec,

@@ -1,5 +1,7 @@
 #include "server/signature.h"
 
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -143,6 +145,24 @@ TEST(ParseSignatureTest, NonSpecLeavesAreUnimplemented) {
   tfp::StructuredValue none;
   none.mutable_none_value();
   EXPECT_TRUE(absl::IsUnimplemented(ParseSignature(none.SerializeAsString()).status()));
+}
+
+TEST(SameSignatureTest, NanBoundsAreEqual) {
+  // Found by signature_fuzzer: a bounded spec whose maximum is NaN differed
+  // from its own re-serialization.
+  auto bounded = [](uint32_t nan_bits) {
+    tfp::StructuredValue value;
+    auto* spec = value.mutable_bounded_tensor_spec_value();
+    spec->set_dtype(tfp::DT_FLOAT);
+    float nan;
+    std::memcpy(&nan, &nan_bits, sizeof(nan));
+    spec->mutable_maximum()->add_float_val(nan);
+    return value.SerializeAsString();
+  };
+  const std::string quiet = bounded(0x7fc00000u), payload = bounded(0x7fc00001u);
+  ASSERT_NE(quiet, payload);
+  EXPECT_TRUE(SameSignature(quiet, payload));
+  EXPECT_FALSE(SameSignature(quiet, bounded(0x3f800000u)));  // 1.0f
 }
 
 TEST(SameSignatureTest, ComparesNestsNotBytes) {
