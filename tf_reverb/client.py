@@ -1,6 +1,6 @@
 """``Client``: inserts, samples and administers tables of a replay server."""
 
-from typing import Any, Dict, Generator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Generator, List, Optional, Sequence, Union
 
 import numpy as np
 import tree
@@ -19,6 +19,20 @@ from tf_reverb.proto import reverb_service_pb2
 # Samples Client.sample fetches ahead of the caller (at most num_samples).
 _SAMPLE_PREFETCH = 16
 
+
+
+def _call_server_info(call: Callable[[int], Any], timeout: Optional[float]) -> Any:
+  """`call(timeout_ms)` of a core ServerInfo method; an expired `timeout`
+  raised as Reverb words it."""
+  timeout_ms = -1 if not timeout else int(timeout * 1000)
+  try:
+    return call(timeout_ms)
+  except RuntimeError as e:
+    if timeout and errors.is_deadline_exceeded(e):
+      raise errors.DeadlineExceededError(
+          f'ServerInfo call did not complete within provided timeout of '
+          f'{timeout}s') from e
+    raise
 
 class Client:
   """A client of the Reverb server (or sharded servers) at `server_address`.
@@ -237,15 +251,7 @@ class Client:
       DeadlineExceededError: when the server (no shard) did not answer in
         time.
     """
-    timeout_ms = -1 if not timeout else int(timeout * 1000)
-    try:
-      serialized = self._client.server_info(timeout_ms)
-    except RuntimeError as e:
-      if timeout and errors.is_deadline_exceeded(e):
-        raise errors.DeadlineExceededError(
-            f'ServerInfo call did not complete within provided timeout of '
-            f'{timeout}s') from e
-      raise
+    serialized = _call_server_info(self._client.server_info, timeout)
     response = reverb_service_pb2.ServerInfoResponse.FromString(serialized)
     infos = {
         info.name: reverb_types.TableInfo.from_proto(info)
@@ -270,15 +276,7 @@ class Client:
     Raises:
       DeadlineExceededError: when no shard answered in time.
     """
-    timeout_ms = -1 if not timeout else int(timeout * 1000)
-    try:
-      shards = self._client.shard_server_info(timeout_ms)
-    except RuntimeError as e:
-      if timeout and errors.is_deadline_exceeded(e):
-        raise errors.DeadlineExceededError(
-            f'ServerInfo call did not complete within provided timeout of '
-            f'{timeout}s') from e
-      raise
+    shards = _call_server_info(self._client.shard_server_info, timeout)
     result: Dict[str, Union[Dict[str, reverb_types.TableInfo], Exception]] = {}
     for address, serialized, error in shards:
       if serialized is None:
