@@ -50,7 +50,7 @@ import threading
 import time
 import uuid
 import warnings
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 try:
   import ray
@@ -210,6 +210,20 @@ def _die_with_parent_hook():
   return hook
 
 
+def _dying_with_parent(args: List[str]) -> Tuple[List[str], Any]:
+  """`args` and a preexec_fn such that the child gets SIGKILL when the thread
+  that starts it dies.
+
+  util-linux's setpriv sets the parent-death signal and execs the server, so
+  no Python runs between fork and exec (a preexec_fn in a multi-threaded Ray
+  worker can deadlock); where setpriv is missing, the prctl hook does it.
+  """
+  setpriv = shutil.which('setpriv') if sys.platform.startswith('linux') else None
+  if setpriv:
+    return [setpriv, '--pdeathsig', 'KILL', '--'] + list(args), None
+  return list(args), _die_with_parent_hook()
+
+
 class _ServerProcess:
   """One ``reverb_server`` child, started and reaped by a keeper thread.
 
@@ -247,10 +261,10 @@ class _ServerProcess:
 
   def _keep(self) -> None:
     with open(self._log_path, 'a') as log:
+      args, hook = _dying_with_parent(self._args)
       self.proc = subprocess.Popen(
-          self._args, stdin=subprocess.DEVNULL, stdout=log,
-          stderr=subprocess.PIPE, text=True,
-          preexec_fn=_die_with_parent_hook())
+          args, stdin=subprocess.DEVNULL, stdout=log,
+          stderr=subprocess.PIPE, text=True, preexec_fn=hook)
       started = False
       for line in self.proc.stderr:
         log.write(line)
