@@ -33,6 +33,23 @@ void AddValue(MetricFamily* family, Labels labels, double value) {
   family->metric.push_back(std::move(metric));
 }
 
+// One family per scalar: a metric without labels and its value now.
+struct Scalar {
+  const char* name;
+  const char* help;
+  MetricType type;
+  double value;
+};
+
+template <size_t N>
+void AddScalars(const Scalar (&scalars)[N], std::vector<MetricFamily>* out) {
+  for (const Scalar& scalar : scalars) {
+    MetricFamily family = Family(scalar.name, scalar.help, scalar.type);
+    AddValue(&family, {}, scalar.value);
+    out->push_back(std::move(family));
+  }
+}
+
 void AddHistogram(MetricFamily* family, Labels labels, const AtomicHistogram& histogram) {
   const AtomicHistogram::Snapshot snapshot = histogram.Read();
   ClientMetric metric;
@@ -159,13 +176,7 @@ void CollectCheckpoints(const Checkpointer* checkpointer, std::vector<MetricFami
                                  MetricType::Histogram);
   AddHistogram(&duration, {}, metrics.save_seconds);
   out->push_back(std::move(duration));
-  struct Value {
-    const char* name;
-    const char* help;
-    MetricType type;
-    double value;
-  };
-  const Value values[] = {
+  const Scalar values[] = {
       {"tf_reverb_checkpoint_saved_bytes_total", "Bytes written by successful saves.",
        MetricType::Counter, Get(metrics.saved_bytes)},
       {"tf_reverb_checkpoint_last_save_bytes", "Bytes of the newest successful save.",
@@ -180,23 +191,13 @@ void CollectCheckpoints(const Checkpointer* checkpointer, std::vector<MetricFami
       {"tf_reverb_checkpoint_restore_failures_total", "Checkpoint restores that failed.",
        MetricType::Counter, Get(metrics.restore_failures)},
   };
-  for (const Value& value : values) {
-    MetricFamily family = Family(value.name, value.help, value.type);
-    AddValue(&family, {}, value.value);
-    out->push_back(std::move(family));
-  }
+  AddScalars(values, out);
 }
 
 void CollectProcess(std::vector<MetricFamily>* out) {
   absl::StatusOr<ProcessStats> stats = ReadProcessStats();
   if (!stats.ok()) return;
-  struct Value {
-    const char* name;
-    const char* help;
-    MetricType type;
-    double value;
-  };
-  const Value values[] = {
+  const Scalar values[] = {
       {"process_cpu_seconds_total", "User and system CPU time spent in seconds.",
        MetricType::Counter, stats->cpu_seconds},
       {"process_resident_memory_bytes", "Resident memory size in bytes.", MetricType::Gauge,
@@ -212,11 +213,7 @@ void CollectProcess(std::vector<MetricFamily>* out) {
       {"process_max_fds", "Limit of open file descriptors.", MetricType::Gauge,
        static_cast<double>(stats->max_fds)},
   };
-  for (const Value& value : values) {
-    MetricFamily family = Family(value.name, value.help, value.type);
-    AddValue(&family, {}, value.value);
-    out->push_back(std::move(family));
-  }
+  AddScalars(values, out);
 }
 
 }  // namespace
