@@ -47,10 +47,6 @@ double FaultsPerPageInSteadyState() {
 
 // Each case runs in a fresh process (threadsafe death tests re-execute the
 // binary), since the setting is process-wide and applied once.
-void ExitWithFaultsBelow(double limit) {
-  std::exit(FaultsPerPageInSteadyState() < limit ? 0 : 1);
-}
-
 class HeapTuningTest : public ::testing::Test {
  protected:
   void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
@@ -61,7 +57,7 @@ TEST_F(HeapTuningTest, FreedMemoryStaysMappedForReuse) {
       {
         unsetenv("TF_REVERB_MALLOC_TUNING");
         if (!KeepFreedHeapMapped()) std::exit(2);
-        ExitWithFaultsBelow(0.05);
+        std::exit(FaultsPerPageInSteadyState() < 0.05 ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "");
 }
