@@ -51,7 +51,8 @@ def _pid_alive(pid: int) -> bool:
   try:
     with open(f'/proc/{pid}/stat') as f:
       return f.read().split(') ')[-1][0] != 'Z'
-  except FileNotFoundError:
+  except (FileNotFoundError, ProcessLookupError):
+    # Gone before the open, or between the open and the read (ESRCH).
     return False
 
 
