@@ -6,9 +6,9 @@ libraries and the server binary inside the package, and generates the Python
 modules of the wire protocol with the system protoc (gencode that loads under
 protobuf 3.20 to 7.x, see generate_protos). Build with
 ``pip install --no-build-isolation .`` so Bazel sees the installed TensorFlow.
-With TF_REVERB_KERNEL_PYTHONS (space-separated interpreters, each with its own
-TensorFlow; scripts/build_wheel.sh sets it) the package gets one kernel library
-per TensorFlow minor instead, ``libtf_reverb_ops_tf<major>_<minor>.so``.
+With TF_REVERB_TF_KITS (space-separated TensorFlow build kits that
+scripts/make_tf_kit.py wrote; scripts/build_wheel.sh sets it) the package gets
+one kernel library per TensorFlow minor instead, ``libtf_reverb_ops_tf<major>_<minor>.so``.
 """
 
 import glob

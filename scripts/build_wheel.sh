@@ -13,9 +13,12 @@
 #   scripts/build_wheel.sh --tf "2.15 2.21" a subset (also TF_REVERB_WHEEL_TF)
 #
 # Needs the set-up (scripts/setup.sh: Debian packages, .venv); the build Python
-# is PYTHON_BIN_PATH, default .venv/bin/python. One venv per TF minor lives
-# under the cache directory (TF_REVERB_WHEEL_CACHE, default .wheel-build/,
-# outside git) and is reused; pip's cache is shared.
+# is PYTHON_BIN_PATH, default .venv/bin/python. One TF build kit per minor
+# (scripts/make_tf_kit.py: headers, libtensorflow_framework.so.2, version and
+# defines, ~220 MB) lives under the cache directory (TF_REVERB_WHEEL_CACHE,
+# default .wheel-build/, outside git) and is reused; it is made in a
+# throwaway venv with that TensorFlow, deleted once the kit is written, so at
+# most one such venv (1.3-1.6 GB) is on disk at a time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -80,12 +83,13 @@ fi
 # Bazel's actions see PATH, and a changed one rebuilds everything.
 AUDITWHEEL_PATH=$(dirname "$PY"):$PATH
 
-# One venv per TensorFlow minor, with tensorflow-cpu==<minor>.* in it.
-KERNEL_PYTHONS=()
+# One build kit per TensorFlow minor, made from tensorflow-cpu==<minor>.*.
+# Venvs of the earlier layout (a full TensorFlow per minor) are only disk.
+rm -rf "$CACHE/venvs"
+KITS=()
 for version in $TF_LIST; do
-  venv=$CACHE/venvs/tf$version
-  have=$("$venv/bin/python" -c \
-    "import importlib.metadata as m; print(m.version('tensorflow-cpu'))" 2>/dev/null || true)
+  kit=$CACHE/tf-kits/tf$version
+  have=$(head -n 1 "$kit/tf_config.txt" 2>/dev/null || true)
   if [[ "$have" != "$version".* ]]; then
     step=$(date +%s)
     if ! has_minor "$version"; then
@@ -93,12 +97,16 @@ for version in $TF_LIST; do
            "choose others with --tf" >&2
       exit 1
     fi
-    log "venv for TensorFlow $version"
-    [ -x "$venv/bin/python" ] || "$PY" -m venv "$venv"
+    log "build kit for TensorFlow $version"
+    venv=$CACHE/kit-venv
+    rm -rf "$venv"
+    "$PY" -m venv "$venv"
     "$venv/bin/python" -m pip install -q "tensorflow-cpu==$version.*"
-    log "TensorFlow $version installed in $(elapsed "$step")"
+    "$venv/bin/python" "$ROOT/scripts/make_tf_kit.py" "$kit"
+    rm -rf "$venv"
+    log "TensorFlow $(head -n 1 "$kit/tf_config.txt") kit made in $(elapsed "$step")"
   fi
-  KERNEL_PYTHONS+=("$venv/bin/python")
+  KITS+=("$kit")
 done
 
 # The build: Bazel once (core once, a kernel library per TF), the protos, the
@@ -106,7 +114,7 @@ done
 step=$(date +%s)
 log "building the wheel with kernels for TensorFlow $TF_LIST"
 rm -rf "$ROOT/build" "$CACHE/wheelhouse"
-TF_REVERB_KERNEL_PYTHONS="${KERNEL_PYTHONS[*]}" PYTHON_BIN_PATH=$PY \
+TF_REVERB_TF_KITS="${KITS[*]}" PYTHON_BIN_PATH=$PY \
   "$PY" -m pip wheel -q --no-build-isolation --no-deps -w "$CACHE/wheelhouse" "$ROOT"
 wheel=$(ls "$CACHE"/wheelhouse/tf_reverb-*.whl)
 log "built $(basename "$wheel") in $(elapsed "$step")"

@@ -3,8 +3,10 @@
 Nothing here downloads. Python and pybind11 headers come from the interpreter
 named by PYTHON_BIN_PATH (default: the workspace's .venv, which
 scripts/setup.sh creates, else python3). TensorFlow comes from one or more
-interpreters: TF_REVERB_KERNEL_PYTHONS (space-separated paths; default: that
-same interpreter), one kernel library per TensorFlow minor they hold. gRPC,
+build kits: TF_REVERB_TF_KITS (space-separated directories that
+scripts/make_tf_kit.py wrote: headers, libtensorflow_framework.so.2, version
+and defines; scripts/build_wheel.sh makes one per TensorFlow minor), else the
+TensorFlow of that same interpreter; one kernel library per TensorFlow minor. gRPC,
 protobuf, abseil, snappy, zstd and prometheus-cpp come from Debian's packages through
 pkg-config.
 """
@@ -31,8 +33,8 @@ def _words(text):
 def _query(ctx, python, script, what):
     result = ctx.execute([python, "-c", script])
     if result.return_code != 0:
-        fail("cannot query %s for %s (set PYTHON_BIN_PATH / TF_REVERB_KERNEL_PYTHONS to " % (python, what) +
-             "interpreters that have it, or run scripts/setup.sh): %s" % result.stderr)
+        fail("cannot query %s for %s (set PYTHON_BIN_PATH to " % (python, what) +
+             "an interpreter that has it, or run scripts/setup.sh): %s" % result.stderr)
     return [line[len("CFG:"):] for line in result.stdout.split("\n") if line.startswith("CFG:")]
 
 def _python_configure_impl(ctx):
@@ -59,18 +61,31 @@ print("CFG:" + tf.sysconfig.get_lib())
 print("CFG:" + " ".join(f[2:] for f in tf.sysconfig.get_compile_flags() if f.startswith("-D")))
 """
 
-def _tf_configure_impl(ctx):
-    pythons = _words(ctx.os.environ.get("TF_REVERB_KERNEL_PYTHONS", ""))
-    if not pythons:
-        pythons = [_default_python(ctx)]
-    versions = {}
-    for python in pythons:
+def _tf_sources(ctx):
+    """(origin, version, include dir, lib dir, defines) per TensorFlow to build for."""
+    kits = _words(ctx.os.environ.get("TF_REVERB_TF_KITS", ""))
+    if not kits:
+        python = _default_python(ctx)
         version, include, lib, defines = _query(ctx, python, _TF_QUERY, "TensorFlow")
+        return [(python, version, include, lib, defines)]
+    sources = []
+    for kit in kits:
+        config = ctx.path(kit + "/tf_config.txt")
+        if not config.exists:
+            fail("TF_REVERB_TF_KITS: %s is no complete kit (no tf_config.txt; " % kit +
+                 "scripts/make_tf_kit.py writes one)")
+        lines = ctx.read(config).split("\n")
+        sources.append((kit, lines[0].strip(), kit + "/include", kit, lines[1] if len(lines) > 1 else ""))
+    return sources
+
+def _tf_configure_impl(ctx):
+    versions = {}
+    for origin, version, include, lib, defines in _tf_sources(ctx):
         major_minor = "_".join(version.split(".")[:2])
         if major_minor in versions:
-            fail("TF_REVERB_KERNEL_PYTHONS: %s and %s both have TensorFlow %s" %
-                 (versions[major_minor][0], python, version))
-        versions[major_minor] = (python, version)
+            fail("TF_REVERB_TF_KITS: %s and %s both have TensorFlow %s" %
+                 (versions[major_minor][0], origin, version))
+        versions[major_minor] = (origin, version)
         package = "tf" + major_minor
         ctx.symlink(include, package + "/include")
         ctx.symlink(lib + "/libtensorflow_framework.so.2", package + "/libtensorflow_framework.so.2")
@@ -83,7 +98,7 @@ cc_library(
     defines = %r,
 )
 cc_import(name = "tf_framework", shared_library = "libtensorflow_framework.so.2")
-""" % (version, python, _words(defines)))
+""" % (version, origin, _words(defines)))
     ctx.file("BUILD", 'exports_files(["versions.bzl"])\n')
     ctx.file("versions.bzl", "\n".join([
         '"""TensorFlow versions the kernels are built for: "<major>_<minor>" -> full version."""',
@@ -94,7 +109,7 @@ cc_import(name = "tf_framework", shared_library = "libtensorflow_framework.so.2"
 # and @local_config_tf//:versions.bzl (TF_VERSIONS) listing them.
 tf_configure = repository_rule(
     implementation = _tf_configure_impl,
-    environ = ["PYTHON_BIN_PATH", "TF_REVERB_KERNEL_PYTHONS"],
+    environ = ["PYTHON_BIN_PATH", "TF_REVERB_TF_KITS"],
     local = True,
 )
 
