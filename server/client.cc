@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -120,19 +121,21 @@ class TableSamplerWorker : public SamplerWorker {
 
   absl::Status FetchSamples(int64_t num_samples, absl::Duration timeout,
                             std::vector<Sample>* out) override {
-    return StreamSamples(num_samples, timeout,
-                         [out](Sample sample) { out->push_back(std::move(sample)); });
+    return StreamSamples(
+        num_samples, timeout, [out](Sample sample) { out->push_back(std::move(sample)); },
+        [](int64_t) -> int64_t { return 0; });
   }
 
   absl::Status StreamSamples(int64_t num_samples, absl::Duration timeout,
-                             const std::function<void(Sample)>& deliver) override {
+                             const std::function<void(Sample)>& deliver,
+                             const ClaimMore& claim_more) override {
     if (cancelled_.load()) return absl::CancelledError("The sampler was closed.");
     if (local_closed_) return absl::CancelledError(kTableClosedMessage);
     if (local_port_ > 0 && local_ == nullptr && stream_ == nullptr) {
       local_ = Server::FindInProcessTable(local_port_, table_);
     }
     if (local_ != nullptr) return FetchLocal(num_samples, timeout, deliver);
-    return FetchGrpc(num_samples, timeout, deliver);
+    return FetchGrpc(num_samples, timeout, deliver, claim_more);
   }
 
   void Cancel() override {
@@ -162,9 +165,14 @@ class TableSamplerWorker : public SamplerWorker {
     return status;
   }
 
-  // Samples reach `deliver` as each response arrives.
+  // Samples reach `deliver` as each response arrives. While a request is
+  // received, the next one (what `claim_more` grants) is already sent: the
+  // server starts on it as soon as it finished this one, and the stream
+  // does not drain in between (a round trip and the server's start, ~2 ms
+  // per 33 MB request of 282 KB items on the benchmark's machine).
   absl::Status FetchGrpc(int64_t num_samples, absl::Duration timeout,
-                         const std::function<void(Sample)>& deliver) {
+                         const std::function<void(Sample)>& deliver,
+                         const ClaimMore& claim_more) {
     if (stream_ == nullptr) {
       if (warm_up_ != nullptr) {
         // Cancel() cancels the warm-up's calls like the stream's.
@@ -200,15 +208,18 @@ class TableSamplerWorker : public SamplerWorker {
       on_stream_ = 0;
       parser_.Reset();
     }
-    const int64_t wanted = std::min(num_samples, max_samples_per_stream_ - on_stream_);
     SampleStreamRequest request;
     request.set_table(table_);
-    request.set_num_samples(wanted);
     // Servers read <= 0 as "no timeout": an immediate timeout is sent as 1 ms.
     request.mutable_rate_limiter_timeout()->set_milliseconds(
         timeout == absl::InfiniteDuration()
             ? -1
             : std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
+    // Samples asked for on this call, and where each request sent and not
+    // yet served ends (at most this one and the one ahead).
+    int64_t wanted = std::min(num_samples, max_samples_per_stream_ - on_stream_);
+    std::deque<int64_t> request_ends = {wanted};
+    request.set_num_samples(wanted);
     if (!stream_->Write(request)) return FinishStream();
     int64_t received = 0;
     grpc::ByteBuffer response;
@@ -223,6 +234,16 @@ class TableSamplerWorker : public SamplerWorker {
       if (!parsed.ok()) {
         CloseStream(/*cancel=*/true);
         return parsed;
+      }
+      while (!request_ends.empty() && received >= request_ends.front()) request_ends.pop_front();
+      if (request_ends.size() == 1) {
+        const int64_t more = claim_more(max_samples_per_stream_ - on_stream_ - wanted);
+        if (more > 0) {
+          wanted += more;
+          request_ends.push_back(wanted);
+          request.set_num_samples(more);
+          if (!stream_->Write(request)) return FinishStream();
+        }
       }
     }
     on_stream_ += received;

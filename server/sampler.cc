@@ -18,7 +18,8 @@ bool IsRateLimiterTimeout(const absl::Status& status) {
 }  // namespace
 
 absl::Status SamplerWorker::StreamSamples(int64_t num_samples, absl::Duration timeout,
-                                          const std::function<void(Sample)>& deliver) {
+                                          const std::function<void(Sample)>& deliver,
+                                          const ClaimMore&) {
   std::vector<Sample> samples;
   absl::Status status = FetchSamples(num_samples, timeout, &samples);
   for (Sample& sample : samples) deliver(std::move(sample));
@@ -158,14 +159,32 @@ void Sampler::RunWorker(SamplerWorker* worker) {
     }
 
     int64_t received = 0;
+    // Half a request at least: a claim per freed slot would send a request
+    // per sample.
+    const int64_t min_claim = std::max<int64_t>(1, options_.max_in_flight_samples_per_worker / 2);
+    auto claim_more = [&](int64_t limit) -> int64_t {
+      absl::MutexLock lock(&mu_);
+      if (closed_ || !fatal_.ok()) return 0;
+      int64_t more = std::min({limit, options_.max_in_flight_samples_per_worker,
+                               capacity_ - static_cast<int64_t>(queue_.size()) - in_flight_});
+      if (max_samples > 0) more = std::min(more, max_samples - claimed_);
+      if (more < min_claim && (max_samples <= 0 || more < max_samples - claimed_)) return 0;
+      if (more <= 0) return 0;
+      claimed_ += more;
+      in_flight_ += more;
+      wanted += more;
+      return more;
+    };
     absl::Status status = worker->StreamSamples(
-        wanted, options_.rate_limiter_timeout, [&](Sample sample) {
+        wanted, options_.rate_limiter_timeout,
+        [&](Sample sample) {
           absl::MutexLock lock(&mu_);
           if (received == wanted) return;  // more than asked for: dropped
           queue_.push_back(std::move(sample));
           --in_flight_;
           ++received;
-        });
+        },
+        claim_more);
 
     absl::MutexLock lock(&mu_);
     in_flight_ -= wanted - received;

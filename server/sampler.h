@@ -11,7 +11,10 @@
 //    or in flight (the prefetch bound). Samples are queued as they arrive
 //    (SamplerWorker::StreamSamples), not once the whole request was served:
 //    consumers decode the first samples of a request while the rest are
-//    still on the wire.
+//    still on the wire. While a request is served, a worker may claim more
+//    slots as consumers free them (ClaimMore, at least half a request at a
+//    time) and send the next request ahead on the same stream, so the stream
+//    never drains between requests; the prefetch bound holds throughout.
 //  * Thread-safety: Next() and Close() may be called from any threads,
 //    concurrently. Samples are handed out in arrival order; with several
 //    workers arrival order interleaves streams.
@@ -92,6 +95,12 @@ struct SamplerOptions {
 // One source of samples, driven by one worker thread at a time.
 class SamplerWorker {
  public:
+  // Claims up to `limit` more samples for the request in progress, now, from
+  // the sampler's free prefetch slots; returns how many (0 when fewer than
+  // half a request are free). The claimed samples join the request: the
+  // call returns once they too arrived (or failed).
+  using ClaimMore = std::function<int64_t(int64_t limit)>;
+
   virtual ~SamplerWorker() = default;
   // Appends between 1 and `num_samples` samples to `out`, waiting up to
   // `timeout` for the rate limiter. May append samples and still fail (a
@@ -99,10 +108,12 @@ class SamplerWorker {
   virtual absl::Status FetchSamples(int64_t num_samples, absl::Duration timeout,
                                     std::vector<Sample>* out) = 0;
   // The same, handing each sample to `deliver` as soon as it arrived (on
-  // the calling thread) instead of all at the end. By default FetchSamples,
-  // then `deliver` for each.
+  // the calling thread) instead of all at the end; a worker that can ask for
+  // more while it receives (a gRPC stream) may grow the request with
+  // `claim_more`. By default FetchSamples, then `deliver` for each.
   virtual absl::Status StreamSamples(int64_t num_samples, absl::Duration timeout,
-                                     const std::function<void(Sample)>& deliver);
+                                     const std::function<void(Sample)>& deliver,
+                                     const ClaimMore& claim_more);
   // Unblocks a FetchSamples in progress from any thread; every later call
   // fails with CANCELLED.
   virtual void Cancel() = 0;

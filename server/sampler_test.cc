@@ -204,7 +204,8 @@ class StreamingWorker : public SamplerWorker {
     return absl::UnimplementedError("streams only");
   }
   absl::Status StreamSamples(int64_t num_samples, absl::Duration,
-                             const std::function<void(Sample)>& deliver) override {
+                             const std::function<void(Sample)>& deliver,
+                             const ClaimMore&) override {
     deliver(FakeSample(next_key_++));
     if (!release_->WaitForNotificationWithTimeout(kLong)) {
       return absl::DeadlineExceededError("not released");
@@ -242,6 +243,80 @@ TEST(SamplerTest, SamplesAreQueuedAsTheyArriveNotPerRequest) {
     EXPECT_EQ(sample->info().item().key(), key);
   }
   EXPECT_EQ((*sampler)->Next(kLong).status().code(), absl::StatusCode::kOutOfRange);
+}
+
+// The steps of a ClaimingWorker and the test driving it, in order.
+struct ClaimSteps {
+  absl::Notification freed_one;    // the test took a sample
+  absl::Notification asked_again;  // the worker claimed with one slot free
+  absl::Notification freed_two;    // the test took another
+  absl::Notification asked_last;   // the worker claimed with two free
+  std::vector<int64_t> grants;     // what each claim got, in order
+};
+
+// A worker whose first request fills the queue, then asks for more as the
+// test frees slots: what ClaimMore grants, claim by claim.
+class ClaimingWorker : public SamplerWorker {
+ public:
+  explicit ClaimingWorker(ClaimSteps* steps) : steps_(steps) {}
+  absl::Status FetchSamples(int64_t, absl::Duration, std::vector<Sample>*) override {
+    return absl::UnimplementedError("streams only");
+  }
+  absl::Status StreamSamples(int64_t num_samples, absl::Duration,
+                             const std::function<void(Sample)>& deliver,
+                             const ClaimMore& claim_more) override {
+    if (next_key_ > 1) return absl::CancelledError("nothing more to give");
+    for (int64_t i = 0; i < num_samples; ++i) deliver(FakeSample(next_key_++));
+    // The queue is full: nothing to claim.
+    steps_->grants.push_back(claim_more(100));
+    if (!steps_->freed_one.WaitForNotificationWithTimeout(kLong)) {
+      return absl::DeadlineExceededError("not released");
+    }
+    // One slot free: less than half a request (2 of 4).
+    steps_->grants.push_back(claim_more(100));
+    steps_->asked_again.Notify();
+    if (!steps_->freed_two.WaitForNotificationWithTimeout(kLong)) {
+      return absl::DeadlineExceededError("not released");
+    }
+    // Two free, but the stream allows one more only: less than half.
+    steps_->grants.push_back(claim_more(1));
+    // Two free, two granted.
+    const int64_t granted = claim_more(100);
+    steps_->grants.push_back(granted);
+    steps_->asked_last.Notify();
+    for (int64_t i = 0; i < granted; ++i) deliver(FakeSample(next_key_++));
+    return absl::OkStatus();
+  }
+  void Cancel() override {
+    if (!steps_->freed_one.HasBeenNotified()) steps_->freed_one.Notify();
+    if (!steps_->freed_two.HasBeenNotified()) steps_->freed_two.Notify();
+  }
+
+ private:
+  ClaimSteps* steps_;
+  uint64_t next_key_ = 1;
+};
+
+TEST(SamplerTest, RequestsGrowAheadByHalfARequestAtLeastWithinThePrefetchBound) {
+  ClaimSteps steps;
+  SamplerOptions options;
+  options.max_in_flight_samples_per_worker = 4;
+  absl::StatusOr<std::unique_ptr<Sampler>> sampler = Sampler::Create(
+      [&steps] { return std::make_unique<ClaimingWorker>(&steps); }, options);
+  ASSERT_TRUE(sampler.ok()) << sampler.status();
+  ASSERT_TRUE((*sampler)->Next(kLong).ok());
+  steps.freed_one.Notify();
+  ASSERT_TRUE(steps.asked_again.WaitForNotificationWithTimeout(kLong));
+  ASSERT_TRUE((*sampler)->Next(kLong).ok());
+  steps.freed_two.Notify();
+  ASSERT_TRUE(steps.asked_last.WaitForNotificationWithTimeout(kLong));
+  for (uint64_t key = 3; key <= 6; ++key) {
+    absl::StatusOr<Sample> sample = (*sampler)->Next(kLong);
+    ASSERT_TRUE(sample.ok()) << sample.status();
+    EXPECT_EQ(sample->info().item().key(), key);
+  }
+  (*sampler)->Close();
+  EXPECT_EQ(steps.grants, (std::vector<int64_t>{0, 0, 0, 2}));
 }
 
 TEST(SamplerTest, FlexibleBatchesAreTopedUp) {
