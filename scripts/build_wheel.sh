@@ -15,7 +15,7 @@
 # Needs the set-up (scripts/setup.sh: Debian packages, .venv); the build Python
 # is PYTHON_BIN_PATH, default .venv/bin/python. One TF build kit per minor
 # (scripts/make_tf_kit.py: headers, libtensorflow_framework.so.2, version and
-# defines, ~220 MB) lives under the cache directory (TF_REVERB_WHEEL_CACHE,
+# defines, ~280 MB) lives under the cache directory (TF_REVERB_WHEEL_CACHE,
 # default .wheel-build/, outside git) and is reused; it is made in a
 # throwaway venv with that TensorFlow, deleted once the kit is written, so at
 # most one such venv (1.3-1.6 GB) is on disk at a time.
@@ -31,7 +31,7 @@ while (($#)); do
     --tf) TF_LIST=$2; shift 2 ;;
     --tf=*) TF_LIST=${1#--tf=}; shift ;;
     --ends) ENDS=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
