@@ -15,7 +15,7 @@
 # Needs the set-up (scripts/setup.sh: Debian packages, .venv); the build Python
 # is PYTHON_BIN_PATH, default .venv/bin/python. One TF build kit per minor
 # (scripts/make_tf_kit.py: headers, libtensorflow_framework.so.2, version and
-# defines, ~280 MB) lives under the cache directory (TF_REVERB_WHEEL_CACHE,
+# defines, 210-350 MB) lives under the cache directory (TF_REVERB_WHEEL_CACHE,
 # default .wheel-build/, outside git) and is reused; it is made in a
 # throwaway venv with that TensorFlow, deleted once the kit is written, so at
 # most one such venv (1.3-1.6 GB) is on disk at a time.

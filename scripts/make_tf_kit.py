@@ -5,7 +5,7 @@
 KIT_DIR gets include/ (TensorFlow's C++ headers), libtensorflow_framework.so.2
 and tf_config.txt (line 1: the TensorFlow version; line 2: its compile
 defines, e.g. "_GLIBCXX_USE_CXX11_ABI=1 EIGEN_MAX_ALIGN_BYTES=64"), which is
-written last: a kit without it is incomplete. About 280 MB against the 1.3-1.6
+written last: a kit without it is incomplete. About 210-350 MB against the 1.3-1.6
 GB of a venv with TensorFlow, so scripts/build_wheel.sh keeps kits, not venvs
 (TF_REVERB_TF_KITS, read by third_party/local_config.bzl).
 """
