@@ -14,6 +14,7 @@ one kernel library per TensorFlow minor instead, ``libtf_reverb_ops_tf<major>_<m
 import glob
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -40,6 +41,83 @@ KERNEL_GLOB = 'libtf_reverb_ops*.so'
 
 BAZEL_FLAGS = ['-c', 'opt']
 
+# Where build_native writes Bazel's whole output (gitignored).
+BUILD_LOG = os.path.join(ROOT, 'build', 'native_build.log')
+
+# How many compiler and Bazel error lines a failed build's summary quotes.
+QUOTED_ERRORS = 12
+
+
+class NativeBuildError(RuntimeError):
+  """The Bazel build of the native parts failed; the message says where."""
+
+
+def _failing_label(output: str, action: str) -> str:
+  """'//pkg:target, ' of a failed compile action, from its object's path
+  (bazel-out/<config>/bin/<pkg>/_objs/<target>/<file>.o), or ''."""
+  source = re.match(r'Compiling (\S+) failed', action)
+  if not source:
+    return ''
+  stem = re.escape(os.path.splitext(os.path.basename(source.group(1)))[0])
+  objects = re.search(rf'bazel-out/[^/\s]+/bin/(\S+)/_objs/([^/\s]+)/(\S+/)?{stem}\.',
+                      output)
+  return f'//{objects.group(1)}:{objects.group(2)}, ' if objects else ''
+
+
+def _build_failure_summary(output: str, command: List[str],
+                           returncode: int) -> str:
+  """What a failed Bazel build's output says failed: the failing actions and
+  targets and the first compiler errors, for a message a user reads first."""
+  failing, errors = [], []
+  for line in output.splitlines():
+    line = line.rstrip()
+    # "ERROR: <path>/BUILD:12:11: Compiling server/x.cc failed: (Exit 1): ..."
+    action = re.match(r'ERROR: (\S+/)?(\S+BUILD(?:\.bazel)?:\d+:\d+): (.+? failed)', line)
+    target = re.match(r'(?:ERROR: )?Target (//\S+) failed to build', line)
+    if action:
+      failing.append(f'{action.group(3)} ({_failing_label(output, action.group(3))}'
+                     f'rule at {action.group(2)})')
+    elif target:
+      failing.append(f'target {target.group(1)}')
+    elif (re.search(r'\b(fatal )?error\b', line) and
+          'Build did NOT complete' not in line and
+          not line.startswith('ERROR: Build failed')):
+      errors.append(line)
+  lines = [f'The Bazel build of tf_reverb\'s native parts failed '
+           f'(`{" ".join(command)}` exited with {returncode}).']
+  lines += [f'  failed: {item}' for item in dict.fromkeys(failing)]
+  if errors:
+    lines.append('  first errors:')
+    lines += [f'    {line}' for line in errors[:QUOTED_ERRORS]]
+  lines.append(f'  Bazel\'s whole output: {BUILD_LOG}')
+  return '\n'.join(lines)
+
+
+def _run_bazel_build(targets: List[str], env: Dict[str, str]) -> None:
+  """Runs `bazel build` on targets, its output streamed to stderr and kept
+  in BUILD_LOG; raises NativeBuildError with a summary when it fails.
+
+  TF_REVERB_BAZEL_FLAGS adds Bazel build flags (shell words), e.g.
+  ``--jobs=1`` on a machine short of memory.
+  """
+  extra = shlex.split(os.environ.get('TF_REVERB_BAZEL_FLAGS', ''))
+  command = ['bazel', 'build', '--noshow_progress', *BAZEL_FLAGS, *extra,
+             *targets]
+  os.makedirs(os.path.dirname(BUILD_LOG), exist_ok=True)
+  output = []
+  with open(BUILD_LOG, 'w') as log, subprocess.Popen(
+      command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT, text=True, errors='replace') as bazel:
+    for line in bazel.stdout:
+      sys.stderr.write(line)
+      log.write(line)
+      output.append(line)
+  if bazel.returncode != 0:
+    summary = _build_failure_summary(''.join(output), command,
+                                     bazel.returncode)
+    sys.stderr.write('\n' + summary + '\n')
+    raise NativeBuildError(summary)
+
 
 def kernel_targets(env: Dict[str, str]) -> List[str]:
   """The kernel library targets Bazel configures under this environment."""
@@ -53,9 +131,7 @@ def build_native() -> None:
   """Builds the native parts with Bazel and copies them into the package."""
   env = dict(os.environ, PYTHON_BIN_PATH=sys.executable)
   kernels = kernel_targets(env)
-  subprocess.check_call(
-      ['bazel', 'build', '--noshow_progress', *BAZEL_FLAGS, *NATIVE_OUTPUTS,
-       *kernels], cwd=ROOT, env=env)
+  _run_bazel_build([*NATIVE_OUTPUTS, *kernels], env)
   # Not the bazel-bin symlink: it follows whichever build ran last.
   bazel_bin = subprocess.check_output(
       ['bazel', 'info', *BAZEL_FLAGS, 'bazel-bin'], cwd=ROOT, env=env,

@@ -6,8 +6,10 @@
 //       [--small_items=1000000] [--frame_items=16384] [--frame_bytes=65536]
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -15,12 +17,18 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "schema.pb.h"
 #include "server/checkpointing/checkpointer.h"
 #include "server/chunk_codec.h"
+#include "server/rate_limiter.h"
 #include "server/selectors/selector.h"
 #include "server/table.h"
+#include "server/table_item.h"
+#include "server/tensor.h"
+#include "tensor.pb.h"
 
 ABSL_FLAG(std::string, dir, "/tmp/tf_reverb_checkpoint_benchmark", "Checkpoint root.");
 ABSL_FLAG(int64_t, small_items, 1000000, "Items of the small-item table.");

@@ -20,8 +20,10 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "schema.pb.h"
 #include "server/chunk_codec.h"
 #include "server/tensor.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace {

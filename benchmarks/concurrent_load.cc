@@ -40,16 +40,21 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <queue>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/random/random.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -59,8 +64,11 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/client_callback.h"
 #include "reverb_service.grpc.pb.h"
+#include "reverb_service.pb.h"
+#include "schema.pb.h"
 #include "server/chunk_codec.h"
 #include "server/tensor.h"
+#include "tensor.pb.h"
 
 ABSL_FLAG(std::string, target, "localhost:8000", "Server address.");
 ABSL_FLAG(int, writers, 10, "Writer streams.");

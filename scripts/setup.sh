@@ -12,7 +12,7 @@ APT_PACKAGES=(
   bazel-bootstrap libgrpc++-dev protobuf-compiler-grpc protobuf-compiler
   libprotobuf-dev libsnappy-dev libzstd-dev libgtest-dev libgmock-dev
   libabsl-dev pkg-config g++ python3-venv python3-dev openssl
-  prometheus-cpp-dev prometheus
+  prometheus-cpp-dev prometheus iproute2
 )
 missing=()
 for package in "${APT_PACKAGES[@]}"; do
@@ -56,15 +56,35 @@ for pinned in ray==2.50.1 kubernetes-validate==1.37.0; do
 done
 
 export PYTHON_BIN_PATH=$VENV_PY
+# The native build runs here first, outside pip: setuptools' editable install
+# reports a failing build command as a warning and carries on, so a broken
+# build would otherwise end in "ready". build_native streams Bazel's output,
+# keeps it in build/native_build.log and, when the build fails, ends with the
+# failing targets and the first compiler errors; set-up stops there.
+log "building native parts (Bazel; the first build takes about 10 minutes)"
+if ! "$VENV_PY" -c '
+import sys, setup
+try:
+  setup.build_native()
+  setup.generate_protos()
+except setup.NativeBuildError:
+  sys.exit(1)  # its summary is already printed, below Bazel output
+'; then
+  log "FAILED: the native build did not complete (see above; Bazel's whole output: build/native_build.log)"
+  exit 1
+fi
 # The editable install also puts the `import reverb` start-up hook
 # (tf_reverb_as_reverb.pth) into site-packages; reinstall where it is missing.
 SITE_PACKAGES=$("$VENV_PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 if ! "$VENV_PY" -m pip show -q tf_reverb >/dev/null 2>&1 ||
    [ ! -f "$SITE_PACKAGES/tf_reverb_as_reverb.pth" ]; then
-  log "installing tf_reverb (editable; runs Bazel)"
+  log "installing tf_reverb (editable)"
   "$VENV_PY" -m pip install -q --no-build-isolation --no-deps -e .
-else
-  log "building native parts (Bazel, incremental)"
-  "$VENV_PY" -c "import setup; setup.build_native(); setup.generate_protos()"
+fi
+# Never "ready" without a core that imports, a server binary that runs and
+# kernels that load into the installed TensorFlow.
+if ! "$VENV_PY" scripts/check_install.py >&2; then
+  log "FAILED: the installed tf_reverb is incomplete (see above)"
+  exit 1
 fi
 log "ready: $VENV_PY"

@@ -1,5 +1,6 @@
 #include "c_api.h"
 
+#include <cstdint>
 #include <cstring>
 #include <iterator>
 #include <memory>
@@ -8,12 +9,20 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "client.h"
+#include "patterns.pb.h"
+#include "reverb_service.pb.h"
+#include "schema.pb.h"
 #include "server/patterns/local_pattern_runner.h"
 #include "server/patterns/structured_writer.h"
+#include "server/sample.h"
+#include "server/sampler.h"
 #include "tensor.h"
+#include "tensor.pb.h"
 
 struct TfReverbClient {
   std::unique_ptr<tf_reverb::Client> client;

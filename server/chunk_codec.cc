@@ -1,6 +1,7 @@
 #include "chunk_codec.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <memory>

@@ -1,17 +1,24 @@
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/chunk_codec.h"
 #include "server/testing/tensor_testing.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "schema.pb.h"
+#include "server/tensor.h"
 #include "snappy.h"
+#include "tensor.pb.h"
 #include "zstd.h"
 
 namespace tf_reverb {

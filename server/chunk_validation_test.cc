@@ -1,14 +1,21 @@
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "server/chunk_validation.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "schema.pb.h"
 #include "server/chunk_codec.h"
+#include "server/tensor.h"
 #include "server/testing/tensor_testing.h"
 #include "snappy.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace {

@@ -2,26 +2,38 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/random/random.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "chunk_codec.h"
+#include "grpc/grpc.h"
 #include "grpc_status.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/impl/codegen/sync_stream.h"
+#include "grpcpp/impl/rpc_method.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "grpcpp/support/status.h"
+#include "grpcpp/support/sync_stream.h"
 #include "heap_tuning.h"
+#include "reverb_service.pb.h"
 #include "sample_stream_parser.h"
+#include "schema.pb.h"
 #include "server.h"
+#include "server/table_item.h"
 #include "shard_target.h"
 
 namespace tf_reverb {

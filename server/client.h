@@ -57,6 +57,8 @@
 #ifndef TF_REVERB_SERVER_CLIENT_H_
 #define TF_REVERB_SERVER_CLIENT_H_
 
+#include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -65,6 +67,7 @@
 #include <vector>
 
 #include "absl/base/call_once.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -72,10 +75,13 @@
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/support/status.h"
 #include "reverb_service.grpc.pb.h"
+#include "reverb_service.pb.h"
 #include "sample.h"
 #include "server/security/channel_credentials.h"
 #include "sampler.h"
+#include "schema.pb.h"
 #include "shard_target.h"
 #include "signature.h"
 #include "table.h"

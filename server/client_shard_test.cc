@@ -4,13 +4,22 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "reverb_service.pb.h"
+#include "schema.pb.h"
 #include "server/client.h"
+#include "server/rate_limiter.h"
+#include "server/sample.h"
+#include "server/sampler.h"
 #include "server/selectors/selector.h"
 #include "server/server.h"
 #include "server/table.h"
+#include "server/table_item.h"
 #include "server/testing/tensor_testing.h"
 
 namespace tf_reverb {

@@ -6,26 +6,39 @@
 // checkpoints keep zstd chunks.
 #include <algorithm>
 #include <cfloat>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "reverb_service.grpc.pb.h"
+#include "reverb_service.pb.h"
+#include "schema.pb.h"
 #include "server/checkpointing/checkpointer.h"
 #include "server/chunk_codec.h"
 #include "server/client.h"
+#include "server/rate_limiter.h"
 #include "server/selectors/selector.h"
 #include "server/reverb_service.h"
+#include "server/sample.h"
+#include "server/sampler.h"
 #include "server/server.h"
+#include "server/table.h"
+#include "server/table_item.h"
+#include "server/tensor.h"
 #include "server/writer/trajectory_writer.h"
 #include "server/testing/tensor_testing.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace {

@@ -1,5 +1,6 @@
 #include "heap_tuning.h"
 
+#include <cstddef>
 #include <sys/resource.h>
 
 #include <cstdlib>

@@ -5,7 +5,10 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "chunk_validation.h"
+#include "schema.pb.h"
+#include "server/table_item.h"
 
 namespace tf_reverb {
 

@@ -27,6 +27,7 @@
 #define TF_REVERB_SERVER_INSERT_STREAM_H_
 
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -37,6 +38,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "reverb_service.pb.h"
+#include "schema.pb.h"
+#include "server/table_item.h"
 #include "table.h"
 
 namespace tf_reverb {

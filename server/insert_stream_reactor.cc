@@ -2,12 +2,17 @@
 
 #include <utility>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "chunk_codec.h"
 #include "grpc_status.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
+#include "grpcpp/impl/serialization_traits.h"
+#include "grpcpp/support/status.h"
 #include "handler_guard.h"
 #include "raw_request.h"
 #include "reverb_service.pb.h"
+#include "server/table.h"
 
 namespace tf_reverb {
 

@@ -21,6 +21,7 @@
 #define TF_REVERB_SERVER_INSERT_STREAM_REACTOR_H_
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -29,7 +30,9 @@
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
+#include "grpcpp/support/status.h"
 #include "insert_stream.h"
+#include "server/table.h"
 #include "work_queue.h"
 
 namespace tf_reverb {

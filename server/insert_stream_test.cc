@@ -1,3 +1,5 @@
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/insert_stream.h"
 
 #include <cstdint>
@@ -8,6 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "reverb_service.pb.h"
+#include "server/table.h"
+#include "server/table_item.h"
 #include "server/testing/table_testing.h"
 
 namespace tf_reverb {

@@ -1,3 +1,6 @@
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "checkpoint.pb.h"
 #include "server/rate_limiter.h"
 
 #include <cfloat>
@@ -7,6 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "schema.pb.h"
 
 namespace tf_reverb {
 namespace {

@@ -35,21 +35,29 @@
 #include <string>
 
 #include <atomic>
+#include <initializer_list>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "checkpoint.pb.h"
 #include "server.h"
 #include "server/checkpointing/checkpointer.h"
 #include "server/security/server_credentials.h"
 #include "server/logging/event_log.h"
+#include "server/metrics/exporter.h"
+#include "server/table.h"
 #include "server_config.h"
 
 ABSL_FLAG(std::string, config, "", "ReverbServerConfig in text format or JSON.");

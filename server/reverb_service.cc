@@ -1,18 +1,27 @@
 #include "reverb_service.h"
 
+#include <cstdint>
 #include <utility>
 
 #include "absl/random/random.h"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "chunk_codec.h"
 #include "grpc_status.h"
+#include "grpcpp/impl/call_op_set.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
+#include "grpcpp/impl/serialization_traits.h"
+#include "grpcpp/server_context.h"
 #include "grpcpp/support/server_callback.h"
+#include "grpcpp/support/status.h"
 #include "handler_guard.h"
 #include "insert_stream_reactor.h"
 #include "raw_request.h"
+#include "reverb_service.pb.h"
 #include "sample_stream_reactor.h"
+#include "schema.pb.h"
+#include "server/insert_stream.h"
 
 namespace tf_reverb {
 namespace {

@@ -1,10 +1,12 @@
 // The service's handling of what the generated gRPC code cannot tell apart:
 // requests that do not parse (sent here as raw bytes, over a real socket),
 // and exceptions inside a handler.
+#include "absl/status/statusor.h"
 #include "server/reverb_service.h"
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -13,13 +15,20 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "grpcpp/channel.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/impl/client_unary_call.h"
+#include "grpcpp/impl/rpc_method.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
+#include "grpcpp/support/status.h"
 #include "grpcpp/support/sync_stream.h"
 #include "gtest/gtest.h"
+#include "reverb_service.pb.h"
+#include "server/selectors/selector.h"
 #include "server/server.h"
+#include "server/table.h"
 #include "server/table_extension.h"
 #include "server/testing/table_testing.h"
 

@@ -1,10 +1,12 @@
 #include "sample.h"
 
+#include <cstddef>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "chunk_codec.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 

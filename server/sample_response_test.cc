@@ -2,12 +2,19 @@
 // bytes are protobuf's, large chunk payloads are neither copied when sent nor
 // when received, and samples decode as the stored chunks do however gRPC
 // slices the messages.
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "sample_response.h"
 
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "chunk_codec.h"
@@ -17,6 +24,9 @@
 #include "reverb_service.pb.h"
 #include "sample.h"
 #include "sample_stream_parser.h"
+#include "server/table_item.h"
+#include "server/tensor.h"
+#include "tensor.pb.h"
 #include "testing/tensor_testing.h"
 
 namespace tf_reverb {

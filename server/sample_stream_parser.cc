@@ -1,12 +1,17 @@
 #include "sample_stream_parser.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "grpcpp/support/slice.h"
+#include "grpcpp/support/status.h"
+#include "server/table_item.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace {

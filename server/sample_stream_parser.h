@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "sample.h"
+#include "schema.pb.h"
 
 namespace tf_reverb {
 

@@ -4,14 +4,20 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
 #include "chunk_codec.h"
 #include "grpc_status.h"
+#include "grpcpp/support/status.h"
 #include "handler_guard.h"
 #include "raw_request.h"
 #include "reverb_service.pb.h"
 #include "sample_response.h"
+#include "server/table_item.h"
 
 namespace tf_reverb {
 namespace {

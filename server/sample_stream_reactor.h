@@ -32,6 +32,7 @@
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
+#include "grpcpp/support/status.h"
 #include "insert_stream.h"
 #include "table.h"
 #include "work_queue.h"

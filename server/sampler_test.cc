@@ -2,9 +2,15 @@
 // workers, then the real workers of Client::NewSampler against real servers
 // (gRPC and the in-process shortcut), including a server stopping or
 // restarting under a running sampler (run under --config=asan too).
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/sampler.h"
 
+#include <algorithm>
 #include <cfloat>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,11 +23,16 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/support/client_interceptor.h"
+#include "grpcpp/support/interceptor.h"
 #include "gtest/gtest.h"
+#include "schema.pb.h"
 #include "server/client.h"
+#include "server/rate_limiter.h"
+#include "server/sample.h"
 #include "server/selectors/selector.h"
 #include "server/server.h"
 #include "server/table.h"
+#include "server/tensor.h"
 #include "server/testing/tensor_testing.h"
 
 namespace tf_reverb {

@@ -3,12 +3,18 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/base/const_init.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpc/grpc.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
+#include "grpcpp/support/server_interceptor.h"
+#include "server/checkpointing/checkpointer.h"
 #include "server/metrics/collector.h"
 
 namespace tf_reverb {

@@ -31,6 +31,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
 #include "reverb_service.h"
+#include "server/checkpointing/checkpointer.h"
 #include "server/security/server_credentials.h"
 #include "server/metrics/exporter.h"
 #include "server/metrics/rpc_observer.h"

@@ -2,12 +2,16 @@
 
 #include <utility>
 
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
+#include "server/rate_limiter.h"
+#include "server/selectors/selector.h"
 
 namespace tf_reverb {
 namespace {

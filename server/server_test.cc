@@ -1,5 +1,7 @@
 // End-to-end tests of Server, ReverbServiceImpl and Client over real gRPC on
 // real ports, plus raw-stub tests of the InsertStream / SampleStream protocol.
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/server.h"
 
 #include <sys/socket.h>
@@ -8,6 +10,9 @@
 
 #include <atomic>
 #include <cfloat>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -26,11 +31,24 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/support/client_interceptor.h"
+#include "grpcpp/support/interceptor.h"
+#include "grpcpp/support/status.h"
 #include "gtest/gtest.h"
+#include "reverb_service.grpc.pb.h"
+#include "reverb_service.pb.h"
+#include "schema.pb.h"
 #include "server/chunk_codec.h"
 #include "server/client.h"
+#include "server/rate_limiter.h"
+#include "server/sample.h"
+#include "server/sampler.h"
 #include "server/selectors/selector.h"
+#include "server/table.h"
+#include "server/table_item.h"
+#include "server/tensor.h"
 #include "server/testing/tensor_testing.h"
+#include "struct.pb.h"
+#include "tensor.pb.h"
 
 
 namespace tf_reverb {

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "absl/container/flat_hash_set.h"
@@ -14,6 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "grpc/grpc.h"
+#include "netinet/in.h"
 
 namespace tf_reverb {
 namespace {

@@ -1,9 +1,14 @@
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "shard_target.h"
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "grpc/grpc.h"
+#include "grpcpp/support/channel_arguments.h"
 #include "gtest/gtest.h"
 
 namespace tf_reverb {

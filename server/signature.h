@@ -37,6 +37,7 @@
 #include "absl/strings/string_view.h"
 #include "struct.pb.h"
 #include "tensor.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 

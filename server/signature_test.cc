@@ -1,12 +1,18 @@
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/signature.h"
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/tensor.h"
+#include "struct.pb.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace {

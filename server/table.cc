@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "server/metrics/atomic_histogram.h"
 
 namespace tf_reverb {
 namespace {

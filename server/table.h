@@ -44,6 +44,7 @@
 #include "rate_limiter.h"
 #include "schema.pb.h"
 #include "selectors/selector.h"
+#include "server/metrics/atomic_histogram.h"
 #include "server/metrics/table_metrics.h"
 #include "signature.h"
 #include "table_extension.h"

@@ -1,5 +1,7 @@
+#include "absl/status/statusor.h"
 #include "server/table_extension.h"
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -7,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "schema.pb.h"
+#include "server/selectors/selector.h"
 #include "server/table.h"
 #include "server/testing/table_testing.h"
 

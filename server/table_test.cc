@@ -1,9 +1,12 @@
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/table.h"
 
 #include <atomic>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <memory>
@@ -11,17 +14,24 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "checkpoint.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "schema.pb.h"
 #include "server/chunk_codec.h"
 #include "server/signature.h"
 #include "server/selectors/selector.h"
+#include "server/table_item.h"
+#include "server/tensor.h"
 #include "server/testing/table_testing.h"
+#include "struct.pb.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace {

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/time/clock.h"
+
 namespace tf_reverb {
 
 WorkQueue::WorkQueue(int num_threads) {

@@ -21,6 +21,18 @@ _dlopen_flags = sys.getdlopenflags()
 sys.setdlopenflags(_dlopen_flags | os.RTLD_DEEPBIND)
 try:
   from tf_reverb import pybind  # pylint: disable=g-import-not-at-top
+except ImportError as _error:
+  # Without this, a missing pybind.so surfaces as "cannot import name
+  # 'pybind' from partially initialized module", which names no cause.
+  _library = os.path.join(os.path.dirname(__file__), 'pybind.so')
+  _what = ('is missing' if not os.path.exists(_library) else
+           f'cannot be loaded ({_error})')
+  raise ImportError(
+      f"tf_reverb's native core {_library} {_what}: this installation's "
+      'native build did not complete. In a checkout, run `bash '
+      'scripts/setup.sh` (it shows the build error; Bazel\'s whole output '
+      'goes to build/native_build.log) or `pip install --no-build-isolation '
+      '.`.') from _error
 finally:
   sys.setdlopenflags(_dlopen_flags)
 

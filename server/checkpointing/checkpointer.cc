@@ -6,10 +6,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
+#include <system_error>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -17,11 +22,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "checkpoint.pb.h"
 #include "server/checkpointing/record_io.h"
 #include "server/chunk_validation.h"
 #include "server/logging/event_log.h"
+#include "server/table_item.h"
 
 namespace tf_reverb {
 namespace {

@@ -25,13 +25,16 @@
 #ifndef TF_REVERB_SERVER_CHECKPOINTING_CHECKPOINTER_H_
 #define TF_REVERB_SERVER_CHECKPOINTING_CHECKPOINTER_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "server/metrics/checkpoint_metrics.h"
 #include "server/table.h"
 

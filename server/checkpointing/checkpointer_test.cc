@@ -1,14 +1,25 @@
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/checkpointing/checkpointer.h"
 
 #include <atomic>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "schema.pb.h"
 #include "server/checkpointing/record_io.h"
+#include "server/chunk_codec.h"
+#include "server/table.h"
+#include "server/table_item.h"
 #include "server/testing/table_testing.h"
 
 namespace tf_reverb {

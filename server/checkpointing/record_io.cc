@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "asm-generic/errno-base.h"
 #include "server/checkpointing/crc32c.h"
 
 namespace tf_reverb {

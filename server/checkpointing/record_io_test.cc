@@ -1,8 +1,12 @@
+#include "absl/status/status.h"
 #include "server/checkpointing/record_io.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <ios>
+#include <iterator>
 #include <string>
 
 #include "gmock/gmock.h"

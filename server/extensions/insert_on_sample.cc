@@ -3,7 +3,9 @@
 #include <cstdio>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/table_item.h"
 
 namespace tf_reverb {
 

@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "server/table.h"
 #include "server/table_extension.h"
+#include "server/table_item.h"
 
 namespace tf_reverb {
 

@@ -1,9 +1,17 @@
+#include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "server/extensions/insert_on_sample.h"
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "server/selectors/selector.h"
+#include "server/table.h"
+#include "server/table_extension.h"
+#include "server/table_item.h"
 #include "server/testing/table_testing.h"
 
 namespace tf_reverb {

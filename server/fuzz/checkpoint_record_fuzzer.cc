@@ -19,11 +19,16 @@
 // status.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "server/checkpointing/checkpointer.h"
 #include "server/checkpointing/crc32c.h"
 #include "server/checkpointing/record_io.h"
@@ -32,6 +37,7 @@
 #include "server/fuzz/fuzz_tables.h"
 #include "server/fuzz/item_decoder.h"
 #include "server/table.h"
+#include "server/table_item.h"
 
 namespace tf_reverb {
 namespace {

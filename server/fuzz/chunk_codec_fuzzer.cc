@@ -10,15 +10,20 @@
 // not decode.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "schema.pb.h"
 #include "server/chunk_codec.h"
 #include "server/fuzz/fuzz_check.h"
 #include "server/tensor.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace {

@@ -15,10 +15,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "schema.pb.h"
 #include "server/rate_limiter.h"
 #include "server/selectors/selector.h"
 #include "server/table.h"
 #include "struct.pb.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace fuzz {

@@ -26,6 +26,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -38,6 +40,9 @@
 #include "server/insert_stream.h"
 #include "server/sample.h"
 #include "server/table.h"
+#include "server/table_item.h"
+#include "server/tensor.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace {

@@ -10,15 +10,19 @@
 #ifndef TF_REVERB_SERVER_FUZZ_ITEM_DECODER_H_
 #define TF_REVERB_SERVER_FUZZ_ITEM_DECODER_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <numeric>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "server/chunk_codec.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace fuzz {

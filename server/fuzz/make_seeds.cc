@@ -8,12 +8,15 @@
 // replaced; other files are left alone).
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
@@ -25,8 +28,10 @@
 #include "server/fuzz/fuzz_files.h"
 #include "server/fuzz/fuzz_tables.h"
 #include "server/table.h"
+#include "server/table_item.h"
 #include "server/tensor.h"
 #include "struct.pb.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace {

@@ -9,16 +9,23 @@
 // specs passes CheckItemColumns, one with a column too few or a wrong dtype
 // does not; Table::Create accepts exactly the signatures that are not
 // INVALID_ARGUMENT.
+#include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "server/fuzz/fuzz_check.h"
 #include "server/fuzz/fuzz_tables.h"
 #include "server/signature.h"
 #include "server/table.h"
+#include "server/tensor.h"
 #include "struct.pb.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace {

@@ -16,9 +16,14 @@
 // all, with a status, and every trajectory they produce is well-formed.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
@@ -28,6 +33,7 @@
 #include "server/patterns/pattern_config.h"
 #include "server/patterns/pattern_engine.h"
 #include "server/tensor.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace {

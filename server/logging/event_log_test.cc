@@ -1,3 +1,4 @@
+#include "absl/time/time.h"
 #include "server/logging/event_log.h"
 
 #include <cmath>

@@ -1,6 +1,7 @@
 #include "server/metrics/atomic_histogram.h"
 
 #include <cmath>
+#include <cstdint>
 #include <thread>
 #include <vector>
 

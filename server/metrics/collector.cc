@@ -1,10 +1,19 @@
 #include "server/metrics/collector.h"
 
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <utility>
 
+#include "absl/status/statusor.h"
+#include "prometheus/client_metric.h"
+#include "prometheus/metric_type.h"
+#include "server/metrics/atomic_histogram.h"
+#include "server/metrics/checkpoint_metrics.h"
 #include "server/metrics/process_metrics.h"
+#include "server/metrics/table_metrics.h"
 
 namespace tf_reverb {
 namespace {

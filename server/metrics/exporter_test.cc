@@ -1,6 +1,9 @@
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/metrics/exporter.h"
 
 #include <arpa/inet.h>
+#include <cstdint>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -8,11 +11,20 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "prometheus/client_metric.h"
+#include "prometheus/metric_family.h"
+#include "prometheus/metric_type.h"
+#include "schema.pb.h"
 #include "server/metrics/collector.h"
+#include "server/metrics/rpc_observer.h"
+#include "server/table.h"
+#include "server/table_item.h"
 #include "server/testing/table_testing.h"
+#include "sys/types.h"
 
 namespace tf_reverb {
 namespace {

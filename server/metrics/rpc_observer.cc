@@ -1,5 +1,6 @@
 #include "server/metrics/rpc_observer.h"
 
+#include <cstddef>
 #include <cstring>
 #include <utility>
 
@@ -8,6 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "grpcpp/server_context.h"
+#include "grpcpp/support/interceptor.h"
 #include "server/logging/event_log.h"
 
 namespace tf_reverb {

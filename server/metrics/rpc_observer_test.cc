@@ -1,5 +1,8 @@
+#include "absl/time/time.h"
+#include "grpcpp/support/status.h"
 #include "server/metrics/rpc_observer.h"
 
+#include <cstddef>
 #include <memory>
 
 #include "gtest/gtest.h"

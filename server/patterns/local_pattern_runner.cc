@@ -1,5 +1,6 @@
 #include "server/patterns/local_pattern_runner.h"
 
+#include <cstddef>
 #include <utility>
 
 #include "absl/strings/str_cat.h"

@@ -1,12 +1,18 @@
+#include "absl/status/status.h"
 #include "server/patterns/local_pattern_runner.h"
 #include "server/testing/tensor_testing.h"
 
+#include <cstdint>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "patterns.pb.h"
+#include "server/tensor.h"
 
 namespace tf_reverb {
 namespace {

@@ -1,9 +1,11 @@
 #include "server/patterns/pattern_config.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 

@@ -1,5 +1,8 @@
+#include "absl/status/status.h"
 #include "server/patterns/pattern_config.h"
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "server/patterns/pattern_config.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace {

@@ -1,13 +1,20 @@
+#include "absl/status/status.h"
 #include "server/patterns/pattern_engine.h"
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "patterns.pb.h"
+#include "server/tensor.h"
 #include "server/testing/tensor_testing.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace {

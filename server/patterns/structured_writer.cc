@@ -1,6 +1,7 @@
 #include "server/patterns/structured_writer.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 namespace tf_reverb {

@@ -20,6 +20,7 @@
 #ifndef TF_REVERB_SERVER_PATTERNS_STRUCTURED_WRITER_H_
 #define TF_REVERB_SERVER_PATTERNS_STRUCTURED_WRITER_H_
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <vector>

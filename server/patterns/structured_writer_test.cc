@@ -1,19 +1,33 @@
 // StructuredWriter against a real server over real gRPC.
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/patterns/structured_writer.h"
 
 #include <cfloat>
+#include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "patterns.pb.h"
+#include "schema.pb.h"
 #include "server/client.h"
+#include "server/rate_limiter.h"
+#include "server/sample.h"
 #include "server/selectors/selector.h"
 #include "server/server.h"
+#include "server/table.h"
+#include "server/table_item.h"
+#include "server/tensor.h"
 #include "server/testing/tensor_testing.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace {

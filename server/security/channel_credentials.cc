@@ -1,10 +1,14 @@
 #include "server/security/channel_credentials.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <utility>
 
+#include "absl/base/const_init.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
@@ -12,9 +16,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "grpc/grpc.h"
+#include "grpc/grpc_security_constants.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/impl/client_unary_call.h"
 #include "grpcpp/impl/codegen/client_unary_call.h"
+#include "grpcpp/impl/rpc_method.h"
+#include "grpcpp/security/auth_context.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
+#include "grpcpp/support/status.h"
+#include "grpcpp/support/string_ref.h"
 #include "server/security/server_credentials.h"
 
 namespace tf_reverb {

@@ -4,9 +4,12 @@
 #include <sstream>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "grpc/grpc_security_constants.h"
 
 namespace tf_reverb {
 namespace {

@@ -1,5 +1,7 @@
 #include "server/security/token_auth.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -8,6 +10,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "grpcpp/security/auth_context.h"
+#include "grpcpp/support/status.h"
 
 namespace tf_reverb {
 namespace {

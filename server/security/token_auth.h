@@ -30,7 +30,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "grpcpp/security/auth_context.h"
 #include "grpcpp/security/auth_metadata_processor.h"
+#include "grpcpp/support/status.h"
 
 namespace tf_reverb {
 

@@ -1,3 +1,5 @@
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/security/token_auth.h"
 
 #include <cstdio>
@@ -6,6 +8,7 @@
 #include <string>
 
 #include "gmock/gmock.h"
+#include "grpcpp/support/status.h"
 #include "grpcpp/support/string_ref.h"
 #include "gtest/gtest.h"
 #include "server/security/server_credentials.h"

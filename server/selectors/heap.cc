@@ -1,9 +1,13 @@
 #include "server/selectors/heap.h"
 
 #include <cmath>
+#include <cstddef>
 #include <utility>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "schema.pb.h"
 
 namespace tf_reverb {
 

@@ -20,11 +20,15 @@
 #ifndef TF_REVERB_SERVER_SELECTORS_HEAP_H_
 #define TF_REVERB_SERVER_SELECTORS_HEAP_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "schema.pb.h"
 #include "server/selectors/selector.h"
 
 namespace tf_reverb {

@@ -1,12 +1,17 @@
+#include "absl/status/status.h"
 #include "server/selectors/heap.h"
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <random>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "server/selectors/selector.h"
 
 namespace tf_reverb {
 namespace {

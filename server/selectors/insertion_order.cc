@@ -1,6 +1,9 @@
 #include "server/selectors/insertion_order.h"
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "schema.pb.h"
 
 namespace tf_reverb {
 

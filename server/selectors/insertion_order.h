@@ -21,6 +21,9 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "schema.pb.h"
 #include "server/selectors/selector.h"
 
 namespace tf_reverb {

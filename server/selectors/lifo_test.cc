@@ -1,9 +1,11 @@
+#include "absl/status/status.h"
 #include "server/selectors/lifo.h"
 
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "server/selectors/selector.h"
 
 namespace tf_reverb {
 namespace {

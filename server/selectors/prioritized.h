@@ -39,11 +39,15 @@
 #define TF_REVERB_SERVER_SELECTORS_PRIORITIZED_H_
 
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "schema.pb.h"
 #include "server/selectors/selector.h"
 
 namespace tf_reverb {

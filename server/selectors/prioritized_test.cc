@@ -1,6 +1,8 @@
+#include "absl/status/status.h"
 #include "server/selectors/prioritized.h"
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <random>
@@ -8,6 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/selectors/selector.h"
 
 namespace tf_reverb {
 namespace {

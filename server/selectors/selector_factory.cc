@@ -2,7 +2,11 @@
 #include <cmath>
 #include <memory>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "schema.pb.h"
 #include "server/selectors/fifo.h"
 #include "server/selectors/heap.h"
 #include "server/selectors/lifo.h"

@@ -2,8 +2,10 @@
 #include <limits>
 #include <memory>
 
+#include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "schema.pb.h"
 #include "server/selectors/selector.h"
 
 namespace tf_reverb {

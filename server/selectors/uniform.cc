@@ -1,6 +1,11 @@
 #include "server/selectors/uniform.h"
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "schema.pb.h"
+
+#include <cstdlib>
 
 namespace tf_reverb {
 

@@ -1,3 +1,4 @@
+#include "absl/status/status.h"
 #include "server/selectors/uniform.h"
 
 #include <cmath>
@@ -5,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/selectors/selector.h"
 
 namespace tf_reverb {
 namespace {

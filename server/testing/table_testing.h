@@ -21,6 +21,8 @@
 #include "server/rate_limiter.h"
 #include "server/selectors/selector.h"
 #include "server/table.h"
+#include "server/table_item.h"
+#include "server/tensor.h"
 
 namespace tf_reverb {
 namespace testing {

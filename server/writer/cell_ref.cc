@@ -1,12 +1,15 @@
 #include "server/writer/cell_ref.h"
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 
 #include "absl/random/random.h"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "server/chunk_codec.h"
 #include "server/writer/chunker.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 

@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "schema.pb.h"
 #include "server/tensor.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 

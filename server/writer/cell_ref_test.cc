@@ -1,12 +1,17 @@
+#include "absl/status/status.h"
 #include "server/writer/cell_ref.h"
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "server/tensor.h"
 #include "server/writer/chunker.h"
 #include "server/testing/tensor_testing.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace {

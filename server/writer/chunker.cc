@@ -4,7 +4,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "schema.pb.h"
 #include "server/chunk_codec.h"
+#include "server/tensor.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 

@@ -30,6 +30,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -37,7 +38,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "schema.pb.h"
 #include "server/chunk_codec.h"
+#include "server/tensor.h"
 #include "server/writer/cell_ref.h"
 
 namespace tf_reverb {

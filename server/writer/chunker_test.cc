@@ -1,5 +1,7 @@
+#include "absl/status/status.h"
 #include "server/writer/chunker.h"
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -7,7 +9,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/chunk_codec.h"
+#include "server/tensor.h"
 #include "server/testing/tensor_testing.h"
+#include "server/writer/cell_ref.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace {

@@ -2,14 +2,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/impl/call_op_set.h"
+#include "reverb_service.pb.h"
+#include "schema.pb.h"
+#include "server/chunk_codec.h"
 #include "server/grpc_status.h"
 #include "server/security/channel_credentials.h"
+#include "server/tensor.h"
 #include "server/writer/insert_stream_codecs.h"
 
 namespace tf_reverb {

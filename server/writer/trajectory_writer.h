@@ -59,6 +59,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -71,11 +72,18 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/sync_stream.h"
 #include "reverb_service.grpc.pb.h"
+#include "reverb_service.pb.h"
+#include "schema.pb.h"
+#include "server/chunk_codec.h"
 #include "server/signature.h"
+#include "server/tensor.h"
 #include "server/writer/cell_ref.h"
 #include "server/writer/chunker.h"
 

@@ -1,22 +1,40 @@
 // TrajectoryWriter against real servers (server::Server) over real gRPC.
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "server/writer/trajectory_writer.h"
 
 #include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
+#include "grpcpp/channel.h"
 #include "gtest/gtest.h"
+#include "schema.pb.h"
 #include "server/client.h"
+#include "server/rate_limiter.h"
+#include "server/sample.h"
+#include "server/sampler.h"
 #include "server/selectors/selector.h"
 #include "server/server.h"
+#include "server/signature.h"
+#include "server/table.h"
+#include "server/tensor.h"
 #include "server/testing/tensor_testing.h"
+#include "server/writer/cell_ref.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace {

@@ -6,10 +6,14 @@
 // timesteps of longer items are dropped. Every bad input (dtypes or column
 // count that do not match the item, a non-scalar table) is an
 // InvalidArgument error of the op, never a crash.
+#include <cstddef>
+#include <cstdint>
 #include <deque>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
+#include "server/c_api.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_op_kernel.h"

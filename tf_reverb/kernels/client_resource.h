@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "server/c_api.h"
 #include "tensorflow/core/framework/resource_mgr.h"
 #include "tf_reverb/kernels/core_api.h"
 

@@ -21,13 +21,20 @@
 // closes its sampler. Iterator save/restore is UNIMPLEMENTED and
 // CheckExternalState fails (the data lives on a server).
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <deque>
+#include <functional>
+#include <initializer_list>
 #include <memory>
 #include <thread>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/log/log.h"
+#include "absl/strings/string_view.h"
+#include "server/c_api.h"
 #include "tensorflow/core/framework/cancellation.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/dataset.h"

@@ -11,11 +11,14 @@
 // Outputs: one tensor per pattern node, checked against `dtypes`/`shapes`.
 // Cardinality: infinite for an infinite input, else unknown. Iterator
 // save/restore is UNIMPLEMENTED (the engine's buffers are not serialized).
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "server/c_api.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/dataset.h"
 #include "tensorflow/core/framework/op.h"

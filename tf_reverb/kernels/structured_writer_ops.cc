@@ -8,9 +8,12 @@
 // ReverbStructuredWriterFlush, ReverbStructuredWriterEndEpisode. Errors are
 // the writer's: INVALID_ARGUMENT for invalid configs and bad steps,
 // DEADLINE_EXCEEDED for flush / end_episode timeouts.
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "server/c_api.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
