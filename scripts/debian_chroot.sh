@@ -63,7 +63,7 @@ if ((${#COMMAND[@]} == 0)); then
     echo '=== C++ tests on Debian $SUITE (bazel test //...) ===' &&
     bazel test -c opt //... 2>&1 | tail -n 25 && test \${PIPESTATUS[0]} -eq 0 &&
     echo '=== pytest subset on Debian $SUITE ===' &&
-    .venv/bin/python -m pytest -q -rs -p no:cacheprovider ${PYTEST_SUBSET[*]}")
+    .venv/bin/python -m pytest -q -rs -p no:cacheprovider --disable-warnings ${PYTEST_SUBSET[*]}")
 fi
 
 SUDO=""
@@ -89,6 +89,12 @@ CACHE=${TF_REVERB_CHROOT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tf_reverb/chroot
 CHROOT=$CACHE/$SUITE
 MIRROR=${TF_REVERB_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 $SUDO mkdir -p "$CACHE"
+# One run per chroot at a time (a second would check out over the first's tree).
+exec 9>>"$CACHE/$SUITE.lock"
+if ! flock -n 9; then
+  log "waiting for another run in this chroot to finish"
+  flock 9
+fi
 
 # Processes whose root is the chroot (Bazel's server, a stray test server).
 kill_chroot_processes() {

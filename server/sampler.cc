@@ -136,8 +136,16 @@ absl::StatusOr<Sample> Sampler::Next(absl::Duration timeout) {
   return sample;
 }
 
+int64_t Sampler::NextRequestLocked() const {
+  if (options_.max_samples <= 0) return options_.max_in_flight_samples_per_worker;
+  return std::min(options_.max_in_flight_samples_per_worker, options_.max_samples - claimed_);
+}
+
+int64_t Sampler::FreeSlotsLocked() const {
+  return capacity_ - static_cast<int64_t>(queue_.size()) - in_flight_;
+}
+
 void Sampler::RunWorker(SamplerWorker* worker) {
-  const int64_t max_samples = options_.max_samples;
   absl::Duration backoff = kInitialBackoff;
   while (true) {
     int64_t wanted = 0;
@@ -145,31 +153,27 @@ void Sampler::RunWorker(SamplerWorker* worker) {
       absl::MutexLock lock(&mu_);
       auto can_claim = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         if (closed_ || !fatal_.ok()) return true;
-        if (max_samples > 0 && claimed_ >= max_samples) return true;
-        return static_cast<int64_t>(queue_.size()) + in_flight_ < capacity_;
+        const int64_t unit = NextRequestLocked();
+        return unit <= 0 || FreeSlotsLocked() >= unit;
       };
       mu_.Await(absl::Condition(&can_claim));
       if (closed_ || !fatal_.ok()) return;
-      if (max_samples > 0 && claimed_ >= max_samples) return;
-      wanted = std::min(options_.max_in_flight_samples_per_worker,
-                        capacity_ - static_cast<int64_t>(queue_.size()) - in_flight_);
-      if (max_samples > 0) wanted = std::min(wanted, max_samples - claimed_);
+      wanted = NextRequestLocked();
+      if (wanted <= 0) return;  // max_samples are all claimed
       claimed_ += wanted;
       in_flight_ += wanted;
     }
 
     int64_t received = 0;
-    // Half a request at least: a claim per freed slot would send a request
-    // per sample.
-    const int64_t min_claim = std::max<int64_t>(1, options_.max_in_flight_samples_per_worker / 2);
+    // Whole requests only, as the first claim: the table hands samples out
+    // in steps of max_in_flight_samples_per_worker (programs read those
+    // counts), and a claim per freed slot would send a request per sample.
     auto claim_more = [&](int64_t limit) -> int64_t {
       absl::MutexLock lock(&mu_);
       if (closed_ || !fatal_.ok()) return 0;
-      int64_t more = std::min({limit, options_.max_in_flight_samples_per_worker,
-                               capacity_ - static_cast<int64_t>(queue_.size()) - in_flight_});
-      if (max_samples > 0) more = std::min(more, max_samples - claimed_);
-      if (more < min_claim && (max_samples <= 0 || more < max_samples - claimed_)) return 0;
-      if (more <= 0) return 0;
+      // The stream's last request may be the rest of its allowance.
+      const int64_t more = std::min(limit, NextRequestLocked());
+      if (more <= 0 || FreeSlotsLocked() < more) return 0;
       claimed_ += more;
       in_flight_ += more;
       wanted += more;

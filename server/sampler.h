@@ -11,10 +11,14 @@
 //    or in flight (the prefetch bound). Samples are queued as they arrive
 //    (SamplerWorker::StreamSamples), not once the whole request was served:
 //    consumers decode the first samples of a request while the rest are
-//    still on the wire. While a request is served, a worker may claim more
-//    slots as consumers free them (ClaimMore, at least half a request at a
-//    time) and send the next request ahead on the same stream, so the stream
-//    never drains between requests; the prefetch bound holds throughout.
+//    still on the wire. While a request is served, a worker may claim the
+//    slots of its next request as soon as consumers have freed them
+//    (ClaimMore) and send it ahead on the same stream, so the stream need
+//    not drain between requests; the prefetch bound holds throughout. Every
+//    request, ahead or not, is a whole max_in_flight_samples_per_worker (or
+//    what is left of max_samples, or of a stream's max_samples_per_stream),
+//    so the samples a table hands a sampler advance in those steps, as in
+//    Reverb.
 //  * Thread-safety: Next() and Close() may be called from any threads,
 //    concurrently. Samples are handed out in arrival order; with several
 //    workers arrival order interleaves streams.
@@ -95,10 +99,11 @@ struct SamplerOptions {
 // One source of samples, driven by one worker thread at a time.
 class SamplerWorker {
  public:
-  // Claims up to `limit` more samples for the request in progress, now, from
-  // the sampler's free prefetch slots; returns how many (0 when fewer than
-  // half a request are free). The claimed samples join the request: the
-  // call returns once they too arrived (or failed).
+  // Claims the next request's samples now, from the sampler's free prefetch
+  // slots: max_in_flight_samples_per_worker (or what is left of max_samples),
+  // at most `limit` (the stream's remaining allowance); returns how many, 0
+  // when that many slots are not free yet. The claimed samples join the
+  // request: the call returns once they too arrived (or failed).
   using ClaimMore = std::function<int64_t(int64_t limit)>;
 
   virtual ~SamplerWorker() = default;
@@ -149,6 +154,11 @@ class Sampler {
  private:
   Sampler(std::vector<std::unique_ptr<SamplerWorker>> workers, SamplerOptions options);
   void RunWorker(SamplerWorker* worker);
+  // The size of a worker's next request: max_in_flight_samples_per_worker,
+  // or what is left of max_samples (<= 0: nothing is left to claim).
+  int64_t NextRequestLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Prefetch slots neither queued nor in flight.
+  int64_t FreeSlotsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SamplerOptions options_;
   const int64_t capacity_;

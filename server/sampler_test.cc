@@ -196,14 +196,22 @@ TEST(SamplerTest, PrefetchIsBoundedByInFlightTimesWorkers) {
     absl::MutexLock lock(&script.mu);
     EXPECT_EQ(script.requested, 15);
   }
+  // Four slots free are not a whole request: nothing is asked for.
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(sampler->Next(kLong).ok());
+  absl::SleepFor(kQuiet);
+  {
+    absl::MutexLock lock(&script.mu);
+    EXPECT_EQ(script.requested, 15);
+  }
+  // The fifth makes one: exactly one request of five follows.
+  ASSERT_TRUE(sampler->Next(kLong).ok());
   ASSERT_TRUE(AwaitScript(&script, [](Script* s) {
     s->mu.AssertHeld();
-    return s->requested >= 19;
+    return s->requested >= 20;
   }));
   absl::SleepFor(kQuiet);
   absl::MutexLock lock(&script.mu);
-  EXPECT_EQ(script.requested, 19);  // refilled exactly what was consumed
+  EXPECT_EQ(script.requested, 20);
 }
 
 // A worker that streams the first sample of every request, then holds the
@@ -261,7 +269,8 @@ struct ClaimSteps {
   absl::Notification freed_one;    // the test took a sample
   absl::Notification asked_again;  // the worker claimed with one slot free
   absl::Notification freed_two;    // the test took another
-  absl::Notification asked_last;   // the worker claimed with two free
+  absl::Notification asked_tail;   // the worker claimed with two free
+  absl::Notification freed_all;    // the test emptied the queue
   std::vector<int64_t> grants;     // what each claim got, in order
 };
 
@@ -283,24 +292,32 @@ class ClaimingWorker : public SamplerWorker {
     if (!steps_->freed_one.WaitForNotificationWithTimeout(kLong)) {
       return absl::DeadlineExceededError("not released");
     }
-    // One slot free: less than half a request (2 of 4).
+    // One slot free: not a whole request (4).
     steps_->grants.push_back(claim_more(100));
     steps_->asked_again.Notify();
     if (!steps_->freed_two.WaitForNotificationWithTimeout(kLong)) {
       return absl::DeadlineExceededError("not released");
     }
-    // Two free, but the stream allows one more only: less than half.
-    steps_->grants.push_back(claim_more(1));
-    // Two free, two granted.
+    // Two free: still not a whole request.
+    steps_->grants.push_back(claim_more(100));
+    // But the stream allows one more sample only: its last request is that.
+    const int64_t tail = claim_more(1);
+    steps_->grants.push_back(tail);
+    for (int64_t i = 0; i < tail; ++i) deliver(FakeSample(next_key_++));
+    steps_->asked_tail.Notify();
+    if (!steps_->freed_all.WaitForNotificationWithTimeout(kLong)) {
+      return absl::DeadlineExceededError("not released");
+    }
+    // All four free: a whole request.
     const int64_t granted = claim_more(100);
     steps_->grants.push_back(granted);
-    steps_->asked_last.Notify();
     for (int64_t i = 0; i < granted; ++i) deliver(FakeSample(next_key_++));
     return absl::OkStatus();
   }
   void Cancel() override {
-    if (!steps_->freed_one.HasBeenNotified()) steps_->freed_one.Notify();
-    if (!steps_->freed_two.HasBeenNotified()) steps_->freed_two.Notify();
+    for (absl::Notification* n : {&steps_->freed_one, &steps_->freed_two, &steps_->freed_all}) {
+      if (!n->HasBeenNotified()) n->Notify();
+    }
   }
 
  private:
@@ -308,26 +325,82 @@ class ClaimingWorker : public SamplerWorker {
   uint64_t next_key_ = 1;
 };
 
-TEST(SamplerTest, RequestsGrowAheadByHalfARequestAtLeastWithinThePrefetchBound) {
+TEST(SamplerTest, RequestsAheadAreWholeRequestsWithinThePrefetchBound) {
   ClaimSteps steps;
   SamplerOptions options;
   options.max_in_flight_samples_per_worker = 4;
   absl::StatusOr<std::unique_ptr<Sampler>> sampler = Sampler::Create(
       [&steps] { return std::make_unique<ClaimingWorker>(&steps); }, options);
   ASSERT_TRUE(sampler.ok()) << sampler.status();
-  ASSERT_TRUE((*sampler)->Next(kLong).ok());
-  steps.freed_one.Notify();
-  ASSERT_TRUE(steps.asked_again.WaitForNotificationWithTimeout(kLong));
-  ASSERT_TRUE((*sampler)->Next(kLong).ok());
-  steps.freed_two.Notify();
-  ASSERT_TRUE(steps.asked_last.WaitForNotificationWithTimeout(kLong));
-  for (uint64_t key = 3; key <= 6; ++key) {
+  std::vector<uint64_t> keys;
+  auto take = [&] {
     absl::StatusOr<Sample> sample = (*sampler)->Next(kLong);
     ASSERT_TRUE(sample.ok()) << sample.status();
-    EXPECT_EQ(sample->info().item().key(), key);
-  }
+    keys.push_back(sample->info().item().key());
+  };
+  take();
+  steps.freed_one.Notify();
+  ASSERT_TRUE(steps.asked_again.WaitForNotificationWithTimeout(kLong));
+  take();
+  steps.freed_two.Notify();
+  ASSERT_TRUE(steps.asked_tail.WaitForNotificationWithTimeout(kLong));
+  for (int i = 0; i < 3; ++i) take();  // keys 3, 4 and the tail's 5
+  steps.freed_all.Notify();
+  for (int i = 0; i < 4; ++i) take();
   (*sampler)->Close();
-  EXPECT_EQ(steps.grants, (std::vector<int64_t>{0, 0, 0, 2}));
+  EXPECT_EQ(steps.grants, (std::vector<int64_t>{0, 0, 0, 1, 4}));
+  EXPECT_EQ(keys, (std::vector<uint64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9}));
+}
+
+// A worker that records the size of every request it is asked for.
+class RecordingWorker : public SamplerWorker {
+ public:
+  explicit RecordingWorker(std::vector<int64_t>* requests, absl::Mutex* mu)
+      : requests_(requests), mu_(mu) {}
+  absl::Status FetchSamples(int64_t num_samples, absl::Duration,
+                            std::vector<Sample>* out) override {
+    {
+      absl::MutexLock lock(mu_);
+      requests_->push_back(num_samples);
+    }
+    for (int64_t i = 0; i < num_samples; ++i) out->push_back(FakeSample(++next_key_));
+    return absl::OkStatus();
+  }
+  void Cancel() override {}
+
+ private:
+  std::vector<int64_t>* requests_;
+  absl::Mutex* mu_;
+  uint64_t next_key_ = 0;
+};
+
+TEST(SamplerTest, EveryRequestIsAWholeUnitOrTheRestOfMaxSamples) {
+  for (int64_t unit : {3, 7}) {
+    absl::Mutex mu;
+    std::vector<int64_t> requests;
+    SamplerOptions options;
+    options.max_in_flight_samples_per_worker = unit;
+    options.max_samples = 20;
+    options.num_workers = 2;
+    absl::StatusOr<std::unique_ptr<Sampler>> sampler = Sampler::Create(
+        [&] { return std::make_unique<RecordingWorker>(&requests, &mu); }, options);
+    ASSERT_TRUE(sampler.ok()) << sampler.status();
+    // Taken one at a time, so consumers free single slots again and again.
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE((*sampler)->Next(kLong).ok()) << unit;
+    EXPECT_EQ((*sampler)->Next(kLong).status().code(), absl::StatusCode::kOutOfRange);
+    (*sampler)->Close();
+    absl::MutexLock lock(&mu);
+    // Whole units, and one request of what was left of max_samples (two
+    // workers may record their requests in either order).
+    int64_t total = 0;
+    std::vector<int64_t> partial;
+    for (int64_t request : requests) {
+      total += request;
+      if (request != unit) partial.push_back(request);
+    }
+    EXPECT_EQ(total, 20) << unit;
+    EXPECT_EQ(partial, (std::vector<int64_t>{20 % unit})) << unit;
+  }
 }
 
 TEST(SamplerTest, FlexibleBatchesAreTopedUp) {

@@ -1,5 +1,7 @@
 """TrajectoryDataset and TimestepDataset (C++ tf.data ops) end to end."""
 
+import time
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -306,3 +308,28 @@ def test_unknown_table_fails_at_iterator_creation(server):
   with pytest.raises(tf.errors.NotFoundError,
                      match='Priority table nope was not found'):
     next(iter(dataset))
+
+
+@pytest.mark.parametrize('unit', [3, 7])
+def test_the_table_hands_a_dataset_samples_in_whole_requests(address, unit):
+  # As in Reverb: a worker asks for max_in_flight_samples_per_worker samples
+  # at a time, the next request once that many prefetch slots are free, so
+  # the table's sample count advances in those steps.
+  client = reverb.Client(address)
+  for i in range(5):
+    client.insert(np.float32(i), {'my_table': 1.0})
+  dataset = reverb.TrajectoryDataset(
+      address, 'my_table', dtypes=tf.float32, shapes=tf.TensorShape([1]),
+      max_in_flight_samples_per_worker=unit, num_workers_per_iterator=1)
+  iterator = iter(dataset)
+
+  def sampled():
+    return client.server_info()['my_table'].rate_limiter_info.sample_stats.completed
+
+  for taken in range(1, 2 * unit + 2):
+    next(iterator)
+    expected = unit * (taken // unit + 1)
+    deadline = time.monotonic() + 60  # hang guard only
+    while sampled() < expected and time.monotonic() < deadline:
+      pass
+    assert sampled() == expected, (taken, sampled())

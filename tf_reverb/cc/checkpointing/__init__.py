@@ -1,0 +1,1 @@
+"""Reverb's ``reverb.cc.checkpointing`` package path (see tf_reverb.cc)."""
