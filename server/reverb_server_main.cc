@@ -69,6 +69,9 @@ ABSL_FLAG(bool, checkpoint_on_exit, true, "Checkpoint once more on SIGTERM/SIGIN
 ABSL_FLAG(int, keep_checkpoints, 1, "Complete checkpoints to keep.");
 ABSL_FLAG(bool, keep_table_config, false,
           "On restore, keep the config's table settings instead of the checkpoint's.");
+ABSL_FLAG(bool, check_item_signatures, false,
+          "Refuse items inconsistent with their table's signature (stricter than Reverb,\n"
+          "    whose server accepts them; clients that validate check them anyway).");
 ABSL_FLAG(double, drain_seconds, 2.0, "Grace period for running calls on shutdown.");
 ABSL_FLAG(std::string, host, "", "Interface to listen on (default: all, [::]).");
 ABSL_FLAG(std::string, tls_cert_file, "", "PEM certificate chain: serve TLS only.");
@@ -132,7 +135,7 @@ int main(int argc, char** argv) {
       tf_reverb::ParseServerConfig(text);
   if (!config.ok()) return Fail(std::string(config.status().message()));
   absl::StatusOr<std::vector<std::shared_ptr<tf_reverb::Table>>> tables =
-      tf_reverb::TablesFromConfig(*config);
+      tf_reverb::TablesFromConfig(*config, absl::GetFlag(FLAGS_check_item_signatures));
   if (!tables.ok()) return Fail(std::string(tables.status().message()));
   std::vector<std::string> names;
   for (const auto& table : *tables) names.push_back(table->name());

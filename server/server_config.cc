@@ -70,7 +70,7 @@ absl::StatusOr<deepmind::reverb::ReverbServerConfig> ParseServerConfig(
 }
 
 absl::StatusOr<std::shared_ptr<Table>> TableFromConfig(
-    const deepmind::reverb::PriorityTableCheckpoint& config) {
+    const deepmind::reverb::PriorityTableCheckpoint& config, bool check_item_signatures) {
   auto in_table = [&config](const absl::Status& status) {
     return absl::InvalidArgumentError(
         absl::StrCat("Table '", config.table_name(), "': ", status.message()));
@@ -86,16 +86,18 @@ absl::StatusOr<std::shared_ptr<Table>> TableFromConfig(
   if (!rate_limiter.ok()) return in_table(rate_limiter.status());
   absl::StatusOr<std::shared_ptr<Table>> table = Table::Create(Table::Config{
       config.table_name(), std::move(*sampler), std::move(*remover), config.max_size(),
-      config.max_times_sampled(), *rate_limiter, config.signature()});
+      config.max_times_sampled(), *rate_limiter, config.signature(), {},
+      check_item_signatures});
   if (!table.ok()) return in_table(table.status());
   return table;
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<Table>>> TablesFromConfig(
-    const deepmind::reverb::ReverbServerConfig& config) {
+    const deepmind::reverb::ReverbServerConfig& config, bool check_item_signatures) {
   std::vector<std::shared_ptr<Table>> tables;
   for (const auto& table_config : config.tables()) {
-    absl::StatusOr<std::shared_ptr<Table>> table = TableFromConfig(table_config);
+    absl::StatusOr<std::shared_ptr<Table>> table =
+        TableFromConfig(table_config, check_item_signatures);
     if (!table.ok()) return table.status();
     tables.push_back(std::move(*table));
   }

@@ -25,12 +25,14 @@ absl::StatusOr<deepmind::reverb::ReverbServerConfig> ParseServerConfig(
     const std::string& text);
 
 // Builds a table from its configuration (name, selectors, max_size,
-// max_times_sampled, rate limiter parameters, signature).
+// max_times_sampled, rate limiter parameters, signature);
+// `check_item_signatures` is Table::Config's (off: as Reverb).
 absl::StatusOr<std::shared_ptr<Table>> TableFromConfig(
-    const deepmind::reverb::PriorityTableCheckpoint& config);
+    const deepmind::reverb::PriorityTableCheckpoint& config,
+    bool check_item_signatures = false);
 
 absl::StatusOr<std::vector<std::shared_ptr<Table>>> TablesFromConfig(
-    const deepmind::reverb::ReverbServerConfig& config);
+    const deepmind::reverb::ReverbServerConfig& config, bool check_item_signatures = false);
 
 }  // namespace tf_reverb
 

@@ -1024,10 +1024,12 @@ std::string ObsStepSignature() {
   return root.SerializeAsString();
 }
 
+// A table with the obs/step signature that refuses items inconsistent with
+// it (Config::check_item_signatures).
 std::shared_ptr<Table> SignatureTable(const std::string& name) {
   return Table::Create(Table::Config{name, CreateSelector(Uniform()).value(),
                                      CreateSelector(Fifo()).value(), 1000, 0, MinSize(1),
-                                     ObsStepSignature()})
+                                     ObsStepSignature(), {}, /*check_item_signatures=*/true})
       .value();
 }
 

@@ -97,6 +97,7 @@ Table::Table(Config config, std::shared_ptr<const std::vector<SignatureSpec>> si
     : name_(std::move(config.name)),
       extensions_(std::move(config.extensions)),
       created_at_(absl::Now()),
+      check_item_signatures_(config.check_item_signatures),
       max_size_(config.max_size),
       max_times_sampled_(config.max_times_sampled),
       signature_(std::move(config.signature)),
@@ -148,10 +149,11 @@ absl::Status Table::ValidatePriority(double priority) const {
 }
 
 absl::Status Table::CheckItem(const TableItem& item) const {
-  // Validated (and, for a table with a signature, checked against it) outside
-  // the lock: reading the item's chunk headers costs time that samplers and
-  // other inserts need not wait for.
-  const std::shared_ptr<const std::vector<SignatureSpec>> signature = signature_columns();
+  // Validated (and, when the table checks signatures, checked against its
+  // own) outside the lock: reading the item's chunk headers costs time that
+  // samplers and other inserts need not wait for.
+  const std::shared_ptr<const std::vector<SignatureSpec>> signature =
+      check_item_signatures_ ? signature_columns() : nullptr;
   std::vector<ItemColumn> columns;
   if (absl::Status s = ValidateTableItem(item, signature != nullptr ? &columns : nullptr);
       !s.ok()) {

@@ -16,9 +16,14 @@
 //  * Errors: DEADLINE_EXCEEDED with kRateLimiterTimeoutMessage on timeout;
 //    CANCELLED "RateLimiter has been cancelled" once closed; INVALID_ARGUMENT
 //    for a priority a selector rejects (nothing is changed), a malformed
-//    item, or an item inconsistent with the table's signature (signature.h:
-//    checked on every insert, whoever sent it); FAILED_PRECONDITION never
-//    escapes as an abort.
+//    item, or, with Config::check_item_signatures, an item inconsistent with
+//    the table's signature (signature.h: then checked on every insert,
+//    whoever sent it); FAILED_PRECONDITION never escapes as an abort.
+//    Without that option (the default, as in Reverb, whose server never
+//    checks) items are checked against the signature by the clients that
+//    validate: Client.insert, TFClient.insert and writers with
+//    validate_items, not by the table; a writer that does not validate may
+//    insert items of other columns (TF-Agents writes policy_info so).
 //  * Signatures: Create and Restore reject bytes that are not a
 //    StructuredValue (INVALID_ARGUMENT). A well-formed signature with leaves
 //    other than tensor specs (e.g. a RaggedTensorSpec) is stored and
@@ -69,6 +74,8 @@ class Table {
     RateLimiter rate_limiter;
     std::string signature;  // serialized tensorflow.StructuredValue or empty
     std::vector<std::shared_ptr<TableExtension>> extensions;
+    // Refuse items inconsistent with the signature (stricter than Reverb).
+    bool check_item_signatures = false;
   };
 
   // INVALID_ARGUMENT for an empty name, max_size < 1, missing selectors or
@@ -248,6 +255,7 @@ class Table {
   const std::string name_;
   const std::vector<std::shared_ptr<TableExtension>> extensions_;
   const absl::Time created_at_;
+  const bool check_item_signatures_;
 
   mutable absl::Mutex mu_;
   // Configuration; replaced only by Restore.

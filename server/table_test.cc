@@ -693,10 +693,11 @@ std::string TupleSignature(const std::vector<std::pair<tfp::DataType, std::vecto
   return root.SerializeAsString();
 }
 
-absl::StatusOr<std::shared_ptr<Table>> SignatureTable(std::string signature) {
+absl::StatusOr<std::shared_ptr<Table>> SignatureTable(std::string signature,
+                                                      bool check_item_signatures = true) {
   return Table::Create(Table::Config{"sig", CreateSelector(Fifo()).value(),
                                      CreateSelector(Fifo()).value(), 100, 0, MinSize(1),
-                                     std::move(signature)});
+                                     std::move(signature), {}, check_item_signatures});
 }
 
 // A one-column chunk of `rows` float32 steps of shape [2].
@@ -753,6 +754,22 @@ TEST(TableSignatureTest, RejectsWrongDtypeShapeOrColumnCount) {
   EXPECT_EQ((*pairs)->size(), 0);
   EXPECT_EQ((*two)->size(), 0);
   EXPECT_EQ((*table)->Info().rate_limiter_info().insert_stats().completed(), 0);
+}
+
+TEST(TableSignatureTest, WithoutTheOptionItemsOfOtherColumnsAreStoredAsInReverb) {
+  // Reverb's tables never check items against their signature: a writer that
+  // does not validate (TF-Agents with policy_info) inserts one more column.
+  auto table = SignatureTable(TupleSignature({{tfp::DT_FLOAT, {-1}}, {tfp::DT_FLOAT, {-1}}}),
+                              /*check_item_signatures=*/false);
+  ASSERT_TRUE(table.ok()) << table.status();
+  absl::Status status = (*table)->InsertOrAssign(MakeItem(1), kNoWait);
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ((*table)->size(), 1);
+  // A malformed item is still refused.
+  TableItem no_chunks = MakeItem(2);
+  no_chunks.chunks.clear();
+  EXPECT_TRUE(absl::IsInvalidArgument((*table)->InsertOrAssign(no_chunks, kNoWait)));
+  EXPECT_EQ((*table)->size(), 1);
 }
 
 TEST(TableSignatureTest, RejectsColumnsJoiningDifferentSlices) {
@@ -816,7 +833,8 @@ TEST(TableSignatureTest, UnreadableSignaturesAreRejectedUncheckableOnesStored) {
 }
 
 TEST(TableSignatureTest, RestoredCheckpointSignatureIsEnforced) {
-  auto table = MakeTable(Fifo(), Fifo(), 100, 0, MinSize(1));
+  // A table that checks signatures, without one until the restore.
+  std::shared_ptr<Table> table = SignatureTable("").value();
   ASSERT_TRUE(table->InsertOrAssign(MakeItem(1), kNoWait).ok());
   Table::Snapshot snapshot = table->TakeSnapshot();
   deepmind::reverb::PriorityTableCheckpoint checkpoint = snapshot.config;

@@ -257,10 +257,38 @@ def test_tf_client_insert_checks_the_signature(signature_server, data,
 
 
 # ---------------------------------------------------------------------------
-# The server rejects what a client did not check.
+# What a client did not check: stored, as by Reverb, unless the table checks.
 
 
-def test_server_rejects_unvalidated_trajectory_writer_items(signature_server):
+def test_unvalidated_writer_items_of_other_columns_are_stored(signature_server):
+  # TF-Agents' ReverbAddTrajectoryObserver writes policy_info as one more
+  # column than the table's signature, with validate_items=False.
+  client = reverb.Client(f'localhost:{signature_server.port}')
+  with client.trajectory_writer(num_keep_alive_refs=2,
+                                validate_items=False) as writer:
+    writer.append({'obs': np.zeros([2], np.float32), 'step': np.int32(0),
+                   'policy_info': np.float64(0.5)})
+    writer.create_item('sig', 1.0, {
+        'obs': writer.history['obs'][-1:], 'step': writer.history['step'][-1],
+        'policy_info': writer.history['policy_info'][-1]})
+    writer.flush()
+  assert _size(signature_server, 'sig') == 1
+  sample = next(client.sample('sig', emit_timesteps=False))
+  assert len(sample.data) == 3
+  assert sorted(float(np.ravel(column)[0]) for column in sample.data) == [0.0, 0.0, 0.5]
+
+
+@pytest.fixture
+def strict_server():
+  table = reverb.Table('sig', reverb.selectors.Fifo(), reverb.selectors.Fifo(),
+                       100, reverb.rate_limiters.MinSize(1),
+                       signature=_SIGNATURE, check_item_signatures=True)
+  with reverb.Server([table]) as server:
+    yield server
+
+
+def test_a_checking_table_rejects_unvalidated_writer_items(strict_server):
+  signature_server = strict_server
   client = reverb.Client(f'localhost:{signature_server.port}')
   writer = client.trajectory_writer(num_keep_alive_refs=2,
                                     validate_items=False)
@@ -291,7 +319,8 @@ def _tensor_proto(dtype, shape, item_bytes):
       tensor_content=grpc_fuzz.Codecs().snappy_compress(content))
 
 
-def test_server_rejects_inconsistent_raw_grpc_items(signature_server):
+def test_a_checking_table_rejects_inconsistent_raw_grpc_items(strict_server):
+  signature_server = strict_server
   # A well-formed chunk whose column 0 disagrees with the signature.
   chunk = schema_pb2.ChunkData(
       chunk_key=1,
@@ -325,9 +354,13 @@ def test_server_rejects_inconsistent_raw_grpc_items(signature_server):
 @requires_dm_reverb
 def test_dm_reverb_writers_pass_the_server_check():
   def table(name, obs_shape):
-    return reverb.Table.queue(
-        name, 100, signature={'obs': TensorSpec(obs_shape, np.float32),
-                              'step': TensorSpec([], np.int32)})
+    # A queue whose table checks every item against its signature.
+    return reverb.Table(
+        name, reverb.selectors.Fifo(), reverb.selectors.Fifo(), 100,
+        reverb.rate_limiters.Queue(100), max_times_sampled=1,
+        signature={'obs': TensorSpec(obs_shape, np.float32),
+                   'step': TensorSpec([], np.int32)},
+        check_item_signatures=True)
 
   with reverb.Server([table('steps', [2]), table('traj', [3, 2])]) as server:
     script = os.path.join(os.path.dirname(__file__), 'interop',

@@ -43,7 +43,9 @@ class Table:
                rate_limiter: rate_limiters.RateLimiter,
                max_times_sampled: int = 0,
                extensions: Sequence[object] = (),
-               signature: Optional[reverb_types.SpecNest] = None):
+               signature: Optional[reverb_types.SpecNest] = None,
+               *,
+               check_item_signatures: bool = False):
     """Creates a table.
 
     Args:
@@ -56,6 +58,13 @@ class Table:
         means never.
       extensions: table extensions (not supported yet; must be empty).
       signature: optional nest of tf.TensorSpec describing an item.
+        Clients that validate check items against it (``Client.insert``,
+        ``TFClient.insert``, writers with ``validate_items=True``); the
+        table itself accepts any item, as Reverb's does, so a writer with
+        ``validate_items=False`` may insert other columns.
+      check_item_signatures: the table refuses items inconsistent with
+        `signature`, whoever sends them (stricter than Reverb; a tf_reverb
+        extension, also ``reverb_server --check_item_signatures``).
 
     Raises:
       ValueError: for an empty name, a non-positive max_size, a selector or
@@ -94,7 +103,8 @@ class Table:
         min_size_to_sample=rate_limiter.min_size_to_sample,
         min_diff=rate_limiter.min_diff,
         max_diff=rate_limiter.max_diff,
-        signature=reverb_types.encode_signature(signature))
+        signature=reverb_types.encode_signature(signature),
+        check_item_signatures=check_item_signatures)
 
   @classmethod
   def queue(cls,
