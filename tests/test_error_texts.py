@@ -88,3 +88,79 @@ def test_dataset_argument_texts(client):
                      match='rate_limiter_timeout_ms must be an integer >= -1'):
     reverb.NumpyIterator(client.server_address, 'my_table', batch_size=1,
                          rate_limiter_timeout_ms=-5)
+
+
+@pytest.fixture
+def one_column_address():
+  # 'sig' has a one-column signature, 'free' none; each holds a float [3,3].
+  signature = tf.TensorSpec([None, None], tf.float32)
+  with reverb.Server([uniform_table('sig', signature=signature),
+                      uniform_table('free')]) as server:
+    client = reverb.Client(f'localhost:{server.port}')
+    client.insert(np.zeros([3, 3], np.float32), {'sig': 1.0, 'free': 1.0})
+    yield f'localhost:{server.port}'
+
+
+_TOO_MANY = ("Inconsistent number of tensors requested from table 'sig'.  "
+             'Requested 2 tensors, but table signature shows 1 tensors.')
+_INCOMPATIBLE = ("Requested incompatible tensor at flattened index 0 from table "
+                 "'sig'.  Requested (dtype, shape): (int64, [3,3]).  Signature "
+                 '(dtype, shape): (float, [?,?])')
+_UNSIGNED = ('Specification has (dtype, shape): (float, []).  Tensor has '
+             '(dtype, shape): (float, [3,3]).')
+
+_DATASETS = {
+    'timestep': lambda address, table, dtypes, shapes: reverb.TimestepDataset(
+        address, table, dtypes, shapes, max_in_flight_samples_per_worker=1),
+    'trajectory': lambda address, table, dtypes, shapes: reverb.TrajectoryDataset(
+        address, table, dtypes, shapes, max_in_flight_samples_per_worker=1),
+}
+# (table, dtypes, shapes, Reverb's words).
+_MISMATCHES = [
+    ('sig', (tf.float32, tf.float32), (tf.TensorShape(None),) * 2, _TOO_MANY),
+    ('sig', tf.int64, tf.TensorShape([3, 3]), _INCOMPATIBLE),
+]
+
+
+@pytest.mark.parametrize('kind', sorted(_DATASETS))
+@pytest.mark.parametrize('table,dtypes,shapes,words', _MISMATCHES)
+def test_dataset_signature_mismatch_in_reverb_s_words(
+    one_column_address, kind, table, dtypes, shapes, words):
+  dataset = _DATASETS[kind](one_column_address, table, dtypes, shapes)
+  with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(words)):
+    next(iter(dataset))
+
+
+@pytest.mark.parametrize('table,dtypes,shapes,words', _MISMATCHES)
+def test_dataset_signature_mismatch_in_a_tf1_graph(
+    one_column_address, table, dtypes, shapes, words):
+  with tf.Graph().as_default():
+    dataset = reverb.TimestepDataset(one_column_address, table, dtypes, shapes,
+                                     max_in_flight_samples_per_worker=1)
+    iterator = tf.compat.v1.data.make_initializable_iterator(dataset)
+    element = iterator.get_next()
+    with tf.compat.v1.Session() as session:
+      with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(words)):
+        session.run(iterator.initializer)
+        session.run(element)
+
+
+def test_sampled_tensor_mismatch_without_a_signature_in_reverb_s_words(
+    one_column_address):
+  dataset = reverb.TimestepDataset(one_column_address, 'free', tf.float32,
+                                   tf.TensorShape([]),
+                                   max_in_flight_samples_per_worker=1)
+  with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(_UNSIGNED)):
+    next(iter(dataset))
+
+
+def test_infer_signature_of_configs_of_different_patterns():
+  step = {'x': np.zeros(2, np.float32)}
+  spec = tf.nest.map_structure(lambda v: tf.TensorSpec(v.shape, v.dtype), step)
+  configs = [
+      structured.create_config(pattern, 'table')
+      for pattern in (structured.pattern_from_transform(step, lambda s: s['x'][-1]),
+                      structured.pattern_from_transform(step, lambda s: [s['x'][-1]]))]
+  with pytest.raises(ValueError,
+                     match='All configs must have exactly the same pattern_structure.'):
+    structured.infer_signature(configs, spec)

@@ -200,7 +200,7 @@ def infer_signature(configs: Sequence[Config], step_spec: Any) -> Any:
         f'included {", ".join(tables)}.')
   if any(c.pattern_structure != configs[0].pattern_structure for c in configs):
     raise ValueError(
-        'All configs must have the same pattern structure; got '
+        'All configs must have exactly the same pattern_structure. Got '
         f'{[unpack_pattern(c) for c in configs]}.')
   if any(len(c.flat) != len(configs[0].flat) for c in configs):
     raise ValueError('All configs must have the same number of nodes.')

@@ -282,12 +282,12 @@ void* AllocateColumn(void* opaque, int32_t column, int32_t dtype, int32_t rank,
       (params.timesteps && shape.dims() == 0)) {
     allocation->status = tensorflow::errors::InvalidArgument(
         "Received incompatible tensor at flattened index ", column, " from table '",
-        params.table, "'. Specification has (dtype, shape): ",
-        SpecString(requested_dtype, requested), ". Tensor has (dtype, shape): ",
+        params.table, "'.  Specification has (dtype, shape): ",
+        SpecString(requested_dtype, requested), ".  Tensor has (dtype, shape): ",
         SpecString(static_cast<DataType>(dtype), params.timesteps
                                                       ? compared
                                                       : PartialTensorShape(shape)),
-        params.timesteps ? " (per timestep)." : ".");
+        ".");
     return nullptr;
   }
   if (allocation->columns.size() <= static_cast<size_t>(column)) {
@@ -448,18 +448,18 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
     if (requested.size() != flat.size()) {
       return tensorflow::errors::InvalidArgument(
           "Inconsistent number of tensors requested from table '", params.table,
-          "'. Requested ", requested.size(), " tensors, but table signature shows ",
-          flat.size(), " tensors. Table signature: ", FlatSpecsString(flat));
+          "'.  Requested ", requested.size(), " tensors, but table signature shows ",
+          flat.size(), " tensors.\nTable signature: ", FlatSpecsString(flat));
     }
     for (size_t i = 0; i < flat.size(); ++i) {
       if (requested[i].first != flat[i].first ||
           !requested[i].second.IsCompatibleWith(flat[i].second)) {
         return tensorflow::errors::InvalidArgument(
             "Requested incompatible tensor at flattened index ", i, " from table '",
-            params.table, "'. Requested (dtype, shape): ",
+            params.table, "'.  Requested (dtype, shape): ",
             SpecString(requested[i].first, requested[i].second),
-            ". Signature (dtype, shape): ", SpecString(flat[i].first, flat[i].second),
-            ". Table signature: ", FlatSpecsString(flat));
+            ".  Signature (dtype, shape): ", SpecString(flat[i].first, flat[i].second),
+            ".\nTable signature: ", FlatSpecsString(flat));
       }
     }
     return Status();
@@ -604,7 +604,7 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
     if (num_columns != requested) {
       return tensorflow::errors::InvalidArgument(
           "Inconsistent number of tensors received from table '", params.table,
-          "'. Requested ", requested, " tensors, but the sample has ", num_columns, ".");
+          "'.  Requested ", requested, " tensors, but the sample has ", num_columns, ".");
     }
     return Status();
   }
