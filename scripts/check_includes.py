@@ -128,14 +128,14 @@ def clang_command(arguments: List[str], source: str,
 
 def header_command(header: str,
                    commands: Dict[str, List[str]]) -> Optional[List[str]]:
-  """The compile command of a header: its .cc's, else a sibling's."""
+  """The compile command of a header: its .cc's, else that of a source that
+  includes it (whose target has the header's dependencies)."""
   stem = header[:-len('.h')]
   for candidate in (stem + '.cc', stem + '_test.cc'):
     if candidate in commands:
       return commands[candidate]
-  directory = os.path.dirname(header) + '/'
-  for source, command in commands.items():
-    if source.startswith(directory) and '/' not in source[len(directory):]:
+  for source, command in sorted(commands.items()):
+    if header in includes_of(source):
       return command
   return None
 
@@ -144,7 +144,9 @@ def header_command(header: str,
 C_HEADERS = {'stdint.h': 'cstdint', 'stdlib.h': 'cstdlib', 'stdio.h': 'cstdio',
              'float.h': 'cfloat', 'string.h': 'cstring', 'math.h': 'cmath',
              'stddef.h': 'cstddef', 'wchar.h': 'cstddef', 'limits.h': 'climits',
-             'errno.h': 'cerrno', 'time.h': 'ctime', 'assert.h': 'cassert'}
+             'errno.h': 'cerrno', 'time.h': 'ctime', 'assert.h': 'cassert',
+             # Linux's own headers behind <cerrno>.
+             'asm-generic/errno-base.h': 'cerrno', 'asm-generic/errno.h': 'cerrno'}
 INCLUDE = re.compile(r'^#include\s*([<"])([^>"]+)[>"]', re.MULTILINE)
 
 
@@ -172,15 +174,20 @@ def related_header(source: str) -> Optional[str]:
   return None
 
 
+# Headers spelled with quotes: the tree's own and its libraries'; system and
+# standard headers keep angle brackets.
+QUOTED = re.compile(r'^(absl|google|grpc|grpcpp|prometheus|gtest|gmock|tensorflow|'
+                    r'pybind11|server|tf_reverb|benchmarks)/|^(snappy|zstd)\.h$|\.pb\.h$')
+
+
 def normalize(header: str) -> str:
-  """include-cleaner's spelling (<stdint.h>, "a/b.h") as the tree spells it
-  (<cstdint>, "a/b.h")."""
+  """include-cleaner's spelling (<stdint.h>, <absl/x.h>) as the tree spells
+  it (<cstdint>, "absl/x.h")."""
   name = header[1:-1]
-  if header.startswith('<') and name in C_HEADERS:
+  if name in C_HEADERS:
     return f'<{C_HEADERS[name]}>'
-  if header.startswith('<') and '.' in name:  # a library's, not the C++ one's
-    return f'"{name}"'
-  return header
+  return f'"{name}"' if QUOTED.search(name) else f'<{name}>'
+
 
 
 def missing_includes(tool: str, execroot: str, source: str,

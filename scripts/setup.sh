@@ -10,7 +10,7 @@ log() { echo "[setup] $*" >&2; }
 
 APT_PACKAGES=(
   bazel-bootstrap libgrpc++-dev protobuf-compiler-grpc protobuf-compiler
-  libprotobuf-dev libsnappy-dev libzstd-dev libgtest-dev libgmock-dev
+  libprotobuf-dev libsnappy-dev libzstd-dev zlib1g-dev libgtest-dev libgmock-dev
   libabsl-dev pkg-config g++ python3-venv python3-dev openssl
   prometheus-cpp-dev prometheus iproute2
 )

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <netinet/in.h>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
@@ -16,7 +17,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "grpc/grpc.h"
-#include "netinet/in.h"
 
 namespace tf_reverb {
 namespace {

@@ -7,7 +7,7 @@ build kits: TF_REVERB_TF_KITS (space-separated directories that
 scripts/make_tf_kit.py wrote: headers, libtensorflow_framework.so.2, version
 and defines; scripts/build_wheel.sh makes one per TensorFlow minor), else the
 TensorFlow of that same interpreter; one kernel library per TensorFlow minor. gRPC,
-protobuf, abseil, snappy, zstd and prometheus-cpp come from Debian's packages through
+protobuf, abseil, snappy, zstd, zlib and prometheus-cpp come from Debian's packages through
 pkg-config.
 """
 
@@ -119,6 +119,7 @@ _LIBS = {
     "protobuf": ["protobuf"],
     "snappy": ["snappy"],
     "zstd": ["libzstd"],
+    "zlib": ["zlib"],
     "prometheus": ["prometheus-cpp-pull", "prometheus-cpp-core"],
     "absl": [
         "absl_status",

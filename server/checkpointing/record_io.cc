@@ -3,13 +3,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "asm-generic/errno-base.h"
 #include "server/checkpointing/crc32c.h"
+#include "server/checkpointing/zlib_input.h"
 
 namespace tf_reverb {
 namespace {
@@ -90,46 +91,87 @@ absl::Status RecordWriter::Close() {
 absl::StatusOr<std::unique_ptr<RecordReader>> RecordReader::Open(const std::string& path) {
   FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) return IoError("open", path);
-  return std::unique_ptr<RecordReader>(new RecordReader(path, file));
+  // A file whose first record header checks out is uncompressed, whatever
+  // its first bytes look like; otherwise zlib's header marks dm-reverb's.
+  unsigned char head[12];
+  const size_t got = std::fread(head, 1, sizeof(head), file);
+  const bool plain_header =
+      got == sizeof(head) &&
+      GetFixed32(reinterpret_cast<const char*>(head) + 8) ==
+          MaskCrc(Crc32c(reinterpret_cast<const char*>(head), 8));
+  const bool compressed = !plain_header && ZlibInput::LooksCompressed(head, got);
+  if (std::fseek(file, 0, SEEK_SET) != 0) {
+    absl::Status error = IoError("seek in", path);
+    std::fclose(file);
+    return error;
+  }
+  return std::unique_ptr<RecordReader>(new RecordReader(path, file, compressed));
 }
 
-RecordReader::~RecordReader() { std::fclose(file_); }
+RecordReader::RecordReader(std::string path, FILE* file, bool compressed)
+    : path_(std::move(path)),
+      file_(file),
+      zlib_(compressed ? std::make_unique<ZlibInput>(path_, file) : nullptr) {}
+
+RecordReader::~RecordReader() {
+  zlib_.reset();  // borrows file_
+  std::fclose(file_);
+}
 
 absl::Status RecordReader::Corrupt(const std::string& what) const {
-  return absl::DataLossError(
-      absl::StrCat("Checkpoint file ", path_, " is corrupt at byte ", offset_, ": ", what));
+  return absl::DataLossError(absl::StrCat("Checkpoint file ", path_, " is corrupt at byte ",
+                                          offset_, compressed() ? " of its records" : "",
+                                          ": ", what));
 }
 
 int64_t RecordReader::RemainingBytes() const {
+  if (compressed()) return -1;
   struct stat st;
   const off_t position = ftello(file_);
   if (position < 0 || fstat(fileno(file_), &st) != 0) return -1;
   return st.st_size > position ? st.st_size - position : 0;
 }
 
+absl::StatusOr<size_t> RecordReader::ReadBytes(char* out, size_t size) {
+  if (zlib_ != nullptr) return zlib_->Read(out, size);
+  const size_t got = std::fread(out, 1, size, file_);
+  if (got < size && std::ferror(file_)) return IoError("read", path_);
+  return got;
+}
+
 absl::Status RecordReader::Read(std::string* record) {
   char header[12];
-  const size_t got = std::fread(header, 1, sizeof(header), file_);
-  if (got == 0 && std::feof(file_)) return absl::OutOfRangeError("end of file");
-  if (got != sizeof(header)) return Corrupt("truncated record header");
+  absl::StatusOr<size_t> got = ReadBytes(header, sizeof(header));
+  if (!got.ok()) return got.status();
+  if (*got == 0) return absl::OutOfRangeError("end of file");
+  if (*got != sizeof(header)) return Corrupt("truncated record header");
   if (GetFixed32(header + 8) != MaskCrc(Crc32c(header, 8))) {
     return Corrupt("length checksum mismatch");
   }
   const uint64_t length = GetFixed64(header);
   if (length > kMaxRecordBytes) return Corrupt("implausible record length");
   // A damaged (or hostile) length must not be allocated: no record is longer
-  // than what is left of the file.
+  // than what is left of the file, and where that is unknown (compressed)
+  // the record grows only as its bytes arrive.
   char footer[4];
   const int64_t remaining = RemainingBytes();
   if (remaining >= 0 && length + sizeof(footer) > static_cast<uint64_t>(remaining)) {
     return Corrupt(absl::StrCat("truncated record (", length, " bytes claimed, ",
                                 remaining, " left in the file)"));
   }
-  record->resize(length);
-  if (std::fread(record->data(), 1, length, file_) != length ||
-      std::fread(footer, 1, sizeof(footer), file_) != sizeof(footer)) {
-    return Corrupt("truncated record");
+  constexpr uint64_t kPiece = uint64_t{64} << 20;
+  record->clear();
+  while (record->size() < length) {
+    const size_t start = record->size();
+    const size_t piece = static_cast<size_t>(std::min(kPiece, length - start));
+    record->resize(start + piece);
+    got = ReadBytes(record->data() + start, piece);
+    if (!got.ok()) return got.status();
+    if (*got != piece) return Corrupt("truncated record");
   }
+  got = ReadBytes(footer, sizeof(footer));
+  if (!got.ok()) return got.status();
+  if (*got != sizeof(footer)) return Corrupt("truncated record");
   if (GetFixed32(footer) != MaskCrc(Crc32c(record->data(), record->size()))) {
     return Corrupt("record checksum mismatch");
   }

@@ -1,6 +1,9 @@
 // RecordWriter / RecordReader: files of length-delimited records in
 // TensorFlow's TFRecord framing (uint64 length, masked CRC32C of the length,
-// payload, masked CRC32C of the payload), uncompressed.
+// payload, masked CRC32C of the payload). RecordWriter writes them
+// uncompressed; RecordReader also reads them ZLIB-compressed, as dm-reverb
+// writes its checkpoints (TFRecord's "ZLIB" option, zlib_input.h), telling
+// the two apart by the file's first bytes.
 //
 // Checkpoints are streams of such bounded records, so a checkpoint has no
 // size ceiling (no single giant protobuf message) and every record is
@@ -10,8 +13,9 @@
 //  * Thread-safety: none; one thread uses a writer or reader at a time.
 //  * Ownership: each owns its file descriptor and closes it.
 //  * Errors: NOT_FOUND / PERMISSION_DENIED / INTERNAL for I/O failures,
-//    DATA_LOSS for truncated or corrupt records; every message names the
-//    file (and the byte offset of a bad record).
+//    DATA_LOSS for truncated or corrupt records (or compressed data); every
+//    message names the file (and the byte offset of a bad record, in the
+//    decompressed records for a compressed file).
 #ifndef TF_REVERB_SERVER_CHECKPOINTING_RECORD_IO_H_
 #define TF_REVERB_SERVER_CHECKPOINTING_RECORD_IO_H_
 
@@ -45,6 +49,8 @@ class RecordWriter {
   int64_t bytes_written_ = 0;
 };
 
+class ZlibInput;
+
 class RecordReader {
  public:
   static absl::StatusOr<std::unique_ptr<RecordReader>> Open(const std::string& path);
@@ -55,15 +61,22 @@ class RecordReader {
   // Reads and parses the next record.
   absl::Status ReadMessage(google::protobuf::MessageLite* message);
   int64_t offset() const { return offset_; }
+  // Whether the file is ZLIB-compressed.
+  bool compressed() const { return zlib_ != nullptr; }
 
  private:
-  RecordReader(std::string path, FILE* file) : path_(std::move(path)), file_(file) {}
+  RecordReader(std::string path, FILE* file, bool compressed);
   absl::Status Corrupt(const std::string& what) const;
-  // Bytes of the file after the current position; -1 when unknown.
+  // Bytes of the file after the current position; -1 when unknown (always
+  // for a compressed file).
   int64_t RemainingBytes() const;
+  // Reads up to `size` bytes of records (inflated when compressed); fewer
+  // only at the end of the data.
+  absl::StatusOr<size_t> ReadBytes(char* out, size_t size);
 
   const std::string path_;
   FILE* file_;
+  std::unique_ptr<ZlibInput> zlib_;  // null: the file is uncompressed
   int64_t offset_ = 0;
 };
 

@@ -9,6 +9,10 @@
 #include <iterator>
 #include <string>
 
+#include <zlib.h>
+
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/checkpointing/crc32c.h"
@@ -113,6 +117,100 @@ TEST(RecordIoTest, ALengthBeyondTheFileIsTruncationNotAnAllocation) {
   EXPECT_THAT(std::string(status.message()), HasSubstr("truncated record"));
   EXPECT_THAT(std::string(status.message()), HasSubstr("at byte 0"));
   EXPECT_EQ((*reader)->offset(), 0);
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void WriteAll(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// `bytes` deflated as one zlib stream (what TFRecord's "ZLIB" option writes).
+std::string Deflate(const std::string& bytes) {
+  uLongf size = compressBound(bytes.size());
+  std::string out(size, '\0');
+  EXPECT_EQ(compress2(reinterpret_cast<Bytef*>(out.data()), &size,
+                      reinterpret_cast<const Bytef*>(bytes.data()), bytes.size(), 6),
+            Z_OK);
+  out.resize(size);
+  return out;
+}
+
+// Records written uncompressed; returns the file's bytes.
+std::string RecordFile(const std::string& path, const std::vector<std::string>& records) {
+  auto writer = RecordWriter::Create(path);
+  EXPECT_TRUE(writer.ok()) << writer.status();
+  for (const std::string& record : records) EXPECT_TRUE((*writer)->Write(record).ok());
+  EXPECT_TRUE((*writer)->Close().ok());
+  return ReadAll(path);
+}
+
+std::vector<std::string> ReadRecords(const std::string& path, absl::Status* end) {
+  std::vector<std::string> records;
+  auto reader = RecordReader::Open(path);
+  if (!reader.ok()) {
+    *end = reader.status();
+    return records;
+  }
+  std::string record;
+  while ((*end = (*reader)->Read(&record)).ok()) records.push_back(record);
+  return records;
+}
+
+TEST(RecordIoTest, ReadsZlibCompressedFilesAsDmReverbWritesThem) {
+  const std::vector<std::string> records = {"", "abc", std::string(3 << 20, 'y'), "tail"};
+  const std::string plain = RecordFile(TempFile("plain.tfrecord"), records);
+  const std::string compressed = TempFile("compressed.tfrecord");
+  WriteAll(compressed, Deflate(plain));
+  absl::Status end;
+  EXPECT_EQ(ReadRecords(compressed, &end), records);
+  EXPECT_TRUE(absl::IsOutOfRange(end)) << end;
+  EXPECT_TRUE(RecordReader::Open(compressed).value()->compressed());
+  EXPECT_FALSE(RecordReader::Open(TempFile("plain.tfrecord")).value()->compressed());
+
+  // Two streams one after the other read as one sequence of records.
+  const std::string twice = TempFile("two_streams.tfrecord");
+  WriteAll(twice, Deflate(plain) + Deflate(plain));
+  std::vector<std::string> doubled = records;
+  doubled.insert(doubled.end(), records.begin(), records.end());
+  EXPECT_EQ(ReadRecords(twice, &end), doubled);
+  EXPECT_TRUE(absl::IsOutOfRange(end)) << end;
+
+  // An empty compressed stream is an empty file of records.
+  const std::string empty = TempFile("empty_stream.tfrecord");
+  WriteAll(empty, Deflate(""));
+  EXPECT_TRUE(ReadRecords(empty, &end).empty());
+  EXPECT_TRUE(absl::IsOutOfRange(end)) << end;
+}
+
+TEST(RecordIoTest, TruncatedOrCorruptCompressedFilesAreDataLossNamingTheFile) {
+  const std::string plain = RecordFile(TempFile("plain2.tfrecord"),
+                                       {"first", std::string(100000, 'z'), "last"});
+  const std::string deflated = Deflate(plain);
+  // Cut anywhere (even where the records inside happen to end), the stream's
+  // end and checksum are missing.
+  for (size_t keep : {deflated.size() - 1, deflated.size() - 4, deflated.size() / 2,
+                      size_t{3}}) {
+    const std::string path = TempFile("cut.tfrecord");
+    WriteAll(path, deflated.substr(0, keep));
+    absl::Status end;
+    ReadRecords(path, &end);
+    EXPECT_TRUE(absl::IsDataLoss(end)) << keep << ": " << end;
+    EXPECT_THAT(end.message(), HasSubstr(path)) << keep;
+  }
+  // A flipped byte in the deflated data.
+  std::string damaged = deflated;
+  damaged[damaged.size() / 2] ^= 0x5a;
+  const std::string path = TempFile("damaged.tfrecord");
+  WriteAll(path, damaged);
+  absl::Status end;
+  ReadRecords(path, &end);
+  EXPECT_TRUE(absl::IsDataLoss(end)) << end;
+  EXPECT_THAT(end.message(), HasSubstr(path));
 }
 
 TEST(RecordIoTest, MissingFileIsNotFound) {

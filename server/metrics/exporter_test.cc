@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -24,7 +25,6 @@
 #include "server/table.h"
 #include "server/table_item.h"
 #include "server/testing/table_testing.h"
-#include "sys/types.h"
 
 namespace tf_reverb {
 namespace {
