@@ -118,3 +118,19 @@ def test_dm_reverb_restores_a_tf_reverb_checkpoint_completely(tmp_path):
     written = checkpoint_tables.dump(client, names)
   _assert_same_state(_run_dm('restore', tmp_path / 'ours', tmp_path / 'dm.json'),
                      written)
+
+
+def test_the_server_binary_restores_the_dm_reverb_checkpoint(binary_server, tmp_path):
+  shutil.copytree(os.path.join(FIXTURE, 'checkpoints'), tmp_path / 'checkpoints')
+  with open(os.path.join(FIXTURE, 'state.json')) as f:
+    written = json.load(f)
+  names = [table.name for table in checkpoint_tables.tables(reverb)]
+  # Placeholder definitions: the checkpoint's own settings are restored.
+  config = ' '.join(
+      f'tables {{ table_name: "{name}" max_size: 1 sampler {{ uniform: true }} '
+      'remover { fifo: true } rate_limiter { samples_per_insert: 1 '
+      'min_size_to_sample: 1 min_diff: -1e9 max_diff: 1e9 } }' for name in names)
+  server = binary_server('--port=0', f'--config={config}',
+                         f'--checkpoint_dir={tmp_path / "checkpoints"}')
+  restored = checkpoint_tables.dump(reverb.Client(server.address), names)
+  _assert_same_state(restored, written)
