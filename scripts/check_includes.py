@@ -56,6 +56,7 @@ UMBRELLAS = {
     'grpcpp/grpcpp.h': ('grpcpp/', 'grpc/'),
     'gtest/gtest.h': ('gtest/',),
     'gmock/gmock.h': ('gmock/', 'gtest/'),
+    'zlib.h': ('zconf.h',),
 }
 
 

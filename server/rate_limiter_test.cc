@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

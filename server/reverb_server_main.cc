@@ -38,6 +38,7 @@
 #include <initializer_list>
 #include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstring>
 #include <netinet/in.h>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"

@@ -1,6 +1,7 @@
 #include "signature.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <utility>
 
 #include "absl/strings/str_cat.h"

@@ -1,6 +1,7 @@
 #include "absl/status/status.h"
 #include "server/checkpointing/record_io.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>

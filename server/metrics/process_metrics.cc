@@ -1,5 +1,6 @@
 #include "server/metrics/process_metrics.h"
 
+#include <cstddef>
 #include <dirent.h>
 #include <sys/resource.h>
 #include <unistd.h>

@@ -3,6 +3,7 @@
 #include "server/metrics/rpc_observer.h"
 
 #include <cstddef>
+#include <ctime>
 #include <memory>
 
 #include "gtest/gtest.h"

@@ -1,6 +1,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "gmock/gmock.h"

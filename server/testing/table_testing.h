@@ -17,12 +17,14 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "schema.pb.h"
 #include "server/chunk_codec.h"
 #include "server/rate_limiter.h"
 #include "server/selectors/selector.h"
 #include "server/table.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace testing {

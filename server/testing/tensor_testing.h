@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "server/tensor.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace tensor_testing {

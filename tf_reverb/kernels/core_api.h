@@ -14,6 +14,8 @@
 #include "tensorflow/core/platform/status.h"
 #include "tensorflow/core/platform/statusor.h"
 
+#include <cstddef>
+
 namespace tf_reverb {
 
 struct CoreApi {

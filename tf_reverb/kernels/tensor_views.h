@@ -7,6 +7,7 @@
 #ifndef TF_REVERB_KERNELS_TENSOR_VIEWS_H_
 #define TF_REVERB_KERNELS_TENSOR_VIEWS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
