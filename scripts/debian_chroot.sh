@@ -138,6 +138,12 @@ git push -q --force "$CHROOT$SRC" "$snapshot:refs/tf_reverb/snapshot"
 $SUDO git -C "$CHROOT$SRC" -c advice.detachedHead=false checkout -q --force --detach refs/tf_reverb/snapshot
 $SUDO git -C "$CHROOT$SRC" clean -q -fd
 
+# What every installed Debian has and debootstrap's minimal bookworm lacks:
+# /etc/hosts naming localhost (without it "localhost:PORT" never resolves).
+if [ ! -s "$CHROOT/etc/hosts" ]; then
+  printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' |
+    $SUDO tee "$CHROOT/etc/hosts" >/dev/null
+fi
 # The host's network settings are the chroot's: its resolver, the local CAs
 # it trusts (a proxy's own CA, where one re-signs TLS) and its proxy variables.
 $SUDO cp /etc/resolv.conf "$CHROOT/etc/resolv.conf"
