@@ -336,7 +336,8 @@ class ChunkMeta:
 
 # Table layout of the fuzzed server. 'prioritized' has a signature of
 # trajectories: {'action': int32 [?], 'obs': float32 [?, 3]} (columns in that
-# order; never squeezed).
+# order; never squeezed), which the server enforces (--check_item_signatures;
+# without it tables accept any item, as Reverb's do).
 SIGNATURE_COLUMNS = [(DT_INT32, ()), (DT_FLOAT, (3,))]
 MIN_SIZE = {'samples_per_insert': 1, 'min_size_to_sample': 1,
             'min_diff': -1.7976931348623157e308, 'max_diff': 1.7976931348623157e308}
@@ -653,7 +654,8 @@ class FuzzServer:
     self._log = open(self.log_path, 'w')  # pylint: disable=consider-using-with
     self.process = subprocess.Popen(  # pylint: disable=consider-using-with
         [SERVER_BINARY, '--config=' + json.dumps(server_config()), '--port=0',
-         f'--checkpoint_dir={checkpoint_dir}', '--checkpoint_on_exit=false'],
+         f'--checkpoint_dir={checkpoint_dir}', '--checkpoint_on_exit=false',
+         '--check_item_signatures'],
         stdout=self._log, stderr=subprocess.STDOUT)
     self.port = 0
     deadline = time.time() + 60
