@@ -1,4 +1,8 @@
-#include "chunk_codec.h"
+#include "server/chunk_codec.h"
+
+#include <snappy-sinksource.h>
+#include <snappy.h>
+#include <zstd.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -12,9 +16,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "snappy-sinksource.h"
-#include "snappy.h"
-#include "zstd.h"
 
 namespace tf_reverb {
 namespace {
@@ -23,9 +24,14 @@ namespace tfp = ::tf_reverb::tf;
 
 bool IsDeltaEncodable(DataType dtype) {
   switch (dtype) {
-    case tfp::DT_INT8: case tfp::DT_UINT8: case tfp::DT_INT16:
-    case tfp::DT_UINT16: case tfp::DT_INT32: case tfp::DT_UINT32:
-    case tfp::DT_INT64: case tfp::DT_UINT64:
+    case tfp::DT_INT8:
+    case tfp::DT_UINT8:
+    case tfp::DT_INT16:
+    case tfp::DT_UINT16:
+    case tfp::DT_INT32:
+    case tfp::DT_UINT32:
+    case tfp::DT_INT64:
+    case tfp::DT_UINT64:
       return true;
     default:
       return false;
@@ -52,16 +58,23 @@ void DeltaRows(char* data, int64_t rows, int64_t row_elems, bool encode) {
   }
 }
 
-void ApplyDelta(DataType dtype, const std::vector<int64_t>& shape, char* data,
-                bool encode) {
+void ApplyDelta(DataType dtype, const std::vector<int64_t>& shape, char* data, bool encode) {
   if (!IsDeltaEncodable(dtype) || shape.size() < 2) return;
   int64_t row_elems = 1;
   for (size_t i = 1; i < shape.size(); ++i) row_elems *= shape[i];
   switch (DataTypeSize(dtype).value()) {
-    case 1: DeltaRows<uint8_t>(data, shape[0], row_elems, encode); break;
-    case 2: DeltaRows<uint16_t>(data, shape[0], row_elems, encode); break;
-    case 4: DeltaRows<uint32_t>(data, shape[0], row_elems, encode); break;
-    case 8: DeltaRows<uint64_t>(data, shape[0], row_elems, encode); break;
+    case 1:
+      DeltaRows<uint8_t>(data, shape[0], row_elems, encode);
+      break;
+    case 2:
+      DeltaRows<uint16_t>(data, shape[0], row_elems, encode);
+      break;
+    case 4:
+      DeltaRows<uint32_t>(data, shape[0], row_elems, encode);
+      break;
+    case 8:
+      DeltaRows<uint64_t>(data, shape[0], row_elems, encode);
+      break;
   }
 }
 
@@ -87,19 +100,18 @@ bool GetVarint(const std::string& in, size_t* pos, uint64_t* v) {
 // DATA_LOSS for negative dimensions and for counts beyond
 // kMaxChunkTensorBytes (a corrupt or hostile proto must not make the decoder
 // allocate whatever it claims).
-absl::StatusOr<int64_t> DeclaredBytes(const std::vector<int64_t>& shape,
-                                      int64_t elem_bytes) {
+absl::StatusOr<int64_t> DeclaredBytes(const std::vector<int64_t>& shape, int64_t elem_bytes) {
   int64_t bytes = elem_bytes;
   for (int64_t d : shape) {
     if (d < 0 || __builtin_mul_overflow(bytes, d, &bytes)) {
-      return absl::DataLossError(absl::StrCat(
-          "Corrupt chunk tensor: implausible shape ", ShapeString(shape), "."));
+      return absl::DataLossError(
+          absl::StrCat("Corrupt chunk tensor: implausible shape ", ShapeString(shape), "."));
     }
   }
   if (bytes > kMaxChunkTensorBytes) {
-    return absl::DataLossError(absl::StrCat(
-        "Chunk tensor of shape ", ShapeString(shape), " would decode to ", bytes,
-        " bytes, more than the limit of ", kMaxChunkTensorBytes, "."));
+    return absl::DataLossError(
+        absl::StrCat("Chunk tensor of shape ", ShapeString(shape), " would decode to ", bytes,
+                     " bytes, more than the limit of ", kMaxChunkTensorBytes, "."));
   }
   return bytes;
 }
@@ -112,9 +124,8 @@ absl::StatusOr<size_t> ParseStringLengths(const std::string& content, int64_t n,
                                           std::vector<uint64_t>* lengths) {
   // Every element has at least a one-byte length prefix.
   if (static_cast<uint64_t>(n) > content.size()) {
-    return absl::DataLossError(absl::StrCat(
-        "Corrupt string chunk: ", n, " elements cannot fit in ", content.size(),
-        " bytes."));
+    return absl::DataLossError(absl::StrCat("Corrupt string chunk: ", n, " elements cannot fit in ",
+                                            content.size(), " bytes."));
   }
   if (lengths != nullptr) lengths->resize(n);
   size_t pos = 0;
@@ -122,21 +133,20 @@ absl::StatusOr<size_t> ParseStringLengths(const std::string& content, int64_t n,
   for (int64_t i = 0; i < n; ++i) {
     uint64_t length = 0;
     if (!GetVarint(content, &pos, &length)) {
-      return absl::DataLossError(absl::StrCat(
-          "Corrupt string chunk: bad length prefix of element ", i, "."));
+      return absl::DataLossError(
+          absl::StrCat("Corrupt string chunk: bad length prefix of element ", i, "."));
     }
     if (length > content.size() || remaining + length > content.size()) {
-      return absl::DataLossError(absl::StrCat(
-          "Corrupt string chunk: element ", i, " claims ", length,
-          " bytes, more than the tensor holds."));
+      return absl::DataLossError(absl::StrCat("Corrupt string chunk: element ", i, " claims ",
+                                              length, " bytes, more than the tensor holds."));
     }
     remaining += length;
     if (lengths != nullptr) (*lengths)[i] = length;
   }
   if (content.size() - pos != remaining) {
-    return absl::DataLossError(absl::StrCat(
-        "Corrupt string chunk: the lengths add up to ", remaining, " bytes but ",
-        content.size() - pos, " follow them."));
+    return absl::DataLossError(absl::StrCat("Corrupt string chunk: the lengths add up to ",
+                                            remaining, " bytes but ", content.size() - pos,
+                                            " follow them."));
   }
   return pos;
 }
@@ -147,9 +157,9 @@ absl::Status DecodeStrings(const tfp::TensorProto& proto, Tensor* out) {
   const int64_t n = *declared;
   if (proto.string_val_size() > 0 || n == 0) {  // TF's other string layout
     if (proto.string_val_size() != n) {
-      return absl::DataLossError(absl::StrCat(
-          "String chunk has ", proto.string_val_size(), " elements for shape ",
-          ShapeString(out->shape), "."));
+      return absl::DataLossError(absl::StrCat("String chunk has ", proto.string_val_size(),
+                                              " elements for shape ", ShapeString(out->shape),
+                                              "."));
     }
     out->strings.assign(proto.string_val().begin(), proto.string_val().end());
     return absl::OkStatus();
@@ -166,18 +176,17 @@ absl::Status DecodeStrings(const tfp::TensorProto& proto, Tensor* out) {
   return absl::OkStatus();
 }
 
-
 // One zstd context of each kind per thread: creating them costs more than
 // compressing a small chunk.
 ZSTD_CCtx* ThreadCCtx() {
   thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(),
-                                                                      ZSTD_freeCCtx);
+                                                                       ZSTD_freeCCtx);
   return cctx.get();
 }
 
 ZSTD_DCtx* ThreadDCtx() {
   thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(),
-                                                                      ZSTD_freeDCtx);
+                                                                       ZSTD_freeDCtx);
   return dctx.get();
 }
 
@@ -190,11 +199,10 @@ absl::Status CompressBytes(const char* data, size_t size, ChunkCompression compr
     case tf_reverb::kZstd: {
       out->resize(ZSTD_compressBound(size));
       // The one-shot API records the content size in the frame header.
-      const size_t n = ZSTD_compressCCtx(ThreadCCtx(), out->data(), out->size(), data,
-                                         size, zstd_level);
+      const size_t n =
+          ZSTD_compressCCtx(ThreadCCtx(), out->data(), out->size(), data, size, zstd_level);
       if (ZSTD_isError(n)) {
-        return absl::InternalError(
-            absl::StrCat("zstd compression failed: ", ZSTD_getErrorName(n)));
+        return absl::InternalError(absl::StrCat("zstd compression failed: ", ZSTD_getErrorName(n)));
       }
       out->resize(n);
       return absl::OkStatus();
@@ -217,8 +225,7 @@ uint64_t MaxDecodedBytes(uint64_t compressed_bytes, ChunkCompression compression
 // DATA_LOSS unless `content` (compressed with `compression`) declares
 // exactly `total` uncompressed bytes, and could hold that many.
 absl::Status CheckDeclaredSize(absl::string_view content, ChunkCompression compression,
-                               int64_t total, DataType dtype,
-                               const std::vector<int64_t>& shape) {
+                               int64_t total, DataType dtype, const std::vector<int64_t>& shape) {
   bool ok = false;
   if (compression == tf_reverb::kSnappy) {
     size_t uncompressed = 0;
@@ -233,37 +240,35 @@ absl::Status CheckDeclaredSize(absl::string_view content, ChunkCompression compr
     return CheckCompression(compression);
   }
   if (!ok) {
-    return absl::DataLossError(absl::StrCat("Corrupt chunk tensor: expected ", total,
-                                            " bytes for ", DataTypeName(dtype),
-                                            ShapeString(shape), "."));
+    return absl::DataLossError(absl::StrCat("Corrupt chunk tensor: expected ", total, " bytes for ",
+                                            DataTypeName(dtype), ShapeString(shape), "."));
   }
   // The header alone proves nothing: a 10-byte payload can declare 2 GiB.
   // Callers allocate `total` bytes next, so refuse sizes the payload cannot
   // possibly decode to (MaxDecodedBytes), before anything is allocated.
   if (static_cast<uint64_t>(total) > MaxDecodedBytes(content.size(), compression)) {
     return absl::DataLossError(absl::StrCat(
-        "Corrupt chunk tensor: ", content.size(), " compressed bytes cannot decode to the ",
-        total, " bytes declared for ", DataTypeName(dtype), ShapeString(shape), "."));
+        "Corrupt chunk tensor: ", content.size(), " compressed bytes cannot decode to the ", total,
+        " bytes declared for ", DataTypeName(dtype), ShapeString(shape), "."));
   }
   return absl::OkStatus();
 }
 
 // Decompresses the whole payload (already size-checked) into `out`, `total`
 // bytes.
-absl::Status DecompressAll(absl::string_view content, ChunkCompression compression,
-                           int64_t total, char* out) {
+absl::Status DecompressAll(absl::string_view content, ChunkCompression compression, int64_t total,
+                           char* out) {
   if (compression == tf_reverb::kSnappy) {
     if (!snappy::RawUncompress(content.data(), content.size(), out)) {
       return absl::DataLossError("Corrupt chunk tensor: Snappy decompression failed.");
     }
     return absl::OkStatus();
   }
-  const size_t n =
-      ZSTD_decompressDCtx(ThreadDCtx(), out, total, content.data(), content.size());
+  const size_t n = ZSTD_decompressDCtx(ThreadDCtx(), out, total, content.data(), content.size());
   if (ZSTD_isError(n) || static_cast<int64_t>(n) != total) {
-    return absl::DataLossError(absl::StrCat(
-        "Corrupt chunk tensor: zstd decompression failed",
-        ZSTD_isError(n) ? absl::StrCat(" (", ZSTD_getErrorName(n), ")") : "", "."));
+    return absl::DataLossError(
+        absl::StrCat("Corrupt chunk tensor: zstd decompression failed",
+                     ZSTD_isError(n) ? absl::StrCat(" (", ZSTD_getErrorName(n), ")") : "", "."));
   }
   return absl::OkStatus();
 }
@@ -271,8 +276,7 @@ absl::Status DecompressAll(absl::string_view content, ChunkCompression compressi
 // Decodes bytes [skip, skip + size) of a zstd payload into `out`, decoding
 // the frame only up to that point; the skipped prefix goes through a small
 // per-thread buffer.
-absl::Status ZstdDecodeRange(absl::string_view content, int64_t skip, int64_t size,
-                             char* out) {
+absl::Status ZstdDecodeRange(absl::string_view content, int64_t skip, int64_t size, char* out) {
   ZSTD_DCtx* dctx = ThreadDCtx();
   ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
   ZSTD_inBuffer in{content.data(), content.size(), 0};
@@ -285,9 +289,8 @@ absl::Status ZstdDecodeRange(absl::string_view content, int64_t skip, int64_t si
       const size_t out_before = buffer.pos;
       const size_t r = ZSTD_decompressStream(dctx, &buffer, &in);
       if (ZSTD_isError(r)) {
-        return absl::DataLossError(absl::StrCat(
-            "Corrupt chunk tensor: zstd decompression failed (", ZSTD_getErrorName(r),
-            ")."));
+        return absl::DataLossError(absl::StrCat("Corrupt chunk tensor: zstd decompression failed (",
+                                                ZSTD_getErrorName(r), ")."));
       }
       const bool stuck = in.pos == in_before && buffer.pos == out_before;
       if (buffer.pos < buffer.size && (r == 0 || stuck)) {
@@ -319,8 +322,8 @@ absl::Status ZstdValidate(const std::string& content, int64_t total) {
     const size_t in_before = in.pos;
     const size_t r = ZSTD_decompressStream(dctx, &out, &in);
     if (ZSTD_isError(r)) {
-      return absl::DataLossError(absl::StrCat(
-          "Corrupt chunk tensor: zstd decompression failed (", ZSTD_getErrorName(r), ")."));
+      return absl::DataLossError(absl::StrCat("Corrupt chunk tensor: zstd decompression failed (",
+                                              ZSTD_getErrorName(r), ")."));
     }
     produced += static_cast<int64_t>(out.pos);
     if (produced > total) break;
@@ -330,18 +333,17 @@ absl::Status ZstdValidate(const std::string& content, int64_t total) {
     }
   }
   if (produced > total) {
-    return absl::DataLossError(absl::StrCat(
-        "Corrupt chunk tensor: the zstd frame decodes to more than the ", total,
-        " bytes it declares."));
+    return absl::DataLossError(
+        absl::StrCat("Corrupt chunk tensor: the zstd frame decodes to more than the ", total,
+                     " bytes it declares."));
   }
   if (produced < total) {
     return absl::DataLossError(absl::StrCat("Corrupt chunk tensor: the zstd frame decodes to ",
-                                            produced, " bytes, not the ", total,
-                                            " it declares."));
+                                            produced, " bytes, not the ", total, " it declares."));
   }
   if (in.pos != in.size) {
-    return absl::DataLossError(absl::StrCat("Corrupt chunk tensor: ", in.size - in.pos,
-                                            " bytes follow the zstd frame."));
+    return absl::DataLossError(
+        absl::StrCat("Corrupt chunk tensor: ", in.size - in.pos, " bytes follow the zstd frame."));
   }
   return absl::OkStatus();
 }
@@ -367,8 +369,7 @@ bool ZstdEnabledByEnvironment() {
 CodecPolicy CodecPolicyFromEnvironment() {
   if (!ZstdEnabledByEnvironment()) return CodecPolicy::kSnappy;
   const char* value = std::getenv("TF_REVERB_ZSTD");
-  if (value != nullptr &&
-      absl::AsciiStrToLower(absl::StripAsciiWhitespace(value)) == "always") {
+  if (value != nullptr && absl::AsciiStrToLower(absl::StripAsciiWhitespace(value)) == "always") {
     return CodecPolicy::kZstd;
   }
   return CodecPolicy::kAuto;
@@ -386,8 +387,7 @@ std::vector<int64_t> ProtoShape(const tfp::TensorProto& proto) {
   return shape;
 }
 
-absl::Status ValidateTensorProto(const tfp::TensorProto& proto,
-                                 ChunkCompression compression) {
+absl::Status ValidateTensorProto(const tfp::TensorProto& proto, ChunkCompression compression) {
   if (absl::Status s = CheckCompression(compression); !s.ok()) return s;
   const std::vector<int64_t> shape = ProtoShape(proto);
   if (proto.dtype() == tfp::DT_STRING) {
@@ -396,8 +396,7 @@ absl::Status ValidateTensorProto(const tfp::TensorProto& proto,
     if (proto.string_val_size() > 0 || *n == 0) {
       if (proto.string_val_size() == *n) return absl::OkStatus();
       return absl::DataLossError(absl::StrCat("String chunk has ", proto.string_val_size(),
-                                              " elements for shape ", ShapeString(shape),
-                                              "."));
+                                              " elements for shape ", ShapeString(shape), "."));
     }
     return ParseStringLengths(proto.tensor_content(), *n, nullptr).status();
   }
@@ -420,8 +419,7 @@ absl::Status ValidateTensorProto(const tfp::TensorProto& proto,
 }
 
 absl::StatusOr<tfp::TensorProto> CompressTensor(const Tensor& tensor, bool delta_encode,
-                                                ChunkCompression compression,
-                                                int zstd_level) {
+                                                ChunkCompression compression, int zstd_level) {
   if (absl::Status s = ValidateTensor(tensor); !s.ok()) return s;
   if (absl::Status s = CheckCompression(compression); !s.ok()) return s;
   tfp::TensorProto proto;
@@ -504,8 +502,7 @@ struct RowsLayout {
 };
 
 absl::StatusOr<RowsLayout> Layout(const tfp::TensorProto& proto, bool delta_encoded,
-                                  ChunkCompression compression, int64_t offset,
-                                  int64_t length) {
+                                  ChunkCompression compression, int64_t offset, int64_t length) {
   if (absl::Status s = CheckCompression(compression); !s.ok()) return s;
   RowsLayout layout;
   layout.meta.dtype = proto.dtype();
@@ -514,27 +511,26 @@ absl::StatusOr<RowsLayout> Layout(const tfp::TensorProto& proto, bool delta_enco
   if (!elem.ok()) return elem.status();
   layout.rows = layout.meta.num_rows();
   if (layout.rows < 0) {
-    return absl::DataLossError(absl::StrCat(
-        "Corrupt chunk tensor: implausible shape ", ShapeString(layout.meta.shape), "."));
+    return absl::DataLossError(absl::StrCat("Corrupt chunk tensor: implausible shape ",
+                                            ShapeString(layout.meta.shape), "."));
   }
   if (offset < 0 || length < 0 || offset > layout.rows || length > layout.rows - offset) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Slice [", offset, ", ", offset + length, ") is out of range for a chunk of ",
-        layout.rows, " rows."));
+    return absl::InvalidArgumentError(absl::StrCat("Slice [", offset, ", ", offset + length,
+                                                   ") is out of range for a chunk of ", layout.rows,
+                                                   " rows."));
   }
   absl::StatusOr<int64_t> declared = DeclaredBytes(layout.meta.shape, *elem);
   if (!declared.ok()) return declared.status();
   layout.total = *declared;
   layout.row_bytes = layout.rows == 0 ? 0 : layout.total / layout.rows;
   // Delta decoding needs rows [0, offset + length); nothing needs later rows.
-  layout.apply_delta = delta_encoded && IsDeltaEncodable(layout.meta.dtype) &&
-                       layout.meta.shape.size() >= 2;
+  layout.apply_delta =
+      delta_encoded && IsDeltaEncodable(layout.meta.dtype) && layout.meta.shape.size() >= 2;
   return layout;
 }
 
 absl::Status DecodeRows(const RowsLayout& layout, absl::string_view content,
-                        ChunkCompression compression, int64_t offset, int64_t length,
-                        char* dst) {
+                        ChunkCompression compression, int64_t offset, int64_t length, char* dst) {
   const Tensor& meta = layout.meta;
   const int64_t rows = layout.rows, total = layout.total, row_bytes = layout.row_bytes;
   const bool apply_delta = layout.apply_delta;
@@ -556,14 +552,12 @@ absl::Status DecodeRows(const RowsLayout& layout, absl::string_view content,
   if (compression == kZstd) {
     needed_rows = offset + length;
     scratch.resize(needed_rows * row_bytes);
-    if (absl::Status s = ZstdDecodeRange(content, 0, scratch.size(), scratch.data());
-        !s.ok()) {
+    if (absl::Status s = ZstdDecodeRange(content, 0, scratch.size(), scratch.data()); !s.ok()) {
       return s;
     }
   } else {  // A raw Snappy block can only be decoded whole.
     scratch.resize(total);
-    if (absl::Status s = DecompressAll(content, compression, total, scratch.data());
-        !s.ok()) {
+    if (absl::Status s = DecompressAll(content, compression, total, scratch.data()); !s.ok()) {
       return s;
     }
     needed_rows = offset + length;
@@ -580,17 +574,17 @@ absl::Status DecodeRows(const RowsLayout& layout, absl::string_view content,
 }  // namespace
 
 absl::Status DecompressRowsInto(const tfp::TensorProto& proto, bool delta_encoded,
-                                ChunkCompression compression, int64_t offset,
-                                int64_t length, char* dst) {
+                                ChunkCompression compression, int64_t offset, int64_t length,
+                                char* dst) {
   absl::StatusOr<RowsLayout> layout = Layout(proto, delta_encoded, compression, offset, length);
   if (!layout.ok()) return layout.status();
   return DecodeRows(*layout, proto.tensor_content(), compression, offset, length, dst);
 }
 
 absl::Status DecompressRowsInto(const tfp::TensorProto& proto,
-                                absl::Span<const absl::string_view> pieces,
-                                bool delta_encoded, ChunkCompression compression,
-                                int64_t offset, int64_t length, char* dst) {
+                                absl::Span<const absl::string_view> pieces, bool delta_encoded,
+                                ChunkCompression compression, int64_t offset, int64_t length,
+                                char* dst) {
   absl::StatusOr<RowsLayout> layout = Layout(proto, delta_encoded, compression, offset, length);
   if (!layout.ok()) return layout.status();
   if (pieces.size() == 1) {
@@ -604,9 +598,9 @@ absl::Status DecompressRowsInto(const tfp::TensorProto& proto,
     uint32_t uncompressed = 0;
     if (!snappy::GetUncompressedLength(&header, &uncompressed) ||
         static_cast<int64_t>(uncompressed) != layout->total) {
-      return absl::DataLossError(absl::StrCat(
-          "Corrupt chunk tensor: expected ", layout->total, " bytes for ",
-          DataTypeName(layout->meta.dtype), ShapeString(layout->meta.shape), "."));
+      return absl::DataLossError(absl::StrCat("Corrupt chunk tensor: expected ", layout->total,
+                                              " bytes for ", DataTypeName(layout->meta.dtype),
+                                              ShapeString(layout->meta.shape), "."));
     }
     if (static_cast<uint64_t>(layout->total) > MaxDecodedBytes(compressed, compression)) {
       return absl::DataLossError(absl::StrCat(
@@ -649,33 +643,33 @@ absl::StatusOr<Tensor> DecompressTensor(const tfp::TensorProto& proto, bool delt
   absl::StatusOr<int64_t> declared = DeclaredBytes(out.shape, *elem);
   if (!declared.ok()) return declared.status();
   // Check the payload before allocating what the shape claims.
-  if (absl::Status s = CheckDeclaredSize(proto.tensor_content(), compression, *declared,
-                                         out.dtype, out.shape);
+  if (absl::Status s =
+          CheckDeclaredSize(proto.tensor_content(), compression, *declared, out.dtype, out.shape);
       !s.ok()) {
     return s;
   }
   out.data.resize(*declared);
-  if (absl::Status s = DecompressRowsInto(proto, delta_encoded, compression, 0,
-                                          out.num_rows(), out.data.data());
+  if (absl::Status s =
+          DecompressRowsInto(proto, delta_encoded, compression, 0, out.num_rows(), out.data.data());
       !s.ok()) {
     return s;
   }
   return out;
 }
 
-absl::StatusOr<Tensor> DecompressChunkTensor(const deepmind::reverb::ChunkData& chunk,
-                                             int index) {
+absl::StatusOr<Tensor> DecompressChunkTensor(const deepmind::reverb::ChunkData& chunk, int index) {
   if (index < 0 || index >= chunk.data().tensors_size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Chunk ", chunk.chunk_key(), " has no tensor ", index, "."));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Chunk ", chunk.chunk_key(), " has no tensor ", index, "."));
   }
-  return DecompressTensor(chunk.data().tensors(index), chunk.delta_encoded(),
-                          chunk.compression());
+  return DecompressTensor(chunk.data().tensors(index), chunk.delta_encoded(), chunk.compression());
 }
 
-absl::StatusOr<deepmind::reverb::ChunkData> BuildChunk(
-    uint64_t chunk_key, const std::vector<Tensor>& columns, uint64_t episode_id,
-    int32_t start, int32_t end, bool delta_encode, CodecPolicy policy, int zstd_level) {
+absl::StatusOr<deepmind::reverb::ChunkData> BuildChunk(uint64_t chunk_key,
+                                                       const std::vector<Tensor>& columns,
+                                                       uint64_t episode_id, int32_t start,
+                                                       int32_t end, bool delta_encode,
+                                                       CodecPolicy policy, int zstd_level) {
   deepmind::reverb::ChunkData chunk;
   chunk.set_chunk_key(chunk_key);
   chunk.mutable_sequence_range()->set_episode_id(episode_id);
@@ -732,8 +726,8 @@ absl::Status TranscodeChunk(deepmind::reverb::ChunkData* chunk, ChunkCompression
     absl::StatusOr<Tensor> stored = DecompressTensor(proto, /*delta_encoded=*/false, source);
     if (!stored.ok()) return stored.status();
     std::string compressed;
-    if (absl::Status s = CompressBytes(stored->data.data(), stored->data.size(), target,
-                                       zstd_level, &compressed);
+    if (absl::Status s = CompressBytes(stored->data.data(), stored->data.size(), target, zstd_level,
+                                       &compressed);
         !s.ok()) {
       return s;
     }

@@ -1,4 +1,4 @@
-// Chunk codec: the TensorProto encoding of chunk tensors (reverb-spec.md §1.3)
+// Chunk codec: the TensorProto encoding of chunk tensors (docs/architecture/wire-protocol.md)
 // and our zstd extension of it.
 //
 // Numeric tensors become TensorProto{dtype, tensor_shape, tensor_content}
@@ -40,14 +40,13 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "schema.pb.h"
-#include "tensor.h"
+#include "server/tensor.h"
 #include "tensor.pb.h"
 
 namespace tf_reverb {
 
 using ChunkCompression = ::deepmind::reverb::ChunkData::Compression;
-inline constexpr ChunkCompression kSnappy =
-    ::deepmind::reverb::ChunkData::COMPRESSION_SNAPPY;
+inline constexpr ChunkCompression kSnappy = ::deepmind::reverb::ChunkData::COMPRESSION_SNAPPY;
 inline constexpr ChunkCompression kZstd = ::deepmind::reverb::ChunkData::COMPRESSION_ZSTD;
 
 // The zstd level used when none is given (benchmarks/chunk_codec_benchmark.cc:
@@ -99,9 +98,9 @@ absl::Status ValidateTensorProto(const ::tf_reverb::tf::TensorProto& proto,
                                  ChunkCompression compression);
 
 // Encodes `tensor` (already stacked, [T, ...]) as a chunk TensorProto.
-absl::StatusOr<::tf_reverb::tf::TensorProto> CompressTensor(
-    const Tensor& tensor, bool delta_encode, ChunkCompression compression = kSnappy,
-    int zstd_level = kDefaultZstdLevel);
+absl::StatusOr<::tf_reverb::tf::TensorProto> CompressTensor(const Tensor& tensor, bool delta_encode,
+                                                            ChunkCompression compression = kSnappy,
+                                                            int zstd_level = kDefaultZstdLevel);
 
 // Shape stored in a chunk TensorProto.
 std::vector<int64_t> ProtoShape(const ::tf_reverb::tf::TensorProto& proto);
@@ -110,32 +109,33 @@ std::vector<int64_t> ProtoShape(const ::tf_reverb::tf::TensorProto& proto);
 absl::StatusOr<Tensor> DecompressTensor(const ::tf_reverb::tf::TensorProto& proto,
                                         bool delta_encoded, ChunkCompression compression);
 // Decodes tensor `index` of `chunk` (codec and delta flag from the chunk).
-absl::StatusOr<Tensor> DecompressChunkTensor(const deepmind::reverb::ChunkData& chunk,
-                                             int index);
+absl::StatusOr<Tensor> DecompressChunkTensor(const deepmind::reverb::ChunkData& chunk, int index);
 
 // Decodes rows [offset, offset + length) of a numeric chunk tensor into
 // `dst`, which must hold length * row_bytes bytes. Whole tensors decompress
 // straight into `dst`; a zstd slice (without delta encoding) also goes
 // straight to `dst`, decoding only the frame up to its last row.
-absl::Status DecompressRowsInto(const ::tf_reverb::tf::TensorProto& proto,
-                                bool delta_encoded, ChunkCompression compression,
-                                int64_t offset, int64_t length, char* dst);
+absl::Status DecompressRowsInto(const ::tf_reverb::tf::TensorProto& proto, bool delta_encoded,
+                                ChunkCompression compression, int64_t offset, int64_t length,
+                                char* dst);
 // The same with the compressed payload given as `pieces`, in order
 // (proto.tensor_content() is ignored): a payload still in the gRPC slices it
 // arrived in. Whole Snappy tensors decode straight from the pieces into
 // `dst`; otherwise several pieces are first joined in a per-thread buffer (a
 // copy of the compressed bytes, not of the decoded ones).
 absl::Status DecompressRowsInto(const ::tf_reverb::tf::TensorProto& proto,
-                                absl::Span<const absl::string_view> pieces,
-                                bool delta_encoded, ChunkCompression compression,
-                                int64_t offset, int64_t length, char* dst);
+                                absl::Span<const absl::string_view> pieces, bool delta_encoded,
+                                ChunkCompression compression, int64_t offset, int64_t length,
+                                char* dst);
 
 // Builds ChunkData for step-stacked column tensors (one tensor per column),
 // with the codec `policy` picks for the chunk as a whole.
-absl::StatusOr<deepmind::reverb::ChunkData> BuildChunk(
-    uint64_t chunk_key, const std::vector<Tensor>& columns, uint64_t episode_id,
-    int32_t start, int32_t end, bool delta_encode,
-    CodecPolicy policy = CodecPolicy::kSnappy, int zstd_level = kDefaultZstdLevel);
+absl::StatusOr<deepmind::reverb::ChunkData> BuildChunk(uint64_t chunk_key,
+                                                       const std::vector<Tensor>& columns,
+                                                       uint64_t episode_id, int32_t start,
+                                                       int32_t end, bool delta_encode,
+                                                       CodecPolicy policy = CodecPolicy::kSnappy,
+                                                       int zstd_level = kDefaultZstdLevel);
 
 // Re-encodes the numeric tensors of `chunk` with `target` (delta encoding and
 // everything else unchanged); a no-op when the chunk already uses it.

@@ -1,7 +1,7 @@
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "server/chunk_codec.h"
-#include "server/testing/tensor_testing.h"
+
+#include <snappy.h>
+#include <zstd.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -12,14 +12,15 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "schema.pb.h"
 #include "server/tensor.h"
-#include "snappy.h"
+#include "server/testing/tensor_testing.h"
 #include "tensor.pb.h"
-#include "zstd.h"
 
 namespace tf_reverb {
 namespace {
@@ -49,18 +50,17 @@ Tensor NumericTensor(DataType dtype, std::vector<int64_t> shape, uint32_t seed) 
 // Every numeric dtype the core stores.
 const std::vector<DataType>& NumericDtypes() {
   static const auto* dtypes = new std::vector<DataType>{
-      tfp::DT_FLOAT,  tfp::DT_DOUBLE,    tfp::DT_INT32,  tfp::DT_UINT8,
-      tfp::DT_INT16,  tfp::DT_INT8,      tfp::DT_COMPLEX64, tfp::DT_INT64,
-      tfp::DT_BOOL,   tfp::DT_QINT8,     tfp::DT_QUINT8, tfp::DT_QINT32,
-      tfp::DT_BFLOAT16, tfp::DT_QINT16,  tfp::DT_QUINT16, tfp::DT_UINT16,
-      tfp::DT_COMPLEX128, tfp::DT_HALF,  tfp::DT_UINT32, tfp::DT_UINT64};
+      tfp::DT_FLOAT,  tfp::DT_DOUBLE,     tfp::DT_INT32,    tfp::DT_UINT8,  tfp::DT_INT16,
+      tfp::DT_INT8,   tfp::DT_COMPLEX64,  tfp::DT_INT64,    tfp::DT_BOOL,   tfp::DT_QINT8,
+      tfp::DT_QUINT8, tfp::DT_QINT32,     tfp::DT_BFLOAT16, tfp::DT_QINT16, tfp::DT_QUINT16,
+      tfp::DT_UINT16, tfp::DT_COMPLEX128, tfp::DT_HALF,     tfp::DT_UINT32, tfp::DT_UINT64};
   return *dtypes;
 }
 
 const std::vector<DataType>& IntegerDtypes() {
-  static const auto* dtypes = new std::vector<DataType>{
-      tfp::DT_INT8,  tfp::DT_UINT8,  tfp::DT_INT16, tfp::DT_UINT16,
-      tfp::DT_INT32, tfp::DT_UINT32, tfp::DT_INT64, tfp::DT_UINT64};
+  static const auto* dtypes =
+      new std::vector<DataType>{tfp::DT_INT8,  tfp::DT_UINT8,  tfp::DT_INT16, tfp::DT_UINT16,
+                                tfp::DT_INT32, tfp::DT_UINT32, tfp::DT_INT64, tfp::DT_UINT64};
   return *dtypes;
 }
 
@@ -89,9 +89,8 @@ TEST(ChunkCodecTest, RoundTripsEveryNumericDtype) {
 
 TEST(ChunkCodecTest, RoundTripsScalarsAndEmptyTensors) {
   for (std::vector<int64_t> shape :
-       {std::vector<int64_t>{}, std::vector<int64_t>{0},
-        std::vector<int64_t>{0, 5}, std::vector<int64_t>{3, 0},
-        std::vector<int64_t>{1}}) {
+       {std::vector<int64_t>{}, std::vector<int64_t>{0}, std::vector<int64_t>{0, 5},
+        std::vector<int64_t>{3, 0}, std::vector<int64_t>{1}}) {
     SCOPED_TRACE(ShapeString(shape));
     Tensor tensor = NumericTensor(tfp::DT_INT64, shape, 7);
     for (bool delta : {false, true}) {
@@ -140,10 +139,9 @@ TEST(ChunkCodecTest, StringsUseTensorFlowEncoding) {
   ASSERT_TRUE(proto.ok()) << proto.status();
   EXPECT_EQ(proto->dtype(), tfp::DT_STRING);
   // Varint lengths first, then the bytes; uncompressed.
-  EXPECT_EQ(proto->tensor_content(),
-            std::string("\x02\x00\x02"
-                        "ab\x00\xff",
-                        7));
+  EXPECT_EQ(proto->tensor_content(), std::string("\x02\x00\x02"
+                                                 "ab\x00\xff",
+                                                 7));
   absl::StatusOr<Tensor> back = DecompressTensor(*proto, false, kSnappy);
   ASSERT_TRUE(back.ok()) << back.status();
   ExpectSameTensor(*back, tensor);
@@ -154,8 +152,8 @@ TEST(ChunkCodecTest, StringRoundTrips) {
   for (int i = 0; i < 256; ++i) binary.push_back(static_cast<char>(i));
   const std::string long_string = RandomBytes(70000, 11);  // 3-byte varint
   for (bool delta : {false, true}) {
-    Tensor tensor = StringTensor(
-        {3, 2}, {"", "hello", binary, long_string, std::string(200, 'x'), ""});
+    Tensor tensor =
+        StringTensor({3, 2}, {"", "hello", binary, long_string, std::string(200, 'x'), ""});
     absl::StatusOr<tfp::TensorProto> proto = CompressTensor(tensor, delta);
     ASSERT_TRUE(proto.ok()) << proto.status();
     absl::StatusOr<Tensor> back = DecompressTensor(*proto, delta, kSnappy);
@@ -163,8 +161,8 @@ TEST(ChunkCodecTest, StringRoundTrips) {
     ExpectSameTensor(*back, tensor);
   }
   // All-empty and zero-element string tensors.
-  for (Tensor tensor : {StringTensor({2}, {"", ""}), StringTensor({0}, {}),
-                        StringTensor({}, {"scalar"})}) {
+  for (Tensor tensor :
+       {StringTensor({2}, {"", ""}), StringTensor({0}, {}), StringTensor({}, {"scalar"})}) {
     absl::StatusOr<tfp::TensorProto> proto = CompressTensor(tensor, false);
     ASSERT_TRUE(proto.ok()) << proto.status();
     absl::StatusOr<Tensor> back = DecompressTensor(*proto, false, kSnappy);
@@ -184,8 +182,7 @@ TEST(ChunkCodecTest, DecodesStringValLayout) {
   EXPECT_THAT(back->strings, ::testing::ElementsAre("a", std::string("\0b", 2)));
 
   proto.add_string_val("extra");
-  EXPECT_EQ(DecompressTensor(proto, false, kSnappy).status().code(),
-            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(DecompressTensor(proto, false, kSnappy).status().code(), absl::StatusCode::kDataLoss);
 }
 
 TEST(ChunkCodecTest, DeltaEncodingSpecExample) {
@@ -197,8 +194,7 @@ TEST(ChunkCodecTest, DeltaEncodingSpecExample) {
   EXPECT_THAT(Values<int32_t>(*stored), ::testing::ElementsAre(10, 13, 16, 10, 8, 6));
   absl::StatusOr<Tensor> decoded = DecompressTensor(*proto, /*delta_encoded=*/true, kSnappy);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
-  EXPECT_THAT(Values<int32_t>(*decoded),
-              ::testing::ElementsAre(10, 13, 16, 20, 21, 22));
+  EXPECT_THAT(Values<int32_t>(*decoded), ::testing::ElementsAre(10, 13, 16, 20, 21, 22));
 }
 
 TEST(ChunkCodecTest, DeltaEncodingWrapsAroundInUnsignedArithmetic) {
@@ -242,10 +238,9 @@ TEST(ChunkCodecTest, DeltaEncodingRoundTripsEveryIntegerDtype) {
 
 TEST(ChunkCodecTest, DeltaEncodingLeavesOtherTensorsUntouched) {
   // Floats of rank 2, and integers of rank 1 (per-step scalars).
-  for (Tensor tensor : {NumericTensor(tfp::DT_FLOAT, {4, 3}, 1),
-                        NumericTensor(tfp::DT_DOUBLE, {4, 3}, 2),
-                        NumericTensor(tfp::DT_INT32, {6}, 3),
-                        NumericTensor(tfp::DT_BOOL, {2, 2}, 4)}) {
+  for (Tensor tensor :
+       {NumericTensor(tfp::DT_FLOAT, {4, 3}, 1), NumericTensor(tfp::DT_DOUBLE, {4, 3}, 2),
+        NumericTensor(tfp::DT_INT32, {6}, 3), NumericTensor(tfp::DT_BOOL, {2, 2}, 4)}) {
     SCOPED_TRACE(DataTypeName(tensor.dtype) + ShapeString(tensor.shape));
     absl::StatusOr<tfp::TensorProto> delta = CompressTensor(tensor, true);
     absl::StatusOr<tfp::TensorProto> plain = CompressTensor(tensor, false);
@@ -268,27 +263,24 @@ TEST(ChunkCodecTest, DecompressRowsIntoMiddleSlice) {
     absl::StatusOr<tfp::TensorProto> proto = CompressTensor(tensor, delta);
     ASSERT_TRUE(proto.ok());
     std::vector<int32_t> dst(3 * 3, -1);
-    ASSERT_TRUE(DecompressRowsInto(*proto, delta, kSnappy, 1, 3,
-                                   reinterpret_cast<char*>(dst.data()))
-                    .ok());
+    ASSERT_TRUE(
+        DecompressRowsInto(*proto, delta, kSnappy, 1, 3, reinterpret_cast<char*>(dst.data())).ok());
     EXPECT_EQ(dst, std::vector<int32_t>(values.begin() + 3, values.begin() + 12));
     // Last row only; the guard word after it is untouched.
     std::vector<int32_t> last(4, 12345);
-    ASSERT_TRUE(DecompressRowsInto(*proto, delta, kSnappy, 4, 1,
-                                   reinterpret_cast<char*>(last.data()))
-                    .ok());
+    ASSERT_TRUE(
+        DecompressRowsInto(*proto, delta, kSnappy, 4, 1, reinterpret_cast<char*>(last.data()))
+            .ok());
     EXPECT_EQ(last, std::vector<int32_t>({values[12], values[13], values[14], 12345}));
     // The whole tensor.
     std::vector<int32_t> all(15);
-    ASSERT_TRUE(DecompressRowsInto(*proto, delta, kSnappy, 0, 5,
-                                   reinterpret_cast<char*>(all.data()))
-                    .ok());
+    ASSERT_TRUE(
+        DecompressRowsInto(*proto, delta, kSnappy, 0, 5, reinterpret_cast<char*>(all.data())).ok());
     EXPECT_EQ(all, values);
     // Empty slice writes nothing.
     int32_t guard = 99;
-    ASSERT_TRUE(DecompressRowsInto(*proto, delta, kSnappy, 5, 0,
-                                   reinterpret_cast<char*>(&guard))
-                    .ok());
+    ASSERT_TRUE(
+        DecompressRowsInto(*proto, delta, kSnappy, 5, 0, reinterpret_cast<char*>(&guard)).ok());
     EXPECT_EQ(guard, 99);
   }
 }
@@ -318,8 +310,7 @@ TEST(ChunkCodecTest, CorruptPayloadIsDataLoss) {
   garbage.set_tensor_content(RandomBytes(64, 1));
   corrupt.push_back(garbage);
   tfp::TensorProto truncated = *good;
-  truncated.set_tensor_content(good->tensor_content().substr(
-      0, good->tensor_content().size() / 2));
+  truncated.set_tensor_content(good->tensor_content().substr(0, good->tensor_content().size() / 2));
   corrupt.push_back(truncated);
   tfp::TensorProto empty = *good;
   empty.clear_tensor_content();
@@ -363,8 +354,7 @@ TEST(ChunkCodecTest, ImplausibleShapesAreErrorsNotCrashes) {
     absl::StatusOr<Tensor> whole = DecompressTensor(proto, false, kSnappy);
     EXPECT_FALSE(whole.ok());
     EXPECT_THAT(whole.status().code(),
-                ::testing::AnyOf(absl::StatusCode::kDataLoss,
-                                 absl::StatusCode::kInvalidArgument));
+                ::testing::AnyOf(absl::StatusCode::kDataLoss, absl::StatusCode::kInvalidArgument));
 
     tfp::TensorProto strings;
     strings.set_dtype(tfp::DT_STRING);
@@ -373,8 +363,7 @@ TEST(ChunkCodecTest, ImplausibleShapesAreErrorsNotCrashes) {
     absl::StatusOr<Tensor> s = DecompressTensor(strings, false, kSnappy);
     EXPECT_FALSE(s.ok());
     EXPECT_THAT(s.status().code(),
-                ::testing::AnyOf(absl::StatusCode::kDataLoss,
-                                 absl::StatusCode::kInvalidArgument));
+                ::testing::AnyOf(absl::StatusCode::kDataLoss, absl::StatusCode::kInvalidArgument));
   }
 }
 
@@ -442,24 +431,20 @@ TEST(ChunkCodecTest, CorruptStringsAreDataLoss) {
   proto.set_dtype(tfp::DT_STRING);
   proto.mutable_tensor_shape()->add_dim()->set_size(2);
   // Length prefix claims 10 bytes but only 3 follow.
-  proto.set_tensor_content(std::string("\x0a\x00"
-                                       "abc",
-                                       5));
-  EXPECT_EQ(DecompressTensor(proto, false, kSnappy).status().code(),
-            absl::StatusCode::kDataLoss);
+  proto.set_tensor_content(
+      std::string("\x0a\x00"
+                  "abc",
+                  5));
+  EXPECT_EQ(DecompressTensor(proto, false, kSnappy).status().code(), absl::StatusCode::kDataLoss);
   // Unterminated varint.
   proto.set_tensor_content(std::string("\x80\x80", 2));
-  EXPECT_EQ(DecompressTensor(proto, false, kSnappy).status().code(),
-            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(DecompressTensor(proto, false, kSnappy).status().code(), absl::StatusCode::kDataLoss);
   // A length near 2^64 must not overflow the bounds check.
-  proto.set_tensor_content(
-      std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x00", 11));
-  EXPECT_EQ(DecompressTensor(proto, false, kSnappy).status().code(),
-            absl::StatusCode::kDataLoss);
+  proto.set_tensor_content(std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x00", 11));
+  EXPECT_EQ(DecompressTensor(proto, false, kSnappy).status().code(), absl::StatusCode::kDataLoss);
   // Missing everything.
   proto.clear_tensor_content();
-  EXPECT_EQ(DecompressTensor(proto, false, kSnappy).status().code(),
-            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(DecompressTensor(proto, false, kSnappy).status().code(), absl::StatusCode::kDataLoss);
 }
 
 TEST(ChunkCodecTest, UnsupportedDtypesAreInvalidArgument) {
@@ -469,8 +454,7 @@ TEST(ChunkCodecTest, UnsupportedDtypesAreInvalidArgument) {
     tensor.dtype = dtype;
     tensor.shape = {2};
     tensor.data = std::string(16, 'x');
-    EXPECT_EQ(CompressTensor(tensor, false).status().code(),
-              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(CompressTensor(tensor, false).status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(BuildChunk(1, {tensor}, 2, 0, 1, false).status().code(),
               absl::StatusCode::kInvalidArgument);
 
@@ -489,8 +473,7 @@ TEST(ChunkCodecTest, UnsupportedDtypesAreInvalidArgument) {
 }
 
 TEST(ChunkCodecTest, DecompressRowsIntoRejectsStrings) {
-  absl::StatusOr<tfp::TensorProto> proto =
-      CompressTensor(StringTensor({2}, {"a", "b"}), false);
+  absl::StatusOr<tfp::TensorProto> proto = CompressTensor(StringTensor({2}, {"a", "b"}), false);
   ASSERT_TRUE(proto.ok());
   char dst[16];
   EXPECT_EQ(DecompressRowsInto(*proto, false, kSnappy, 0, 1, dst).code(),
@@ -502,11 +485,9 @@ TEST(ChunkCodecTest, MismatchedPayloadIsInvalidArgument) {
   tensor.dtype = tfp::DT_INT32;
   tensor.shape = {2, 2};
   tensor.data = std::string(15, '\0');
-  EXPECT_EQ(CompressTensor(tensor, false).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CompressTensor(tensor, false).status().code(), absl::StatusCode::kInvalidArgument);
   Tensor strings = StringTensor({3}, {"a"});
-  EXPECT_EQ(CompressTensor(strings, false).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CompressTensor(strings, false).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ChunkCodecTest, BuildChunkFillsMetadata) {
@@ -597,8 +578,7 @@ TEST(ChunkCodecZstdTest, TensorContentIsOneFrameWithContentSize) {
     const std::string& content = proto->tensor_content();
     EXPECT_EQ(ZSTD_getFrameContentSize(content.data(), content.size()), tensor.data.size());
     std::string raw(tensor.data.size(), '\0');
-    EXPECT_EQ(ZSTD_decompress(raw.data(), raw.size(), content.data(), content.size()),
-              raw.size());
+    EXPECT_EQ(ZSTD_decompress(raw.data(), raw.size(), content.data(), content.size()), raw.size());
     EXPECT_EQ(raw, tensor.data);
     EXPECT_LT(content.size(), tensor.data.size() / 4);
   }
@@ -632,8 +612,7 @@ TEST(ChunkCodecZstdTest, EverySliceMatchesTheWholeTensor) {
           for (int64_t length : {int64_t{0}, int64_t{1}, int64_t{3}, rows - offset}) {
             if (offset + length > rows) continue;
             std::string dst(length * row_bytes + 1, '\x5a');
-            ASSERT_TRUE(
-                DecompressRowsInto(*proto, delta, codec, offset, length, dst.data()).ok());
+            ASSERT_TRUE(DecompressRowsInto(*proto, delta, codec, offset, length, dst.data()).ok());
             EXPECT_EQ(dst.substr(0, length * row_bytes),
                       tensor.data.substr(offset * row_bytes, length * row_bytes))
                 << offset << "+" << length;
@@ -651,10 +630,10 @@ TEST(ChunkCodecZstdTest, CorruptPayloadIsDataLoss) {
   ASSERT_TRUE(good.ok());
   const std::string& content = good->tensor_content();
   std::vector<std::string> bad = {
-      RandomBytes(64, 1),                            // not a frame
-      content.substr(0, content.size() / 2),         // truncated
-      content.substr(0, 8),                          // header only
-      "",                                            // empty
+      RandomBytes(64, 1),                     // not a frame
+      content.substr(0, content.size() / 2),  // truncated
+      content.substr(0, 8),                   // header only
+      "",                                     // empty
   };
   // A frame declaring another size.
   Tensor other = FrameLikeTensor({8, 20001});
@@ -693,8 +672,7 @@ TEST(ChunkCodecZstdTest, UnknownCompressionIsInvalidArgument) {
             absl::StatusCode::kInvalidArgument);
   deepmind::reverb::ChunkData chunk = BuildChunk(1, {tensor}, 1, 0, 1, false).value();
   chunk.set_compression(unknown);
-  EXPECT_EQ(DecompressChunkTensor(chunk, 0).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecompressChunkTensor(chunk, 0).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(TranscodeChunk(&chunk, kSnappy).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(CheckCompression(7).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(CheckCompression(kZstd).ok());
@@ -738,10 +716,9 @@ TEST(ChunkCodecZstdTest, BuildChunkPolicies) {
       EXPECT_EQ(parsed.compression(), cases[i].want);
     }
   }
-  EXPECT_EQ(DecompressChunkTensor(BuildChunk(1, {small}, 1, 0, 9, false).value(), 1)
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      DecompressChunkTensor(BuildChunk(1, {small}, 1, 0, 9, false).value(), 1).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ChunkCodecZstdTest, SnappyChunksSerializeAsReverbDoes) {

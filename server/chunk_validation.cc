@@ -1,9 +1,9 @@
-#include "chunk_validation.h"
+#include "server/chunk_validation.h"
 
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "chunk_codec.h"
+#include "server/chunk_codec.h"
 
 namespace tf_reverb {
 
@@ -24,8 +24,8 @@ absl::Status ValidateChunk(const deepmind::reverb::ChunkData& chunk) {
     }
     const int rank = tensor.tensor_shape().dim_size();
     if (rank == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name, " tensor ", i, ": tensor_shape has no leading (time) dimension."));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " tensor ", i, ": tensor_shape has no leading (time) dimension."));
     }
     if (rank > kMaxChunkTensorRank) {
       return absl::InvalidArgumentError(absl::StrCat(name, " tensor ", i, ": tensor_shape has ",

@@ -1,6 +1,6 @@
 // Validation of a chunk a client sends (InsertStreamRequest.chunks), done
 // once when it arrives, so that nothing is stored that a later sample cannot
-// decode (reverb-spec.md §1.3 for the encoding).
+// decode (docs/architecture/wire-protocol.md for the encoding).
 //
 // Contract: pure functions, thread-safe; nothing is allocated in proportion
 // to a number the chunk claims (only to the bytes it actually carries).

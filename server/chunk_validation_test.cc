@@ -1,7 +1,6 @@
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
 #include "server/chunk_validation.h"
+
+#include <snappy.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -9,13 +8,15 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "schema.pb.h"
 #include "server/chunk_codec.h"
 #include "server/tensor.h"
 #include "server/testing/tensor_testing.h"
-#include "snappy.h"
 #include "tensor.pb.h"
 
 namespace tf_reverb {
@@ -33,7 +34,7 @@ namespace tfp = ::tf_reverb::tf;
 // one RLE block of each of `block_sizes` (the byte 'x' repeated).
 std::string ZstdFrame(uint64_t declared, const std::vector<uint32_t>& block_sizes) {
   std::string frame("\x28\xb5\x2f\xfd", 4);
-  frame.push_back(static_cast<char>(0xC0));  // FCS field of 8 bytes
+  frame.push_back(static_cast<char>(0xC0));     // FCS field of 8 bytes
   frame.push_back(static_cast<char>(10 << 3));  // window 2^(10+10)
   for (int i = 0; i < 8; ++i) frame.push_back(static_cast<char>(declared >> (8 * i)));
   for (size_t b = 0; b < block_sizes.size(); ++b) {
@@ -72,8 +73,8 @@ void ExpectRejected(const ChunkData& chunk, const std::string& what) {
 }
 
 TEST(ChunkValidationTest, AcceptsWhatTheWritersBuild) {
-  const Tensor ints = FromValues<int64_t>(tfp::DT_INT64, {4, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9,
-                                                                  10, 11, 12});
+  const Tensor ints =
+      FromValues<int64_t>(tfp::DT_INT64, {4, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
   const Tensor floats = FromValues<float>(tfp::DT_FLOAT, {4}, {0.5f, 1.5f, 2.5f, 3.5f});
   const Tensor strings = StringTensor({4}, {"a", "", "ccc", std::string(300, 'd')});
   const Tensor empty = FromValues<int32_t>(tfp::DT_INT32, {0, 3}, {});
@@ -104,18 +105,16 @@ TEST(ChunkValidationTest, ZstdFrameDeclaringTwoToTheFortyBytesIsRejected) {
 }
 
 TEST(ChunkValidationTest, ZstdFrameWhoseContentDisagreesWithItsHeaderIsRejected) {
-  const ChunkData good = OneTensorChunk(13, tfp::DT_UINT8, {1000}, ZstdFrame(1000, {600, 400}),
-                                        kZstd);
+  const ChunkData good =
+      OneTensorChunk(13, tfp::DT_UINT8, {1000}, ZstdFrame(1000, {600, 400}), kZstd);
   EXPECT_TRUE(ValidateChunk(good).ok()) << ValidateChunk(good);
   ExpectDecodable(good);
   // zstd itself checks the content size at the end of the frame.
   ExpectRejected(OneTensorChunk(14, tfp::DT_UINT8, {1000}, ZstdFrame(1000, {500}), kZstd),
                  "zstd decompression failed");
-  ExpectRejected(
-      OneTensorChunk(15, tfp::DT_UINT8, {1000}, ZstdFrame(1000, {1000, 500}), kZstd),
-      "zstd decompression failed");
-  ExpectRejected(OneTensorChunk(16, tfp::DT_UINT8, {1000}, ZstdFrame(1000, {1000}) + "junk",
-                                kZstd),
+  ExpectRejected(OneTensorChunk(15, tfp::DT_UINT8, {1000}, ZstdFrame(1000, {1000, 500}), kZstd),
+                 "zstd decompression failed");
+  ExpectRejected(OneTensorChunk(16, tfp::DT_UINT8, {1000}, ZstdFrame(1000, {1000}) + "junk", kZstd),
                  "4 bytes follow the zstd frame");
   std::string truncated = ZstdFrame(1000, {600, 400});
   truncated.resize(truncated.size() - 5);
@@ -130,8 +129,7 @@ TEST(ChunkValidationTest, CorruptSnappyBlocksAreRejected) {
   const std::string raw(4000, 'y');
   snappy::Compress(raw.data(), raw.size(), &block);
   EXPECT_TRUE(ValidateChunk(OneTensorChunk(20, tfp::DT_UINT8, {4000}, block, kSnappy)).ok());
-  ExpectRejected(OneTensorChunk(21, tfp::DT_UINT8, {4001}, block, kSnappy),
-                 "expected 4001 bytes");
+  ExpectRejected(OneTensorChunk(21, tfp::DT_UINT8, {4001}, block, kSnappy), "expected 4001 bytes");
   std::string cut = block.substr(0, block.size() - 2);
   ExpectRejected(OneTensorChunk(22, tfp::DT_UINT8, {4000}, cut, kSnappy), "Snappy");
   ExpectRejected(OneTensorChunk(23, tfp::DT_UINT8, {4000}, "", kSnappy), "expected 4000");
@@ -144,8 +142,7 @@ TEST(ChunkValidationTest, ShapesDtypesAndCodecsAreChecked) {
   ExpectRejected(OneTensorChunk(31, tfp::DT_UINT8, {}, block, kSnappy),
                  "no leading (time) dimension");
   ExpectRejected(OneTensorChunk(32, tfp::DT_VARIANT, {1}, block, kSnappy), "tensor 0");
-  ExpectRejected(OneTensorChunk(33, static_cast<DataType>(999), {8}, block, kSnappy),
-                 "tensor 0");
+  ExpectRejected(OneTensorChunk(33, static_cast<DataType>(999), {8}, block, kSnappy), "tensor 0");
   ExpectRejected(OneTensorChunk(34, tfp::DT_UINT8, {8}, block, static_cast<ChunkCompression>(7)),
                  "Unsupported chunk compression 7");
   std::vector<int64_t> deep(kMaxChunkTensorRank + 1, 1);
@@ -160,13 +157,18 @@ TEST(ChunkValidationTest, ShapesDtypesAndCodecsAreChecked) {
 
 TEST(ChunkValidationTest, StringTensorsMustParse) {
   // Lengths 1 and 2, then "a" and "bc".
-  const std::string good("\x01\x02" "abc", 5);
+  const std::string good(
+      "\x01\x02"
+      "abc",
+      5);
   EXPECT_TRUE(ValidateChunk(OneTensorChunk(40, tfp::DT_STRING, {2}, good, kSnappy)).ok());
-  ExpectRejected(OneTensorChunk(41, tfp::DT_STRING, {2}, std::string("\x01\x05" "abc", 5),
+  ExpectRejected(OneTensorChunk(41, tfp::DT_STRING, {2},
+                                std::string("\x01\x05"
+                                            "abc",
+                                            5),
                                 kSnappy),
                  "more than the tensor holds");
-  ExpectRejected(OneTensorChunk(42, tfp::DT_STRING, {2}, good + "z", kSnappy),
-                 "but 4 follow them");
+  ExpectRejected(OneTensorChunk(42, tfp::DT_STRING, {2}, good + "z", kSnappy), "but 4 follow them");
   ExpectRejected(OneTensorChunk(43, tfp::DT_STRING, {2}, std::string("\x81\x82", 2), kSnappy),
                  "bad length prefix");
   ExpectRejected(OneTensorChunk(44, tfp::DT_STRING, {1000}, good, kSnappy), "cannot fit");

@@ -25,16 +25,15 @@ int64_t SaturatingSizeAfter(int64_t inserts, int64_t n, int64_t deletes) {
 }  // namespace
 
 absl::StatusOr<RateLimiter> RateLimiter::Create(double samples_per_insert,
-                                                int64_t min_size_to_sample,
-                                                double min_diff,
+                                                int64_t min_size_to_sample, double min_diff,
                                                 double max_diff) {
   if (std::isnan(samples_per_insert) || !(samples_per_insert > 0)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "samples_per_insert must be > 0, got %g", samples_per_insert));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("samples_per_insert must be > 0, got %g", samples_per_insert));
   }
   if (min_size_to_sample < 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "min_size_to_sample must be >= 1, got %d", min_size_to_sample));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("min_size_to_sample must be >= 1, got %d", min_size_to_sample));
   }
   if (std::isnan(min_diff) || std::isnan(max_diff)) {
     return absl::InvalidArgumentError(
@@ -44,31 +43,26 @@ absl::StatusOr<RateLimiter> RateLimiter::Create(double samples_per_insert,
   }
   if (min_diff > max_diff) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "min_diff must be <= max_diff, got min_diff=%g > max_diff=%g",
-        min_diff, max_diff));
+        "min_diff must be <= max_diff, got min_diff=%g > max_diff=%g", min_diff, max_diff));
   }
-  return RateLimiter(samples_per_insert, min_size_to_sample, min_diff,
-                     max_diff);
+  return RateLimiter(samples_per_insert, min_size_to_sample, min_diff, max_diff);
 }
 
 bool RateLimiter::CanSample(int64_t num_samples) const {
   if (num_samples < 1) return false;
   if (inserts_ - deletes_ < min_size_to_sample_) return false;
-  const double cursor_after =
-      static_cast<double>(inserts_) * samples_per_insert_ -
-      (static_cast<double>(samples_) + static_cast<double>(num_samples));
+  const double cursor_after = static_cast<double>(inserts_) * samples_per_insert_ -
+                              (static_cast<double>(samples_) + static_cast<double>(num_samples));
   return cursor_after >= min_diff_;
 }
 
 bool RateLimiter::CanInsert(int64_t num_inserts) const {
   if (num_inserts < 1) return false;
-  if (SaturatingSizeAfter(inserts_, num_inserts, deletes_) <=
-      min_size_to_sample_) {
+  if (SaturatingSizeAfter(inserts_, num_inserts, deletes_) <= min_size_to_sample_) {
     return true;
   }
   const double cursor_after =
-      (static_cast<double>(inserts_) + static_cast<double>(num_inserts)) *
-          samples_per_insert_ -
+      (static_cast<double>(inserts_) + static_cast<double>(num_inserts)) * samples_per_insert_ -
       static_cast<double>(samples_);
   return cursor_after <= max_diff_;
 }
@@ -108,18 +102,16 @@ absl::StatusOr<RateLimiter> RateLimiter::FromCheckpoint(
       Create(checkpoint.samples_per_insert(), checkpoint.min_size_to_sample(),
              checkpoint.min_diff(), checkpoint.max_diff());
   if (!limiter.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Invalid rate limiter checkpoint: ", limiter.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Invalid rate limiter checkpoint: ", limiter.status().message()));
   }
   if (checkpoint.insert_count() < 0 || checkpoint.sample_count() < 0 ||
-      checkpoint.delete_count() < 0 ||
-      checkpoint.delete_count() > checkpoint.insert_count()) {
+      checkpoint.delete_count() < 0 || checkpoint.delete_count() > checkpoint.insert_count()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "Invalid rate limiter checkpoint: counters must be >= 0 with "
         "delete_count <= insert_count, got insert_count=%d, sample_count=%d, "
         "delete_count=%d",
-        checkpoint.insert_count(), checkpoint.sample_count(),
-        checkpoint.delete_count()));
+        checkpoint.insert_count(), checkpoint.sample_count(), checkpoint.delete_count()));
   }
   limiter->inserts_ = checkpoint.insert_count();
   limiter->samples_ = checkpoint.sample_count();

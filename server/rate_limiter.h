@@ -1,5 +1,5 @@
 // RateLimiter: decides when a table may insert or sample, from the counters
-// of inserts, samples and deletes (reverb-spec.md §2.5, §3.4).
+// of inserts, samples and deletes (docs/concepts/rate-limiters.md).
 //
 //   size = inserts - deletes, cursor = inserts * samples_per_insert - samples
 //   CanSample(n): size >= min_size_to_sample && cursor - n >= min_diff
@@ -27,8 +27,7 @@ namespace tf_reverb {
 
 class RateLimiter {
  public:
-  static absl::StatusOr<RateLimiter> Create(double samples_per_insert,
-                                            int64_t min_size_to_sample,
+  static absl::StatusOr<RateLimiter> Create(double samples_per_insert, int64_t min_size_to_sample,
                                             double min_diff, double max_diff);
 
   bool CanSample(int64_t num_samples) const;
@@ -67,8 +66,8 @@ class RateLimiter {
   int64_t deletes() const { return deletes_; }
 
  private:
-  RateLimiter(double samples_per_insert, int64_t min_size_to_sample,
-              double min_diff, double max_diff)
+  RateLimiter(double samples_per_insert, int64_t min_size_to_sample, double min_diff,
+              double max_diff)
       : samples_per_insert_(samples_per_insert),
         min_size_to_sample_(min_size_to_sample),
         min_diff_(min_diff),

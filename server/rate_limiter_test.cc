@@ -1,6 +1,3 @@
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
-#include "checkpoint.pb.h"
 #include "server/rate_limiter.h"
 
 #include <cfloat>
@@ -9,6 +6,9 @@
 #include <limits>
 #include <utility>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "checkpoint.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "schema.pb.h"
@@ -18,10 +18,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-RateLimiter MustCreate(double spi, int64_t min_size, double min_diff,
-                       double max_diff) {
-  absl::StatusOr<RateLimiter> limiter =
-      RateLimiter::Create(spi, min_size, min_diff, max_diff);
+RateLimiter MustCreate(double spi, int64_t min_size, double min_diff, double max_diff) {
+  absl::StatusOr<RateLimiter> limiter = RateLimiter::Create(spi, min_size, min_diff, max_diff);
   EXPECT_TRUE(limiter.ok()) << limiter.status();
   return *std::move(limiter);
 }
@@ -33,8 +31,7 @@ TEST(RateLimiterTest, CreateValidates) {
   auto limiter = RateLimiter::Create(-1, 1, 0, 1);
   EXPECT_EQ(limiter.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(limiter.status().message(), "samples_per_insert must be > 0, got -1");
-  EXPECT_EQ(RateLimiter::Create(0, 1, 0, 1).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RateLimiter::Create(0, 1, 0, 1).status().code(), absl::StatusCode::kInvalidArgument);
   limiter = RateLimiter::Create(std::nan(""), 1, 0, 1);
   EXPECT_EQ(limiter.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(limiter.status().message(), HasSubstr("samples_per_insert"));
@@ -42,8 +39,7 @@ TEST(RateLimiterTest, CreateValidates) {
   limiter = RateLimiter::Create(1, 0, 0, 1);
   EXPECT_EQ(limiter.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(limiter.status().message(), "min_size_to_sample must be >= 1, got 0");
-  EXPECT_EQ(RateLimiter::Create(1, -5, 0, 1).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RateLimiter::Create(1, -5, 0, 1).status().code(), absl::StatusCode::kInvalidArgument);
 
   limiter = RateLimiter::Create(1, 1, 2, 1);
   EXPECT_EQ(limiter.status().code(), absl::StatusCode::kInvalidArgument);

@@ -1,4 +1,4 @@
-#include "signature.h"
+#include "server/signature.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -38,9 +38,9 @@ absl::StatusOr<std::optional<std::vector<int64_t>>> SpecShape(
   dims.reserve(proto.dim_size());
   for (const auto& dim : proto.dim()) {
     if (dim.size() < -1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "The table signature's spec at ", PathString(path), " has dimension ", dim.size(),
-          "; dimensions are >= 0, or -1 for unknown."));
+      return absl::InvalidArgumentError(
+          absl::StrCat("The table signature's spec at ", PathString(path), " has dimension ",
+                       dim.size(), "; dimensions are >= 0, or -1 for unknown."));
     }
     dims.push_back(dim.size());
   }
@@ -64,18 +64,30 @@ absl::Status AddSpec(const std::string& name, const tfp::TensorShapeProto& shape
 const char* KindName(tfp::StructuredValue::KindCase kind) {
   using Kind = tfp::StructuredValue;
   switch (kind) {
-    case Kind::kNoneValue: return "None";
-    case Kind::kFloat64Value: return "a float";
-    case Kind::kInt64Value: return "an int";
-    case Kind::kStringValue: return "a str";
-    case Kind::kBoolValue: return "a bool";
-    case Kind::kTensorShapeValue: return "a TensorShape";
-    case Kind::kTensorDtypeValue: return "a DType";
-    case Kind::kTypeSpecValue: return "a composite TypeSpec";
-    case Kind::kTensorValue: return "a tensor";
-    case Kind::kNumpyValue: return "a numpy array";
-    case Kind::KIND_NOT_SET: return "an empty value";
-    default: return "an unknown value";
+    case Kind::kNoneValue:
+      return "None";
+    case Kind::kFloat64Value:
+      return "a float";
+    case Kind::kInt64Value:
+      return "an int";
+    case Kind::kStringValue:
+      return "a str";
+    case Kind::kBoolValue:
+      return "a bool";
+    case Kind::kTensorShapeValue:
+      return "a TensorShape";
+    case Kind::kTensorDtypeValue:
+      return "a DType";
+    case Kind::kTypeSpecValue:
+      return "a composite TypeSpec";
+    case Kind::kTensorValue:
+      return "a tensor";
+    case Kind::kNumpyValue:
+      return "a numpy array";
+    case Kind::KIND_NOT_SET:
+      return "an empty value";
+    default:
+      return "an unknown value";
   }
 }
 
@@ -106,9 +118,8 @@ absl::Status Flatten(const tfp::StructuredValue& value, std::vector<std::string>
     }
     case Kind::kListValue:
     case Kind::kTupleValue: {
-      const auto& values = value.kind_case() == Kind::kListValue
-                               ? value.list_value().values()
-                               : value.tuple_value().values();
+      const auto& values = value.kind_case() == Kind::kListValue ? value.list_value().values()
+                                                                 : value.tuple_value().values();
       for (int i = 0; i < values.size(); ++i) {
         if (absl::Status s = nested(absl::StrCat(i), values[i]); !s.ok()) return s;
       }
@@ -222,9 +233,9 @@ absl::Status CheckItemColumns(absl::string_view table, const std::vector<Signatu
     }
     if (!ok) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "Item of table '", table, "' is inconsistent with the table signature: column ", c,
-          " ", spec.path, spec.name.empty() ? "" : absl::StrCat(" (name '", spec.name, "')"),
-          " is ", SignatureSpecString(spec), " in the signature but the item provides ",
+          "Item of table '", table, "' is inconsistent with the table signature: column ", c, " ",
+          spec.path, spec.name.empty() ? "" : absl::StrCat(" (name '", spec.name, "')"), " is ",
+          SignatureSpecString(spec), " in the signature but the item provides ",
           DataTypeName(column.dtype), PartialShapeString(column.shape), "."));
     }
   }

@@ -1,6 +1,6 @@
 // Table signatures: the flat column specs of a serialized
 // tensorflow.StructuredValue, and the check of an item's columns against
-// them (reverb-spec.md §2.3, §2.8; issue 12 item 6).
+// them (docs/concepts/tables.md, docs/concepts/writers-and-patterns.md; issue 12 item 6).
 //
 // A signature is a nest of TensorSpecs encoded by TensorFlow's
 // nested_structure_coder (or by tf_reverb/reverb_types.py without TF). Its
@@ -35,8 +35,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "server/tensor.h"
 #include "struct.pb.h"
-#include "tensor.h"
 #include "tensor.pb.h"
 
 namespace tf_reverb {
@@ -84,8 +84,7 @@ struct ItemColumn {
 
 // Checks the columns of an item for `table` against its signature (see the
 // item rule above).
-absl::Status CheckItemColumns(absl::string_view table,
-                              const std::vector<SignatureSpec>& signature,
+absl::Status CheckItemColumns(absl::string_view table, const std::vector<SignatureSpec>& signature,
                               const std::vector<ItemColumn>& columns);
 
 }  // namespace tf_reverb

@@ -1,5 +1,3 @@
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "server/signature.h"
 
 #include <cstdint>
@@ -8,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/tensor.h"
@@ -85,9 +85,9 @@ TEST(ParseSignatureTest, FlattensInDmTreeOrder) {
                                       "('z', 0)", "('z', 1, 0)", "('z', 1, 1)"}));
   std::vector<tfp::DataType> dtypes;
   for (const SignatureSpec& column : *columns) dtypes.push_back(column.dtype);
-  EXPECT_EQ(dtypes, (std::vector<tfp::DataType>{tfp::DT_FLOAT, tfp::DT_BOOL, tfp::DT_STRING,
-                                                tfp::DT_DOUBLE, tfp::DT_INT32, tfp::DT_INT64,
-                                                tfp::DT_UINT8}));
+  EXPECT_EQ(dtypes,
+            (std::vector<tfp::DataType>{tfp::DT_FLOAT, tfp::DT_BOOL, tfp::DT_STRING, tfp::DT_DOUBLE,
+                                        tfp::DT_INT32, tfp::DT_INT64, tfp::DT_UINT8}));
   EXPECT_EQ((*columns)[5].shape, (std::vector<int64_t>{2}));
 }
 
@@ -180,8 +180,8 @@ TEST(SameSignatureTest, ComparesNestsNotBytes) {
   for (const char* key : {"a", "b", "c", "d", "e", "f"}) {
     // A map entry: key = 1, value = 2 (all lengths here are < 128).
     const std::string value = fields[key].SerializeAsString();
-    const std::string entry = std::string("\x0a\x01") + key + "\x12" +
-                              static_cast<char>(value.size()) + value;
+    const std::string entry =
+        std::string("\x0a\x01") + key + "\x12" + static_cast<char>(value.size()) + value;
     const std::string field = std::string("\x0a") + static_cast<char>(entry.size()) + entry;
     forward += field;
     backward = field + backward;
@@ -234,8 +234,7 @@ TEST(CheckItemColumnsTest, AcceptsStepShapesOfUnsqueezedColumns) {
 }
 
 TEST(CheckItemColumnsTest, RejectsWrongColumnCount) {
-  absl::Status status =
-      CheckItemColumns("t", ObsAndReward(), {{tfp::DT_FLOAT, {5, 3}, false}});
+  absl::Status status = CheckItemColumns("t", ObsAndReward(), {{tfp::DT_FLOAT, {5, 3}, false}});
   EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
   EXPECT_THAT(status.message(), HasSubstr("table 't'"));
   EXPECT_THAT(status.message(), HasSubstr("1 columns but the signature has 2"));

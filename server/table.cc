@@ -1,9 +1,9 @@
-#include "table.h"
+#include "server/table.h"
 
 #include <algorithm>
-#include <vector>
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -53,8 +53,7 @@ void Table::CollectWakersLocked(WakeList* wake) {
   if (!insert_waiters_.empty() && (closed_ || rate_limiter_.CanInsert(1))) {
     take(&insert_waiters_, &inserts_blocked_ms_, &metrics_.insert_blocked_seconds);
   }
-  if (!sample_waiters_.empty() &&
-      (closed_ || (!items_.empty() && rate_limiter_.CanSample(1)))) {
+  if (!sample_waiters_.empty() && (closed_ || (!items_.empty() && rate_limiter_.CanSample(1)))) {
     take(&sample_waiters_, &samples_blocked_ms_, &metrics_.sample_blocked_seconds);
   }
 }
@@ -110,8 +109,7 @@ Table::Table(Config config, std::shared_ptr<const std::vector<SignatureSpec>> si
 
 Table::~Table() { Close(); }
 
-absl::Status Table::WaitFor(const std::function<bool()>& ready,
-                            absl::Duration timeout,
+absl::Status Table::WaitFor(const std::function<bool()>& ready, absl::Duration timeout,
                             const std::function<bool()>& cancelled, int64_t* waited_ms,
                             int64_t* waiting_threads, AtomicHistogram* blocked_seconds) {
   if (closed_) return absl::CancelledError(kTableClosedMessage);
@@ -177,9 +175,8 @@ absl::Status Table::InsertOrAssign(TableItem item, absl::Duration timeout,
   if (items_.contains(key)) {
     return UpdateLocked(key, priority);
   }
-  auto can_insert = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return rate_limiter_.CanInsert(1);
-  };
+  auto can_insert = [this]()
+                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return rate_limiter_.CanInsert(1); };
   if (absl::Status s = WaitFor(can_insert, timeout, cancelled, &inserts_blocked_ms_,
                                &insert_waiting_threads_, &metrics_.insert_blocked_seconds);
       !s.ok()) {
@@ -192,8 +189,7 @@ absl::Status Table::InsertOrAssign(TableItem item, absl::Duration timeout,
   return status;
 }
 
-absl::StatusOr<bool> Table::TryInsertOrAssign(TableItem& item,
-                                              const std::shared_ptr<Waker>& wake) {
+absl::StatusOr<bool> Table::TryInsertOrAssign(TableItem& item, const std::shared_ptr<Waker>& wake) {
   if (absl::Status s = CheckItem(item); !s.ok()) return s;
   const uint64_t key = item.item->key();
   const double priority = item.item->priority();
@@ -220,8 +216,8 @@ absl::Status Table::InsertLocked(TableItem item) {
   const absl::Time now = absl::Now();
   const int64_t seconds = absl::ToUnixSeconds(now);
   proto->mutable_inserted_at()->set_seconds(seconds);
-  proto->mutable_inserted_at()->set_nanos(static_cast<int32_t>(
-      absl::ToInt64Nanoseconds(now - absl::FromUnixSeconds(seconds))));
+  proto->mutable_inserted_at()->set_nanos(
+      static_cast<int32_t>(absl::ToInt64Nanoseconds(now - absl::FromUnixSeconds(seconds))));
   proto->set_times_sampled(0);
   const uint64_t key = proto->key();
   const double priority = proto->priority();
@@ -254,8 +250,7 @@ absl::Status Table::AddLocked(std::shared_ptr<const TableItem> item, double prio
     ++episode_refs_[chunk->sequence_range().episode_id()];
     RefChunkLocked(chunk.get(), 1, inserted);
   }
-  items_.emplace(key, Entry{std::move(item), priority, times_sampled,
-                            next_insertion_order_++});
+  items_.emplace(key, Entry{std::move(item), priority, times_sampled, next_insertion_order_++});
   UpdateLevelsLocked();
   return absl::OkStatus();
 }
@@ -294,8 +289,7 @@ absl::Status Table::UpdateLocked(uint64_t key, double priority) {
   return absl::OkStatus();
 }
 
-void Table::Notify(void (TableExtension::*hook)(const ExtensionItem&),
-                   const Entry& entry) const {
+void Table::Notify(void (TableExtension::*hook)(const ExtensionItem&), const Entry& entry) const {
   if (extensions_.empty()) return;
   const ExtensionItem item{*entry.data, entry.priority, entry.times_sampled};
   for (const auto& extension : extensions_) ((*extension).*hook)(item);
@@ -326,8 +320,7 @@ absl::Status Table::SampleBatch(int64_t num_samples, absl::Duration timeout,
                                 std::vector<SampledItem>* out,
                                 const std::function<bool()>& cancelled) {
   if (num_samples < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("num_samples must be >= 1, got ", num_samples));
+    return absl::InvalidArgumentError(absl::StrCat("num_samples must be >= 1, got ", num_samples));
   }
   WakeList wake;
   absl::MutexLock lock(&mu_);
@@ -346,11 +339,9 @@ absl::Status Table::SampleBatch(int64_t num_samples, absl::Duration timeout,
 }
 
 absl::StatusOr<bool> Table::TrySampleBatch(int64_t num_samples, std::vector<SampledItem>* out,
-                                           const std::shared_ptr<Waker>& wake,
-                                           bool rate_limited) {
+                                           const std::shared_ptr<Waker>& wake, bool rate_limited) {
   if (num_samples < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("num_samples must be >= 1, got ", num_samples));
+    return absl::InvalidArgumentError(absl::StrCat("num_samples must be >= 1, got ", num_samples));
   }
   WakeList wakers;
   absl::MutexLock lock(&mu_);
@@ -371,8 +362,7 @@ absl::Status Table::SampleLocked(int64_t num_samples, bool rate_limited,
     return !items_.empty() && rate_limiter_.CanSample(1);
   };
   int64_t bytes = 0;
-  for (int64_t i = 0; i < num_samples && bytes < kMaxSampleBatchBytes && can_sample();
-       ++i) {
+  for (int64_t i = 0; i < num_samples && bytes < kMaxSampleBatchBytes && can_sample(); ++i) {
     absl::StatusOr<KeyWithProbability> picked = sampler_->Sample();
     if (!picked.ok()) return picked.status();
     Entry& entry = items_.find(picked->key)->second;
@@ -381,8 +371,8 @@ absl::Status Table::SampleLocked(int64_t num_samples, bool rate_limited,
     rate_limiter_.RecordSample();
     Notify(&TableExtension::OnSample, entry);
     out->push_back(SampledItem{*entry.data, entry.priority, entry.times_sampled,
-                               picked->probability,
-                               static_cast<int64_t>(items_.size()), rate_limited});
+                               picked->probability, static_cast<int64_t>(items_.size()),
+                               rate_limited});
     const int64_t item_bytes = ChunkBytes(*entry.data);
     bytes += item_bytes;
     TableMetrics::Add(metrics_.samples, 1);
@@ -394,16 +384,15 @@ absl::Status Table::SampleLocked(int64_t num_samples, bool rate_limited,
   return absl::OkStatus();
 }
 
-absl::Status Table::MutateItems(
-    const std::vector<deepmind::reverb::KeyWithPriority>& updates,
-    const std::vector<uint64_t>& deletes) {
+absl::Status Table::MutateItems(const std::vector<deepmind::reverb::KeyWithPriority>& updates,
+                                const std::vector<uint64_t>& deletes) {
   WakeList wake;
   absl::MutexLock lock(&mu_);
   for (const auto& update : updates) {
     if (absl::Status s = ValidatePriority(update.priority()); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          s.message(), " (key ", update.key(), ", priority ", update.priority(),
-          "; no update or delete of this request was applied)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(s.message(), " (key ", update.key(), ", priority ", update.priority(),
+                       "; no update or delete of this request was applied)"));
     }
   }
   for (uint64_t key : deletes) {
@@ -462,8 +451,8 @@ Table::Snapshot Table::TakeSnapshot() const {
   std::vector<std::pair<uint64_t, CheckpointItem>> copied;
   copied.reserve(order.size());
   for (const auto& [position, entry] : order) {
-    copied.emplace_back(position, CheckpointItem{entry->data, entry->priority,
-                                                 entry->times_sampled});
+    copied.emplace_back(position,
+                        CheckpointItem{entry->data, entry->priority, entry->times_sampled});
   }
   lock.Release();
   std::sort(copied.begin(), copied.end(),
@@ -474,8 +463,8 @@ Table::Snapshot Table::TakeSnapshot() const {
 }
 
 absl::StatusOr<std::vector<std::string>> Table::Restore(
-    const deepmind::reverb::PriorityTableCheckpoint& checkpoint,
-    std::vector<CheckpointItem> items, RestoreMode mode) {
+    const deepmind::reverb::PriorityTableCheckpoint& checkpoint, std::vector<CheckpointItem> items,
+    RestoreMode mode) {
   // Everything that can fail is built before the table is touched.
   absl::StatusOr<RateLimiter> limiter = RateLimiter::FromCheckpoint(checkpoint.rate_limiter());
   if (!limiter.ok()) return limiter.status();
@@ -507,7 +496,7 @@ absl::StatusOr<std::vector<std::string>> Table::Restore(
           absl::StrCat(checkpoint.max_times_sampled()));
   differs("rate_limiter", rate_limiter_.DebugString(), limiter->DebugString());
   differs("signature", signature_.empty() ? "none" : "a signature",
-          checkpoint.signature().empty() ? "none"
+          checkpoint.signature().empty()                      ? "none"
           : SameSignature(checkpoint.signature(), signature_) ? "a signature"
                                                               : "another signature");
 
@@ -527,14 +516,13 @@ absl::StatusOr<std::vector<std::string>> Table::Restore(
   for (CheckpointItem& item : items) {
     if (absl::Status s = ValidateTableItem(*item.data); !s.ok()) {
       ClearLocked();
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Item ", item.data->item->key(), " of table ", name_, ": ", s.message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Item ", item.data->item->key(), " of table ", name_, ": ", s.message()));
     }
     if (absl::Status s = AddLocked(std::move(item.data), item.priority, item.times_sampled);
         !s.ok()) {
       ClearLocked();
-      return absl::InvalidArgumentError(
-          absl::StrCat("Restoring table ", name_, ": ", s.message()));
+      return absl::InvalidArgumentError(absl::StrCat("Restoring table ", name_, ": ", s.message()));
     }
   }
   num_deleted_episodes_ = checkpoint.num_deleted_episodes();
@@ -559,9 +547,8 @@ void Table::Close() {
 Table::BlockedCallers Table::blocked_callers() const {
   absl::MutexLock lock(&mu_);
   auto live = [](const std::vector<Waiter>& waiters) {
-    return static_cast<int64_t>(std::count_if(waiters.begin(), waiters.end(), [](const Waiter& w) {
-      return !w.waker.expired();
-    }));
+    return static_cast<int64_t>(std::count_if(waiters.begin(), waiters.end(),
+                                              [](const Waiter& w) { return !w.waker.expired(); }));
   };
   return BlockedCallers{insert_waiting_threads_ + live(insert_waiters_),
                         sample_waiting_threads_ + live(sample_waiters_)};
@@ -611,8 +598,7 @@ deepmind::reverb::TableInfo Table::Info() const {
 std::string Table::DebugString() const {
   absl::MutexLock lock(&mu_);
   return absl::StrCat("Table(sampler=", sampler_->DebugString(),
-                      ", remover=", remover_->DebugString(),
-                      ", max_size=", max_size_,
+                      ", remover=", remover_->DebugString(), ", max_size=", max_size_,
                       ", max_times_sampled=", max_times_sampled_, ", name=", name_,
                       ", rate_limiter=", rate_limiter_.DebugString(),
                       ", signature=", signature_.empty() ? "nullptr" : "set", ")");

@@ -1,6 +1,6 @@
 // Table: one replay table — items, their sampler and remover selectors, the
 // rate limiter, eviction, max_times_sampled and episode accounting
-// (reverb-spec.md §2.3, §3.1–3.8).
+// (docs/concepts/tables.md).
 //
 // Contract:
 //  * Thread-safety: every public method is thread-safe. One absl::Mutex guards
@@ -46,14 +46,14 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "checkpoint.pb.h"
-#include "rate_limiter.h"
 #include "schema.pb.h"
-#include "selectors/selector.h"
 #include "server/metrics/atomic_histogram.h"
 #include "server/metrics/table_metrics.h"
-#include "signature.h"
-#include "table_extension.h"
-#include "table_item.h"
+#include "server/rate_limiter.h"
+#include "server/selectors/selector.h"
+#include "server/signature.h"
+#include "server/table_extension.h"
+#include "server/table_item.h"
 
 namespace tf_reverb {
 
@@ -231,8 +231,8 @@ class Table {
   // ValidateTableItem and the signature check, done without the lock.
   absl::Status CheckItem(const TableItem& item) const ABSL_LOCKS_EXCLUDED(mu_);
   // Samples up to `num_samples` items while the rate limiter allows.
-  absl::Status SampleLocked(int64_t num_samples, bool rate_limited,
-                            std::vector<SampledItem>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SampleLocked(int64_t num_samples, bool rate_limited, std::vector<SampledItem>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the waiters whose call may now succeed (all of them once closed)
   // into `wake`, adding their waiting time to the blocked-time counters.
   void CollectWakersLocked(WakeList* wake) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -246,11 +246,10 @@ class Table {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ClearLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets a present item's priority (already validated).
-  absl::Status UpdateLocked(uint64_t key, double priority)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status UpdateLocked(uint64_t key, double priority) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Calls `hook` of every extension with `entry`.
-  void Notify(void (TableExtension::*hook)(const ExtensionItem&), const Entry& entry)
-      const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Notify(void (TableExtension::*hook)(const ExtensionItem&), const Entry& entry) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string name_;
   const std::vector<std::shared_ptr<TableExtension>> extensions_;

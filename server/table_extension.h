@@ -1,5 +1,5 @@
-// TableExtension: hooks a Table calls as its items change (reverb-spec.md
-// §3.9) — after an insert, before a delete, after a priority update, before a
+// TableExtension: hooks a Table calls as its items change
+// (docs/concepts/tables.md) — after an insert, before a delete, after a priority update, before a
 // sample is returned (times_sampled already counts it) and on reset.
 //
 // Contract:
@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <string>
 
-#include "table_item.h"
+#include "server/table_item.h"
 
 namespace tf_reverb {
 

@@ -1,4 +1,3 @@
-#include "absl/status/statusor.h"
 #include "server/table_extension.h"
 
 #include <cstdint>
@@ -7,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -36,16 +36,22 @@ class RecordingExtension : public TableExtension {
 
  private:
   void Record(const char* hook, const ExtensionItem& item) {
-    events.push_back(absl::StrCat(hook, ":", item.data.item->key(), ":", item.priority,
-                                  ":", item.times_sampled));
+    events.push_back(absl::StrCat(hook, ":", item.data.item->key(), ":", item.priority, ":",
+                                  item.times_sampled));
   }
 };
 
-std::shared_ptr<Table> TableWith(std::shared_ptr<TableExtension> extension,
-                                  int64_t max_size, int32_t max_times_sampled) {
-  absl::StatusOr<std::shared_ptr<Table>> table = Table::Create(Table::Config{
-      "t", CreateSelector(Fifo()).value(), CreateSelector(Fifo()).value(), max_size,
-      max_times_sampled, MinSize(1), "", {std::move(extension)}});
+std::shared_ptr<Table> TableWith(std::shared_ptr<TableExtension> extension, int64_t max_size,
+                                 int32_t max_times_sampled) {
+  absl::StatusOr<std::shared_ptr<Table>> table =
+      Table::Create(Table::Config{"t",
+                                  CreateSelector(Fifo()).value(),
+                                  CreateSelector(Fifo()).value(),
+                                  max_size,
+                                  max_times_sampled,
+                                  MinSize(1),
+                                  "",
+                                  {std::move(extension)}});
   EXPECT_TRUE(table.ok()) << table.status();
   return *table;
 }
@@ -61,27 +67,34 @@ TEST(TableExtensionTest, HooksSeeEveryChangeInOrder) {
   ASSERT_TRUE(SampleOne(*table).ok());       // key 2 again: reaches max_times_sampled
   ASSERT_TRUE(table->MutateItems({}, {3}).ok());
   table->Reset();
-  EXPECT_THAT(extension->events,
-              ElementsAre("insert:1:1:0", "insert:2:2:0", "update:2:5:0", "insert:3:3:0",
-                          "delete:1:1:0", "sample:2:5:1", "sample:2:5:2", "delete:2:5:2",
-                          "delete:3:3:0", "reset"));
+  EXPECT_THAT(
+      extension->events,
+      ElementsAre("insert:1:1:0", "insert:2:2:0", "update:2:5:0", "insert:3:3:0", "delete:1:1:0",
+                  "sample:2:5:1", "sample:2:5:2", "delete:2:5:2", "delete:3:3:0", "reset"));
 }
 
 TEST(TableExtensionTest, RejectedPriorityCallsNoHook) {
   auto extension = std::make_shared<RecordingExtension>();
-  absl::StatusOr<std::shared_ptr<Table>> table = Table::Create(Table::Config{
-      "t", CreateSelector(Prioritized(1.0)).value(), CreateSelector(Fifo()).value(), 10,
-      0, MinSize(1), "", {extension}});
+  absl::StatusOr<std::shared_ptr<Table>> table =
+      Table::Create(Table::Config{"t",
+                                  CreateSelector(Prioritized(1.0)).value(),
+                                  CreateSelector(Fifo()).value(),
+                                  10,
+                                  0,
+                                  MinSize(1),
+                                  "",
+                                  {extension}});
   ASSERT_TRUE(table.ok());
   ASSERT_TRUE(Insert(**table, 1, 1.0).ok());
   EXPECT_FALSE(Insert(**table, 2, -1.0).ok());
-  EXPECT_FALSE((*table)->MutateItems({[] {
-                                       KeyWithPriority update;
-                                       update.set_key(1);
-                                       update.set_priority(-3.0);
-                                       return update;
-                                     }()},
-                                     {})
+  EXPECT_FALSE((*table)
+                   ->MutateItems({[] {
+                                   KeyWithPriority update;
+                                   update.set_key(1);
+                                   update.set_priority(-3.0);
+                                   return update;
+                                 }()},
+                                 {})
                    .ok());
   EXPECT_THAT(extension->events, ElementsAre("insert:1:1:0"));
 }

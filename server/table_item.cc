@@ -1,4 +1,4 @@
-#include "table_item.h"
+#include "server/table_item.h"
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -22,22 +22,22 @@ namespace {
 
 // Records the dtype and row shape of column `c`'s first slice (`tensor`, of
 // chunk `chunk_key`) in `out`, or checks a later slice against them.
-absl::Status AddSliceSpec(int c, const deepmind::reverb::FlatTrajectory::Column& column,
-                          bool first, uint64_t chunk_key,
-                          const ::tf_reverb::tf::TensorProto& tensor, ItemColumn* out) {
+absl::Status AddSliceSpec(int c, const deepmind::reverb::FlatTrajectory::Column& column, bool first,
+                          uint64_t chunk_key, const ::tf_reverb::tf::TensorProto& tensor,
+                          ItemColumn* out) {
   const auto& dims = tensor.tensor_shape().dim();
   if (first) {
     out->dtype = tensor.dtype();
     for (int d = 1; d < dims.size(); ++d) out->shape.push_back(dims[d].size());
     return absl::OkStatus();
   }
-  bool same = tensor.dtype() == out->dtype &&
-              dims.size() == static_cast<int>(out->shape.size()) + 1;
+  bool same =
+      tensor.dtype() == out->dtype && dims.size() == static_cast<int>(out->shape.size()) + 1;
   for (int d = 1; same && d < dims.size(); ++d) same = dims[d].size() == out->shape[d - 1];
   if (same) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "Column ", c, " joins slices of different dtypes or row shapes (chunks ",
-      column.chunk_slices(0).chunk_key(), " and ", chunk_key, ")."));
+  return absl::InvalidArgumentError(
+      absl::StrCat("Column ", c, " joins slices of different dtypes or row shapes (chunks ",
+                   column.chunk_slices(0).chunk_key(), " and ", chunk_key, ")."));
 }
 
 }  // namespace
@@ -48,8 +48,7 @@ absl::Status ValidateTableItem(const TableItem& item, std::vector<ItemColumn>* c
   std::vector<ItemColumn> local_columns;
   if (columns == nullptr) columns = &local_columns;
   const auto& trajectory = item.item->flat_trajectory();
-  if (trajectory.columns_size() == 0 ||
-      trajectory.columns(0).chunk_slices_size() == 0) {
+  if (trajectory.columns_size() == 0 || trajectory.columns(0).chunk_slices_size() == 0) {
     return absl::InvalidArgumentError("Item trajectory must not be empty.");
   }
   absl::flat_hash_map<uint64_t, const ChunkData*> by_key;
@@ -66,15 +65,14 @@ absl::Status ValidateTableItem(const TableItem& item, std::vector<ItemColumn>* c
       auto it = by_key.find(slice.chunk_key());
       if (it == by_key.end()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "Column ", c, " references chunk ", slice.chunk_key(),
-            " which was not provided."));
+            "Column ", c, " references chunk ", slice.chunk_key(), " which was not provided."));
       }
       const ChunkData& chunk = *it->second;
       const int tensors = chunk.data().tensors_size();
       if (slice.index() < 0 || slice.index() >= tensors) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Column ", c, " references tensor ", slice.index(), " of chunk ",
-            slice.chunk_key(), " which holds ", tensors, " tensors."));
+        return absl::InvalidArgumentError(
+            absl::StrCat("Column ", c, " references tensor ", slice.index(), " of chunk ",
+                         slice.chunk_key(), " which holds ", tensors, " tensors."));
       }
       const auto& tensor = chunk.data().tensors(slice.index());
       const auto& shape = tensor.tensor_shape();
@@ -83,18 +81,19 @@ absl::Status ValidateTableItem(const TableItem& item, std::vector<ItemColumn>* c
           slice.offset() + static_cast<int64_t>(slice.length()) > chunk_rows) {
         return absl::InvalidArgumentError(absl::StrCat(
             "Column ", c, " slice [", slice.offset(), ", ",
-            slice.offset() + static_cast<int64_t>(slice.length()),
-            ") is out of range for chunk ", slice.chunk_key(), " of ", chunk_rows,
-            " rows."));
+            slice.offset() + static_cast<int64_t>(slice.length()), ") is out of range for chunk ",
+            slice.chunk_key(), " of ", chunk_rows, " rows."));
       }
-      if (absl::Status s = AddSliceSpec(c, column, rows == 0, slice.chunk_key(), tensor, &(*columns)[c]); !s.ok()) {
+      if (absl::Status s =
+              AddSliceSpec(c, column, rows == 0, slice.chunk_key(), tensor, &(*columns)[c]);
+          !s.ok()) {
         return s;
       }
       rows += slice.length();
     }
     if (column.squeeze() && rows != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Column ", c, " is squeezed but has ", rows, " rows."));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Column ", c, " is squeezed but has ", rows, " rows."));
     }
     ItemColumn& out = (*columns)[c];
     out.squeeze = column.squeeze();

@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 #include "schema.pb.h"
-#include "signature.h"
+#include "server/signature.h"
 
 namespace tf_reverb {
 
@@ -51,8 +51,7 @@ std::vector<uint64_t> UniqueChunkKeys(const deepmind::reverb::FlatTrajectory& t)
 // INVALID_ARGUMENT otherwise. With `columns`, the same pass also gives the
 // dtype and shape of each column as a sample would hold it
 // ([rows, *row_shape], or row_shape when squeezed).
-absl::Status ValidateTableItem(const TableItem& item,
-                               std::vector<ItemColumn>* columns = nullptr);
+absl::Status ValidateTableItem(const TableItem& item, std::vector<ItemColumn>* columns = nullptr);
 
 }  // namespace tf_reverb
 

@@ -1,5 +1,3 @@
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "server/table.h"
 
 #include <atomic>
@@ -18,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -26,8 +26,8 @@
 #include "gtest/gtest.h"
 #include "schema.pb.h"
 #include "server/chunk_codec.h"
-#include "server/signature.h"
 #include "server/selectors/selector.h"
+#include "server/signature.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
 #include "server/testing/table_testing.h"
@@ -53,7 +53,6 @@ constexpr absl::Duration kBlockCheck = absl::Milliseconds(150);
 // loaded the machine.
 constexpr absl::Duration kUnblockTimeout = absl::Seconds(120);
 
-
 uint64_t KeyOf(const SampledItem& s) { return s.data.item->key(); }
 
 // Keys present in `table`, found by deleting each candidate (destructive).
@@ -76,11 +75,13 @@ KeyWithPriority Update(uint64_t key, double priority) {
 
 TEST(TableTest, CreateValidates) {
   auto config = [](std::string name, bool sampler, bool remover, int64_t max_size) {
-    return Table::Config{
-        std::move(name),
-        sampler ? CreateSelector(Uniform()).value() : nullptr,
-        remover ? CreateSelector(Fifo()).value() : nullptr,
-        max_size, 0, MinSize(1), ""};
+    return Table::Config{std::move(name),
+                         sampler ? CreateSelector(Uniform()).value() : nullptr,
+                         remover ? CreateSelector(Fifo()).value() : nullptr,
+                         max_size,
+                         0,
+                         MinSize(1),
+                         ""};
   };
   EXPECT_EQ(Table::Create(config("", true, true, 10)).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -128,8 +129,7 @@ TEST(TableTest, InsertInvalidItemIsRejectedWithoutCharge) {
   auto table = MakeTable(Uniform(), Fifo(), 10, 0, MinSize(1));
   TableItem empty;
   empty.item = std::make_shared<PrioritizedItem>();
-  EXPECT_EQ(table->InsertOrAssign(empty, kNoWait).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(table->InsertOrAssign(empty, kNoWait).code(), absl::StatusCode::kInvalidArgument);
   TableItem out_of_range = MakeItem(1);
   auto proto = std::make_shared<PrioritizedItem>(*out_of_range.item);
   proto->mutable_flat_trajectory()->mutable_columns(0)->mutable_chunk_slices(0)->set_length(2);
@@ -223,8 +223,8 @@ TEST(TableTest, SampleBatchStopsAtByteLimit) {
       uint64_t v = gen();
       column.data.append(reinterpret_cast<const char*>(&v), 8);
     }
-    auto chunk = std::make_shared<const ChunkData>(
-        BuildChunk(k + 100, {column}, 1, 0, 0, false).value());
+    auto chunk =
+        std::make_shared<const ChunkData>(BuildChunk(k + 100, {column}, 1, 0, 0, false).value());
     ASSERT_TRUE(table->InsertOrAssign(MakeItem(k, 1.0, {chunk}), kNoWait).ok());
   }
   std::vector<SampledItem> batch;
@@ -268,10 +268,8 @@ TEST(TableTest, InsertOfExistingKeyOnlyUpdatesPriority) {
 TEST(TableTest, MutateItemsDeletesThenUpdatesAndIgnoresMissingKeys) {
   auto table = MakeTable(Heap(false), Fifo(), 10, 0, MinSize(2));
   for (uint64_t k = 1; k <= 4; ++k) ASSERT_TRUE(Insert(*table, k, k).ok());
-  ASSERT_TRUE(table
-                  ->MutateItems({Update(1, 10.0), Update(99, 5.0), Update(3, 100.0)},
-                                {3, 42})
-                  .ok());
+  ASSERT_TRUE(
+      table->MutateItems({Update(1, 10.0), Update(99, 5.0), Update(3, 100.0)}, {3, 42}).ok());
   // 3 was deleted before its update was considered; 99 and 42 are unknown.
   EXPECT_EQ(table->size(), 3);
   absl::StatusOr<SampledItem> s = SampleOne(*table);
@@ -340,8 +338,7 @@ TEST(TableTest, NegativePriorityRejectedByPrioritizedRemover) {
   auto table = MakeTable(Uniform(), Prioritized(1.0), 10, 0, MinSize(1));
   EXPECT_EQ(Insert(*table, 1, -1.0).code(), absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(Insert(*table, 1, 1.0).ok());
-  EXPECT_EQ(table->MutateItems({Update(1, -2.0)}, {}).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(table->MutateItems({Update(1, -2.0)}, {}).code(), absl::StatusCode::kInvalidArgument);
   absl::StatusOr<SampledItem> s = SampleOne(*table);
   ASSERT_TRUE(s.ok());
   EXPECT_DOUBLE_EQ(s->priority, 1.0);
@@ -382,8 +379,7 @@ TEST(TableTest, SampleTimeoutIsDeadlineExceeded) {
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(s.message(), kRateLimiterTimeoutMessage);
   // Bad batch size.
-  EXPECT_EQ(table->SampleBatch(0, kNoWait, &out).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(table->SampleBatch(0, kNoWait, &out).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(TableTest, InsertBlocksOnQueueLimiterUntilSample) {
@@ -535,8 +531,7 @@ TEST(TableTest, ResetUnblocksAnInsertBlockedByTheLimiter) {
 }
 
 TEST(TableTest, InfoReportsConfigurationAndCounters) {
-  auto table = MakeTable(Prioritized(0.8), Fifo(), 10, 3,
-                         Limiter(2.0, 1, -5.0, 7.0), "info_table");
+  auto table = MakeTable(Prioritized(0.8), Fifo(), 10, 3, Limiter(2.0, 1, -5.0, 7.0), "info_table");
   auto info = table->Info();
   EXPECT_EQ(info.name(), "info_table");
   EXPECT_EQ(info.max_size(), 10);
@@ -600,8 +595,8 @@ TEST(TableTest, ConcurrentInsertSampleAndUpdate) {
   for (int t = 0; t < kInserters; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kPerInserter; ++i) {
-        absl::Status s = table->InsertOrAssign(MakeItem(key_of(t, i), 1.0 + i % 7),
-                                               absl::Seconds(30));
+        absl::Status s =
+            table->InsertOrAssign(MakeItem(key_of(t, i), 1.0 + i % 7), absl::Seconds(30));
         EXPECT_TRUE(s.ok()) << s;
       }
       --inserters_running;
@@ -639,8 +634,8 @@ TEST(TableTest, ConcurrentInsertSampleAndUpdate) {
     do {
       std::vector<KeyWithPriority> updates;
       for (int j = 0; j < 5; ++j) {
-        updates.push_back(Update(key_of(gen() % kInserters, gen() % kPerInserter),
-                                 (gen() % 1000) / 100.0));
+        updates.push_back(
+            Update(key_of(gen() % kInserters, gen() % kPerInserter), (gen() % 1000) / 100.0));
       }
       EXPECT_TRUE(table->MutateItems(updates, {}).ok());
       ++updates_done;
@@ -649,8 +644,7 @@ TEST(TableTest, ConcurrentInsertSampleAndUpdate) {
   for (std::thread& t : threads) t.join();
 
   auto info = table->Info();
-  EXPECT_EQ(info.rate_limiter_info().insert_stats().completed(),
-            kInserters * kPerInserter);
+  EXPECT_EQ(info.rate_limiter_info().insert_stats().completed(), kInserters * kPerInserter);
   EXPECT_EQ(info.rate_limiter_info().sample_stats().completed(), samples_taken.load());
   EXPECT_GT(samples_taken.load(), 0);
   EXPECT_GT(updates_done.load(), 0);
@@ -682,7 +676,8 @@ TEST(TableTest, ConcurrentInsertSampleAndUpdate) {
 // ---------------------------------------------------------------------------
 // Signatures: every insert is checked (signature.h), whoever sent it.
 
-std::string TupleSignature(const std::vector<std::pair<tfp::DataType, std::vector<int64_t>>>& specs) {
+std::string TupleSignature(
+    const std::vector<std::pair<tfp::DataType, std::vector<int64_t>>>& specs) {
   tfp::StructuredValue root;
   auto* tuple = root.mutable_tuple_value();
   for (const auto& [dtype, dims] : specs) {
@@ -696,9 +691,15 @@ std::string TupleSignature(const std::vector<std::pair<tfp::DataType, std::vecto
 
 absl::StatusOr<std::shared_ptr<Table>> SignatureTable(std::string signature,
                                                       bool check_item_signatures = true) {
-  return Table::Create(Table::Config{"sig", CreateSelector(Fifo()).value(),
-                                     CreateSelector(Fifo()).value(), 100, 0, MinSize(1),
-                                     std::move(signature), {}, check_item_signatures});
+  return Table::Create(Table::Config{"sig",
+                                     CreateSelector(Fifo()).value(),
+                                     CreateSelector(Fifo()).value(),
+                                     100,
+                                     0,
+                                     MinSize(1),
+                                     std::move(signature),
+                                     {},
+                                     check_item_signatures});
 }
 
 // A one-column chunk of `rows` float32 steps of shape [2].
@@ -719,9 +720,10 @@ TEST(TableSignatureTest, AcceptsItemsOfTheSignature) {
     auto table = SignatureTable(TupleSignature({{tfp::DT_INT64, dims}}));
     ASSERT_TRUE(table.ok()) << table.status();
     EXPECT_TRUE((*table)->InsertOrAssign(MakeItem(1), kNoWait).ok());
-    EXPECT_TRUE((*table)->InsertOrAssign(MakeItem(2, 1.0, {MakeChunk(7, 1, 3), MakeChunk(8, 1, 2)}),
-                                         kNoWait)
-                    .ok());
+    EXPECT_TRUE(
+        (*table)
+            ->InsertOrAssign(MakeItem(2, 1.0, {MakeChunk(7, 1, 3), MakeChunk(8, 1, 2)}), kNoWait)
+            .ok());
     EXPECT_EQ((*table)->size(), 2);
   }
 }
@@ -738,8 +740,7 @@ TEST(TableSignatureTest, RejectsWrongDtypeShapeOrColumnCount) {
 
   auto pairs = SignatureTable(TupleSignature({{tfp::DT_FLOAT, {-1, 3}}}));
   ASSERT_TRUE(pairs.ok()) << pairs.status();
-  absl::Status shape = (*pairs)->InsertOrAssign(
-      MakeItem(2, 1.0, {FloatPairChunk(20, 4)}), kNoWait);
+  absl::Status shape = (*pairs)->InsertOrAssign(MakeItem(2, 1.0, {FloatPairChunk(20, 4)}), kNoWait);
   EXPECT_TRUE(absl::IsInvalidArgument(shape)) << shape;
   EXPECT_THAT(shape.message(), HasSubstr("[?,3] in the signature"));
   EXPECT_THAT(shape.message(), HasSubstr("[4,2]"));
@@ -798,8 +799,8 @@ TEST(TableTest, ColumnsJoiningDifferentSlicesAreRejectedWithoutASignature) {
   Table::Snapshot snapshot = table->TakeSnapshot();
   std::vector<Table::CheckpointItem> items;
   items.push_back(Table::CheckpointItem{std::make_shared<const TableItem>(mixed), 1.0, 0});
-  absl::StatusOr<std::vector<std::string>> restored = table->Restore(
-      snapshot.config, std::move(items), Table::RestoreMode::kCheckpointConfig);
+  absl::StatusOr<std::vector<std::string>> restored =
+      table->Restore(snapshot.config, std::move(items), Table::RestoreMode::kCheckpointConfig);
   EXPECT_TRUE(absl::IsInvalidArgument(restored.status())) << restored.status();
   EXPECT_EQ(table->size(), 0);
 }

@@ -1,4 +1,4 @@
-#include "tensor.h"
+#include "server/tensor.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -41,30 +41,47 @@ absl::StatusOr<int64_t> DataTypeSize(DataType dtype) {
     case tfp::DT_COMPLEX128:
       return 16;
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Tensor of dtype ", DataTypeName(dtype), " is not supported."));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Tensor of dtype ", DataTypeName(dtype), " is not supported."));
   }
 }
 
 std::string DataTypeName(DataType dtype) {
   switch (dtype) {
-    case tfp::DT_FLOAT: return "float";
-    case tfp::DT_DOUBLE: return "double";
-    case tfp::DT_INT32: return "int32";
-    case tfp::DT_UINT8: return "uint8";
-    case tfp::DT_INT16: return "int16";
-    case tfp::DT_INT8: return "int8";
-    case tfp::DT_STRING: return "string";
-    case tfp::DT_COMPLEX64: return "complex64";
-    case tfp::DT_INT64: return "int64";
-    case tfp::DT_BOOL: return "bool";
-    case tfp::DT_BFLOAT16: return "bfloat16";
-    case tfp::DT_UINT16: return "uint16";
-    case tfp::DT_COMPLEX128: return "complex128";
-    case tfp::DT_HALF: return "half";
-    case tfp::DT_UINT32: return "uint32";
-    case tfp::DT_UINT64: return "uint64";
-    default: return absl::StrCat("DataType(", static_cast<int>(dtype), ")");
+    case tfp::DT_FLOAT:
+      return "float";
+    case tfp::DT_DOUBLE:
+      return "double";
+    case tfp::DT_INT32:
+      return "int32";
+    case tfp::DT_UINT8:
+      return "uint8";
+    case tfp::DT_INT16:
+      return "int16";
+    case tfp::DT_INT8:
+      return "int8";
+    case tfp::DT_STRING:
+      return "string";
+    case tfp::DT_COMPLEX64:
+      return "complex64";
+    case tfp::DT_INT64:
+      return "int64";
+    case tfp::DT_BOOL:
+      return "bool";
+    case tfp::DT_BFLOAT16:
+      return "bfloat16";
+    case tfp::DT_UINT16:
+      return "uint16";
+    case tfp::DT_COMPLEX128:
+      return "complex128";
+    case tfp::DT_HALF:
+      return "half";
+    case tfp::DT_UINT32:
+      return "uint32";
+    case tfp::DT_UINT64:
+      return "uint64";
+    default:
+      return absl::StrCat("DataType(", static_cast<int>(dtype), ")");
   }
 }
 
@@ -90,9 +107,9 @@ absl::Status ValidateTensor(const Tensor& tensor) {
   }
   if (tensor.dtype == tfp::DT_STRING) {
     if (static_cast<int64_t>(tensor.strings.size()) != tensor.num_elements()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "String tensor of shape ", ShapeString(tensor.shape), " has ",
-          tensor.strings.size(), " elements"));
+      return absl::InvalidArgumentError(absl::StrCat("String tensor of shape ",
+                                                     ShapeString(tensor.shape), " has ",
+                                                     tensor.strings.size(), " elements"));
     }
     return absl::OkStatus();
   }
@@ -100,9 +117,8 @@ absl::Status ValidateTensor(const Tensor& tensor) {
   if (!size.ok()) return size.status();
   if (static_cast<int64_t>(tensor.data.size()) != *size * tensor.num_elements()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "Tensor of dtype ", DataTypeName(tensor.dtype), " and shape ",
-        ShapeString(tensor.shape), " needs ", *size * tensor.num_elements(),
-        " bytes but has ", tensor.data.size()));
+        "Tensor of dtype ", DataTypeName(tensor.dtype), " and shape ", ShapeString(tensor.shape),
+        " needs ", *size * tensor.num_elements(), " bytes but has ", tensor.data.size()));
   }
   return absl::OkStatus();
 }
@@ -118,12 +134,10 @@ absl::StatusOr<Tensor> StackTensors(const std::vector<const Tensor*>& parts) {
     if (part->dtype != first.dtype || part->shape != first.shape) {
       return absl::InvalidArgumentError(absl::StrCat(
           "Cannot stack tensors of different specs: ", DataTypeName(first.dtype),
-          ShapeString(first.shape), " and ", DataTypeName(part->dtype),
-          ShapeString(part->shape)));
+          ShapeString(first.shape), " and ", DataTypeName(part->dtype), ShapeString(part->shape)));
     }
     if (first.dtype == tfp::DT_STRING) {
-      out.strings.insert(out.strings.end(), part->strings.begin(),
-                         part->strings.end());
+      out.strings.insert(out.strings.end(), part->strings.begin(), part->strings.end());
     } else {
       out.data.append(part->data);
     }

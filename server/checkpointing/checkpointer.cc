@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "checkpoint.pb.h"
 #include "server/checkpointing/record_io.h"
+#include "server/chunk_codec.h"
 #include "server/chunk_validation.h"
 #include "server/logging/event_log.h"
 #include "server/table_item.h"
@@ -79,8 +80,7 @@ std::string CheckpointName(absl::Time time) {
 bool IsCheckpointName(const std::string& name) {
   absl::Time time;
   std::string error;
-  return name.size() == 35 &&
-         absl::ParseTime("%Y-%m-%dT%H:%M:%E9S%Ez", name, &time, &error);
+  return name.size() == 35 && absl::ParseTime("%Y-%m-%dT%H:%M:%E9S%Ez", name, &time, &error);
 }
 
 absl::Status FsError(const std::string& action, const std::string& path,
@@ -130,8 +130,7 @@ std::string Checkpointer::DebugString() const {
   return absl::StrCat("Checkpointer(root=", root_, ", keep_latest=", options_.keep_latest, ")");
 }
 
-absl::StatusOr<std::string> Checkpointer::Save(
-    const std::vector<std::shared_ptr<Table>>& tables) {
+absl::StatusOr<std::string> Checkpointer::Save(const std::vector<std::shared_ptr<Table>>& tables) {
   if (options_.keep_latest < 1) {
     metrics_.save_failures.fetch_add(1, std::memory_order_relaxed);
     return absl::InvalidArgumentError("keep_latest must be >= 1");
@@ -211,12 +210,15 @@ absl::StatusOr<std::string> Checkpointer::SaveLocked(
         if (key != chunk->chunk_key()) renamed[chunk->chunk_key()] = key;
         if (!is_new) continue;
         absl::Status s;
-        if (key == chunk->chunk_key()) {
+        if (key == chunk->chunk_key() && chunk->compression() != kZstd) {
           s = (*chunks_file)->WriteMessage(*chunk);
         } else {
           ChunkData copy = *chunk;
           copy.set_chunk_key(key);
-          s = (*chunks_file)->WriteMessage(copy);
+          // Checkpoints hold Snappy chunks only, so that dm-reverb, which
+          // knows no zstd, restores every checkpoint tf_reverb writes.
+          s = TranscodeChunk(&copy, kSnappy);
+          if (s.ok()) s = (*chunks_file)->WriteMessage(copy);
         }
         if (!s.ok()) return s;
       }
@@ -286,8 +288,7 @@ void Checkpointer::DeleteOld() {
   // Leftovers of interrupted saves (ours only: ".tmp-" + a checkpoint name).
   for (const auto& entry : fs::directory_iterator(root_, error)) {
     const std::string name = entry.path().filename().string();
-    if (absl::StartsWith(name, kTempPrefix) &&
-        IsCheckpointName(name.substr(strlen(kTempPrefix)))) {
+    if (absl::StartsWith(name, kTempPrefix) && IsCheckpointName(name.substr(strlen(kTempPrefix)))) {
       fs::remove_all(entry.path(), error);
     }
   }
@@ -295,8 +296,7 @@ void Checkpointer::DeleteOld() {
 
 absl::StatusOr<std::string> Checkpointer::LoadLatest(
     const std::vector<std::shared_ptr<Table>>& tables) {
-  absl::Status last_error = absl::NotFoundError(
-      absl::StrCat("No complete checkpoint in ", root_));
+  absl::Status last_error = absl::NotFoundError(absl::StrCat("No complete checkpoint in ", root_));
   for (const std::string& path : CompleteCheckpoints()) {
     last_error = Load(path, tables);
     if (last_error.ok()) return path;
@@ -314,6 +314,13 @@ absl::StatusOr<std::string> Checkpointer::LoadLatest(
 absl::Status Checkpointer::Load(const std::string& path,
                                 const std::vector<std::shared_ptr<Table>>& tables) {
   absl::Status status = LoadImpl(path, tables);
+  // A checkpoint with its DONE marker is complete: a file of it that cannot
+  // be found is damage, not "no checkpoint" (NOT_FOUND would let a server
+  // start empty, or load the fallback, over a checkpoint it could not read).
+  if (absl::IsNotFound(status)) {
+    status =
+        absl::DataLossError(absl::StrCat("Checkpoint ", path, " is damaged: ", status.message()));
+  }
   (status.ok() ? metrics_.restores : metrics_.restore_failures)
       .fetch_add(1, std::memory_order_relaxed);
   return status;
@@ -323,8 +330,8 @@ absl::Status Checkpointer::LoadImpl(const std::string& path,
                                     const std::vector<std::shared_ptr<Table>>& tables) {
   const absl::Time start = absl::Now();
   if (!fs::exists(fs::path(path) / kDoneFile)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Checkpoint ", path, " is incomplete (no ", kDoneFile, " file)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Checkpoint ", path, " is incomplete (no ", kDoneFile, " file)"));
   }
   absl::flat_hash_map<std::string, std::shared_ptr<Table>> by_name;
   std::vector<std::string> names;
@@ -381,8 +388,8 @@ absl::Status Checkpointer::LoadImpl(const std::string& path,
     const int32_t times_sampled = proto.times_sampled();
     std::string table = proto.table();
     data.item = std::make_shared<const PrioritizedItem>(std::move(proto));
-    items[table].push_back(Table::CheckpointItem{
-        std::make_shared<const TableItem>(std::move(data)), priority, times_sampled});
+    items[table].push_back(Table::CheckpointItem{std::make_shared<const TableItem>(std::move(data)),
+                                                 priority, times_sampled});
     if (++num_items % kProgressEvery == 0) {
       Log("load_progress", {{"path", path},
                             {"items", num_items},
@@ -402,7 +409,7 @@ absl::Status Checkpointer::LoadImpl(const std::string& path,
       Log("config_differs",
           {{"table", config.table_name()},
            {"kept", options_.restore_mode == Table::RestoreMode::kCheckpointConfig ? "checkpoint"
-                                                                                  : "table"},
+                                                                                   : "table"},
            {"detail", difference}});
     }
     Log("loaded_table", {{"table", config.table_name()}, {"items", count}});

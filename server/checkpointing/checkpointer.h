@@ -1,5 +1,5 @@
 // Checkpointer: saves and restores tables as streams of bounded records in a
-// checkpoint directory under `root` (reverb-spec.md §5, with its sharp edges
+// checkpoint directory under `root` (docs/architecture/checkpoint-format.md, with its sharp edges
 // fixed).
 //
 // A checkpoint is `<root>/<UTC time, RFC 3339 with ns>` holding
@@ -17,9 +17,10 @@
 //    samples continue while a checkpoint is written.
 //  * Ownership: shares the tables with their server.
 //  * Errors: NOT_FOUND from LoadLatest when no complete checkpoint exists;
-//    DATA_LOSS naming the file and offset for corrupt or truncated files;
-//    INVALID_ARGUMENT for a checkpoint table the server does not have;
-//    I/O errors as NOT_FOUND / PERMISSION_DENIED / INTERNAL.
+//    DATA_LOSS naming the file and offset for corrupt or truncated files,
+//    and naming the file when a complete checkpoint (one with DONE) lacks
+//    it; INVALID_ARGUMENT for a checkpoint table the server does not have;
+//    other I/O errors as PERMISSION_DENIED / INTERNAL (NOT_FOUND on save).
 //  * Observability: saves and loads log their events (server/logging) and
 //    count into metrics() (durations, bytes, failures, restores).
 #ifndef TF_REVERB_SERVER_CHECKPOINTING_CHECKPOINTER_H_
@@ -63,8 +64,7 @@ class Checkpointer {
   // returns the directory loaded.
   absl::StatusOr<std::string> LoadLatest(const std::vector<std::shared_ptr<Table>>& tables);
   // Restores the checkpoint at `path` into `tables`.
-  absl::Status Load(const std::string& path,
-                    const std::vector<std::shared_ptr<Table>>& tables);
+  absl::Status Load(const std::string& path, const std::vector<std::shared_ptr<Table>>& tables);
 
   const std::string& root() const { return root_; }
   // Saves and restores so far (read lock-free by the metrics exporter).
@@ -79,8 +79,7 @@ class Checkpointer {
   absl::StatusOr<std::string> SaveLocked(const std::vector<std::shared_ptr<Table>>& tables,
                                          absl::Time start, int64_t* bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(save_mu_);
-  absl::Status LoadImpl(const std::string& path,
-                        const std::vector<std::shared_ptr<Table>>& tables);
+  absl::Status LoadImpl(const std::string& path, const std::vector<std::shared_ptr<Table>>& tables);
 
   const std::string root_;
   const CheckpointerOptions options_;

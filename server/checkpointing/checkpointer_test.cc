@@ -1,5 +1,3 @@
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "server/checkpointing/checkpointer.h"
 
 #include <atomic>
@@ -12,10 +10,12 @@
 #include <utility>
 #include <vector>
 
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
 #include "schema.pb.h"
 #include "server/checkpointing/record_io.h"
 #include "server/chunk_codec.h"
@@ -53,12 +53,10 @@ TEST(CheckpointerTest, RoundTripKeepsOrderPrioritiesCountersAndSharedChunks) {
   auto heap = MakeTable(Heap(/*min_heap=*/true), Fifo(), 10, 0, MinSize(1), "heap");
   auto shared_chunk = MakeChunk(999, 7);
   for (uint64_t key : {5, 3, 9}) {
-    ASSERT_TRUE(fifo->InsertOrAssign(MakeItem(key, key * 1.0, {shared_chunk}),
-                                     absl::ZeroDuration())
-                    .ok());
-    ASSERT_TRUE(heap->InsertOrAssign(MakeItem(key, 10.0 - key, {shared_chunk}),
-                                     absl::ZeroDuration())
-                    .ok());
+    ASSERT_TRUE(
+        fifo->InsertOrAssign(MakeItem(key, key * 1.0, {shared_chunk}), absl::ZeroDuration()).ok());
+    ASSERT_TRUE(
+        heap->InsertOrAssign(MakeItem(key, 10.0 - key, {shared_chunk}), absl::ZeroDuration()).ok());
   }
   ASSERT_THAT(SampleKeys(*fifo, 2), ElementsAre(5, 5));
   Checkpointer checkpointer(root, {});
@@ -90,6 +88,39 @@ TEST(CheckpointerTest, RoundTripKeepsOrderPrioritiesCountersAndSharedChunks) {
   EXPECT_EQ(from_heap->data.chunks[0].get(), head->data.chunks[0].get());
 }
 
+TEST(CheckpointerTest, ZstdChunksAreStoredAsSnappySoDmReverbCanRestore) {
+  const std::string root = FreshRoot("zstd_chunks");
+  Tensor column;
+  column.dtype = ::tf_reverb::tf::DT_INT64;
+  column.shape = {64};
+  for (int64_t r = 0; r < 64; ++r) column.data.append(reinterpret_cast<const char*>(&r), sizeof(r));
+  absl::StatusOr<ChunkData> zstd = BuildChunk(77, {column}, 1, 0, 63, false, CodecPolicy::kZstd);
+  ASSERT_TRUE(zstd.ok()) << zstd.status();
+  ASSERT_EQ(zstd->compression(), kZstd);
+  auto chunk = std::make_shared<const ChunkData>(*zstd);
+  auto table = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1));
+  ASSERT_TRUE(table->InsertOrAssign(MakeItem(1, 1.0, {chunk}), absl::ZeroDuration()).ok());
+
+  Checkpointer checkpointer(root, {});
+  const std::string path = checkpointer.Save({table}).value();
+  auto reader = RecordReader::Open((fs::path(path) / "chunks.tfrecord").string()).value();
+  ChunkData stored;
+  ASSERT_TRUE(reader->ReadMessage(&stored).ok());
+  EXPECT_EQ(stored.chunk_key(), 77u);
+  EXPECT_EQ(stored.compression(), kSnappy);
+  absl::StatusOr<Tensor> decoded = DecompressChunkTensor(stored, 0);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->data, column.data);
+
+  // The table in memory keeps its zstd chunk; the restored one holds Snappy.
+  EXPECT_EQ(SampleOne(*table)->data.chunks[0]->compression(), kZstd);
+  auto restored = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1));
+  ASSERT_TRUE(checkpointer.Load(path, {restored}).ok());
+  absl::StatusOr<SampledItem> sampled = SampleOne(*restored);
+  ASSERT_TRUE(sampled.ok()) << sampled.status();
+  EXPECT_EQ(DecompressChunkTensor(*sampled->data.chunks[0], 0)->data, column.data);
+}
+
 TEST(CheckpointerTest, DifferentChunksUnderOneKeyFromTwoStreamsBothSurvive) {
   // Chunk keys are only unique per writer: two streams sent chunk 7, one of
   // one row and one of four, and an item used each.
@@ -101,7 +132,9 @@ TEST(CheckpointerTest, DifferentChunksUnderOneKeyFromTwoStreamsBothSurvive) {
   four_rows->set_chunk_key(7);
   TableItem last_row = MakeItem(2, 1.0, {four_rows});
   auto* slice = std::const_pointer_cast<PrioritizedItem>(last_row.item)
-                    ->mutable_flat_trajectory()->mutable_columns(0)->mutable_chunk_slices(0);
+                    ->mutable_flat_trajectory()
+                    ->mutable_columns(0)
+                    ->mutable_chunk_slices(0);
   slice->set_offset(3);
   slice->set_length(1);
   ASSERT_TRUE(table->InsertOrAssign(MakeItem(1, 1.0, {one_row}), kNoWait).ok());
@@ -186,6 +219,37 @@ TEST(CheckpointerTest, CorruptCheckpointNamesTheFileAndCanFallBack) {
   absl::StatusOr<std::string> strict = Checkpointer(root, {}).LoadLatest({target});
   ASSERT_TRUE(absl::IsDataLoss(strict.status())) << strict.status();
   EXPECT_THAT(std::string(strict.status().message()), HasSubstr(items.string()));
+
+  absl::StatusOr<std::string> lenient =
+      Checkpointer(root, {.fall_back_to_older = true}).LoadLatest({target});
+  ASSERT_TRUE(lenient.ok()) << lenient.status();
+  EXPECT_EQ(*lenient, older);
+  EXPECT_EQ(target->size(), 1);
+}
+
+TEST(CheckpointerTest, CompleteCheckpointMissingAFileIsDataLossNotAnEmptyStart) {
+  const std::string root = FreshRoot("missing_file");
+  auto table = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1));
+  ASSERT_TRUE(Insert(*table, 1).ok());
+  Checkpointer writer(root, {.keep_latest = 5});
+  const std::string older = writer.Save({table}).value();
+  ASSERT_TRUE(Insert(*table, 2).ok());
+  const std::string newer = writer.Save({table}).value();
+  const fs::path chunks = fs::path(newer) / "chunks.tfrecord";
+  ASSERT_TRUE(fs::remove(chunks));
+
+  auto target = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1));
+  absl::StatusOr<std::string> strict = Checkpointer(root, {}).LoadLatest({target});
+  ASSERT_TRUE(absl::IsDataLoss(strict.status())) << strict.status();
+  EXPECT_THAT(std::string(strict.status().message()), HasSubstr(chunks.string()));
+  EXPECT_EQ(target->size(), 0);
+
+  // Nor does a fallback checkpoint stand in for a damaged one.
+  const std::string spare = FreshRoot("missing_file_spare");
+  const std::string fallback = Checkpointer(spare, {}).Save({table}).value();
+  absl::StatusOr<std::string> with_fallback =
+      Checkpointer(root, {.fallback_checkpoint_path = fallback}).LoadLatest({target});
+  EXPECT_TRUE(absl::IsDataLoss(with_fallback.status())) << with_fallback.status();
 
   absl::StatusOr<std::string> lenient =
       Checkpointer(root, {.fall_back_to_older = true}).LoadLatest({target});

@@ -32,11 +32,11 @@ uint32_t Crc32c(const void* data, size_t size, uint32_t crc) {
   const auto* p = static_cast<const uint8_t*>(data);
   crc = ~crc;
   while (size >= 8) {
-    const uint32_t lo = crc ^ (static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
-                               static_cast<uint32_t>(p[2]) << 16 |
-                               static_cast<uint32_t>(p[3]) << 24);
-    crc = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^
-          t[4][lo >> 24] ^ t[3][p[4]] ^ t[2][p[5]] ^ t[1][p[6]] ^ t[0][p[7]];
+    const uint32_t lo =
+        crc ^ (static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
+               static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24);
+    crc = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^ t[4][lo >> 24] ^
+          t[3][p[4]] ^ t[2][p[5]] ^ t[1][p[6]] ^ t[0][p[7]];
     p += 8;
     size -= 8;
   }

@@ -13,9 +13,7 @@ namespace tf_reverb {
 uint32_t Crc32c(const void* data, size_t size, uint32_t crc = 0);
 
 // The masked CRC that TFRecord framing stores.
-inline uint32_t MaskCrc(uint32_t crc) {
-  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
-}
+inline uint32_t MaskCrc(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
 
 }  // namespace tf_reverb
 

@@ -17,8 +17,8 @@ namespace {
 
 absl::Status IoError(const std::string& action, const std::string& path) {
   const int error = errno;
-  const std::string message = absl::StrCat("Cannot ", action, " ", path, ": ",
-                                           std::strerror(error));
+  const std::string message =
+      absl::StrCat("Cannot ", action, " ", path, ": ", std::strerror(error));
   if (error == ENOENT) return absl::NotFoundError(message);
   if (error == EACCES || error == EPERM) return absl::PermissionDeniedError(message);
   return absl::InternalError(message);
@@ -96,9 +96,8 @@ absl::StatusOr<std::unique_ptr<RecordReader>> RecordReader::Open(const std::stri
   unsigned char head[12];
   const size_t got = std::fread(head, 1, sizeof(head), file);
   const bool plain_header =
-      got == sizeof(head) &&
-      GetFixed32(reinterpret_cast<const char*>(head) + 8) ==
-          MaskCrc(Crc32c(reinterpret_cast<const char*>(head), 8));
+      got == sizeof(head) && GetFixed32(reinterpret_cast<const char*>(head) + 8) ==
+                                 MaskCrc(Crc32c(reinterpret_cast<const char*>(head), 8));
   const bool compressed = !plain_header && ZlibInput::LooksCompressed(head, got);
   if (std::fseek(file, 0, SEEK_SET) != 0) {
     absl::Status error = IoError("seek in", path);
@@ -120,8 +119,8 @@ RecordReader::~RecordReader() {
 
 absl::Status RecordReader::Corrupt(const std::string& what) const {
   return absl::DataLossError(absl::StrCat("Checkpoint file ", path_, " is corrupt at byte ",
-                                          offset_, compressed() ? " of its records" : "",
-                                          ": ", what));
+                                          offset_, compressed() ? " of its records" : "", ": ",
+                                          what));
 }
 
 int64_t RecordReader::RemainingBytes() const {
@@ -156,8 +155,8 @@ absl::Status RecordReader::Read(std::string* record) {
   char footer[4];
   const int64_t remaining = RemainingBytes();
   if (remaining >= 0 && length + sizeof(footer) > static_cast<uint64_t>(remaining)) {
-    return Corrupt(absl::StrCat("truncated record (", length, " bytes claimed, ",
-                                remaining, " left in the file)"));
+    return Corrupt(absl::StrCat("truncated record (", length, " bytes claimed, ", remaining,
+                                " left in the file)"));
   }
   constexpr uint64_t kPiece = uint64_t{64} << 20;
   record->clear();

@@ -1,5 +1,6 @@
-#include "absl/status/status.h"
 #include "server/checkpointing/record_io.h"
+
+#include <zlib.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -9,11 +10,9 @@
 #include <ios>
 #include <iterator>
 #include <string>
-
-#include <zlib.h>
-
 #include <vector>
 
+#include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/checkpointing/crc32c.h"
@@ -189,13 +188,12 @@ TEST(RecordIoTest, ReadsZlibCompressedFilesAsDmReverbWritesThem) {
 }
 
 TEST(RecordIoTest, TruncatedOrCorruptCompressedFilesAreDataLossNamingTheFile) {
-  const std::string plain = RecordFile(TempFile("plain2.tfrecord"),
-                                       {"first", std::string(100000, 'z'), "last"});
+  const std::string plain =
+      RecordFile(TempFile("plain2.tfrecord"), {"first", std::string(100000, 'z'), "last"});
   const std::string deflated = Deflate(plain);
   // Cut anywhere (even where the records inside happen to end), the stream's
   // end and checksum are missing.
-  for (size_t keep : {deflated.size() - 1, deflated.size() - 4, deflated.size() / 2,
-                      size_t{3}}) {
+  for (size_t keep : {deflated.size() - 1, deflated.size() - 4, deflated.size() / 2, size_t{3}}) {
     const std::string path = TempFile("cut.tfrecord");
     WriteAll(path, deflated.substr(0, keep));
     absl::Status end;

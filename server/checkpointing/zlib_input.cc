@@ -49,8 +49,7 @@ absl::StatusOr<bool> ZlibInput::Refill() {
   input_.resize(kInputBytes);
   const size_t got = std::fread(input_.data(), 1, input_.size(), file_);
   if (got == 0 && std::ferror(file_)) {
-    return absl::InternalError(
-        absl::StrCat("Cannot read ", path_, ": ", std::strerror(errno)));
+    return absl::InternalError(absl::StrCat("Cannot read ", path_, ": ", std::strerror(errno)));
   }
   stream_->z.next_in = input_.data();
   stream_->z.avail_in = static_cast<uInt>(got);
@@ -68,8 +67,8 @@ absl::StatusOr<size_t> ZlibInput::Read(char* out, size_t size) {
       if (!*more) {
         // The file ended inside a stream: a truncated file.
         return error_ = absl::DataLossError(absl::StrCat(
-            "Checkpoint file ", path_,
-            " is truncated: its ZLIB-compressed data ends before the stream does"));
+                   "Checkpoint file ", path_,
+                   " is truncated: its ZLIB-compressed data ends before the stream does"));
       }
     }
     z.next_out = reinterpret_cast<Bytef*>(out + produced);
@@ -90,8 +89,8 @@ absl::StatusOr<size_t> ZlibInput::Read(char* out, size_t size) {
       inflateReset(&z);
     } else if (result != Z_OK && !(result == Z_BUF_ERROR && z.avail_in == 0)) {
       return error_ = absl::DataLossError(absl::StrCat(
-          "Checkpoint file ", path_, " has corrupt ZLIB-compressed data: ",
-          z.msg != nullptr ? z.msg : zError(result)));
+                 "Checkpoint file ", path_,
+                 " has corrupt ZLIB-compressed data: ", z.msg != nullptr ? z.msg : zError(result)));
     }
   }
   return produced;

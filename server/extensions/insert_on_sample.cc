@@ -10,8 +10,7 @@
 namespace tf_reverb {
 
 InsertOnSampleExtension::InsertOnSampleExtension(std::shared_ptr<Table> target,
-                                                 absl::Duration timeout,
-                                                 int64_t max_pending)
+                                                 absl::Duration timeout, int64_t max_pending)
     : target_(std::move(target)), timeout_(timeout), max_pending_(max_pending) {
   worker_ = std::thread([this] { Work(); });
 }
@@ -32,8 +31,8 @@ void InsertOnSampleExtension::OnSample(const ExtensionItem& item) {
     std::fprintf(stderr,
                  "InsertOnSampleExtension: dropped the copy of item %llu for table "
                  "%s (%lld copies already pending)\n",
-                 static_cast<unsigned long long>(item.data.item->key()),
-                 target_->name().c_str(), static_cast<long long>(pending_.size()));
+                 static_cast<unsigned long long>(item.data.item->key()), target_->name().c_str(),
+                 static_cast<long long>(pending_.size()));
     return;
   }
   auto copy = std::make_shared<PrioritizedItem>(*item.data.item);

@@ -1,6 +1,3 @@
-#include "absl/status/statusor.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
 #include "server/extensions/insert_on_sample.h"
 
 #include <cstdint>
@@ -8,6 +5,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "server/selectors/selector.h"
 #include "server/table.h"
@@ -22,10 +22,15 @@ using namespace ::tf_reverb::testing;  // NOLINT: test builders
 
 std::shared_ptr<Table> Source(std::shared_ptr<TableExtension> extension,
                               int32_t max_times_sampled = 0) {
-  absl::StatusOr<std::shared_ptr<Table>> table = Table::Create(Table::Config{
-      "source", CreateSelector(Fifo()).value(), CreateSelector(Fifo()).value(), 100,
-      max_times_sampled,
-      MinSize(1), "", {std::move(extension)}});
+  absl::StatusOr<std::shared_ptr<Table>> table =
+      Table::Create(Table::Config{"source",
+                                  CreateSelector(Fifo()).value(),
+                                  CreateSelector(Fifo()).value(),
+                                  100,
+                                  max_times_sampled,
+                                  MinSize(1),
+                                  "",
+                                  {std::move(extension)}});
   EXPECT_TRUE(table.ok()) << table.status();
   return *table;
 }
@@ -55,8 +60,7 @@ TEST(InsertOnSampleExtensionTest, FailedInsertsAreCountedNotLost) {
   // The target is a full queue: the copy's insert times out.
   auto target = MakeTable(Fifo(), Fifo(), 10, 1, QueueLimiter(1), "target");
   ASSERT_TRUE(Insert(*target, 100).ok());
-  auto extension =
-      std::make_shared<InsertOnSampleExtension>(target, absl::Milliseconds(50));
+  auto extension = std::make_shared<InsertOnSampleExtension>(target, absl::Milliseconds(50));
   auto source = Source(extension);
   ASSERT_TRUE(Insert(*source, 1).ok());
   ASSERT_TRUE(SampleOne(*source).ok());
@@ -72,8 +76,8 @@ TEST(InsertOnSampleExtensionTest, BacklogBeyondTheLimitIsDroppedAndCounted) {
   // The copy's insert waits for as long as the test needs (a short timeout
   // could expire before the samples below, on a busy machine, and let the
   // backlog drain): the target is released by sampling it afterwards.
-  auto extension = std::make_shared<InsertOnSampleExtension>(
-      target, absl::Seconds(120), /*max_pending=*/1);
+  auto extension =
+      std::make_shared<InsertOnSampleExtension>(target, absl::Seconds(120), /*max_pending=*/1);
   auto source = Source(extension, /*max_times_sampled=*/1);  // FIFO over 1..5
   for (uint64_t key = 1; key <= 5; ++key) ASSERT_TRUE(Insert(*source, key).ok());
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(SampleOne(*source).ok());

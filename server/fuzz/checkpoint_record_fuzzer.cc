@@ -106,9 +106,9 @@ void ReadRecordFile(const std::string& bytes) {
   FUZZ_CHECK(status.ok() || absl::IsOutOfRange(status) || absl::IsDataLoss(status),
              status.ToString());
   if (absl::IsOutOfRange(status)) {
-    FUZZ_CHECK((*reader)->offset() == static_cast<int64_t>(bytes.size()),
-               absl::StrCat("clean end of file at ", (*reader)->offset(), " of ",
-                            bytes.size(), " bytes"));
+    FUZZ_CHECK(
+        (*reader)->offset() == static_cast<int64_t>(bytes.size()),
+        absl::StrCat("clean end of file at ", (*reader)->offset(), " of ", bytes.size(), " bytes"));
   }
   FUZZ_CHECK_OK((*writer)->Close());
   const std::string written = fuzz::ReadFileOrDie(copy);
@@ -135,9 +135,8 @@ void LoadCheckpoint(const std::string& bytes, bool reframe) {
   }
   // The first byte picks whose configuration wins (both paths restore).
   CheckpointerOptions options;
-  options.restore_mode = !bytes.empty() && (bytes[0] & 1)
-                             ? Table::RestoreMode::kTableConfig
-                             : Table::RestoreMode::kCheckpointConfig;
+  options.restore_mode = !bytes.empty() && (bytes[0] & 1) ? Table::RestoreMode::kTableConfig
+                                                          : Table::RestoreMode::kCheckpointConfig;
   Checkpointer checkpointer(fuzz::ScratchDirectory() + "/root", options);
   const absl::Status status = checkpointer.Load(dir, tables);
   if (!status.ok()) return;

@@ -36,8 +36,8 @@ constexpr int kMaxTensors = 16;
 constexpr int64_t kMaxSliceBytes = int64_t{64} << 20;
 
 std::string Describe(const Tensor& t) {
-  return absl::StrCat(DataTypeName(t.dtype), ShapeString(t.shape), " (", t.data.size(),
-                      " bytes, ", t.strings.size(), " strings)");
+  return absl::StrCat(DataTypeName(t.dtype), ShapeString(t.shape), " (", t.data.size(), " bytes, ",
+                      t.strings.size(), " strings)");
 }
 
 void CheckSameTensor(const Tensor& got, const Tensor& want, const std::string& what) {
@@ -94,21 +94,21 @@ void CheckSlices(const deepmind::reverb::ChunkData& chunk, const tfp::TensorProt
       continue;
     }
     std::string dst(static_cast<size_t>(bytes), '\0');
-    const absl::Status status = DecompressRowsInto(proto, chunk.delta_encoded(), compression,
-                                                   offset, length, dst.data());
+    const absl::Status status =
+        DecompressRowsInto(proto, chunk.delta_encoded(), compression, offset, length, dst.data());
     if (!whole.has_value()) continue;  // a prefix may still decode; no crash is the check
     FUZZ_CHECK_OK(status);
     FUZZ_CHECK(dst == whole->data.substr(offset * layout->row_bytes, bytes),
-               absl::StrCat("rows [", offset, ", ", offset + length, ") of ",
-                            Describe(*whole), " differ from the whole tensor's"));
+               absl::StrCat("rows [", offset, ", ", offset + length, ") of ", Describe(*whole),
+                            " differ from the whole tensor's"));
   }
   // Out of range: an error, and nothing written (the buffer is empty).
   for (const auto& [offset, length] :
        std::vector<std::pair<int64_t, int64_t>>{{layout->rows, 1}, {-1, 1}, {0, -1}}) {
     const absl::Status status =
         DecompressRowsInto(proto, chunk.delta_encoded(), compression, offset, length, nullptr);
-    FUZZ_CHECK(!status.ok(), absl::StrCat("slice [", offset, ", +", length, ") of ",
-                                          layout->rows, " rows accepted"));
+    FUZZ_CHECK(!status.ok(), absl::StrCat("slice [", offset, ", +", length, ") of ", layout->rows,
+                                          " rows accepted"));
   }
 }
 

@@ -18,8 +18,7 @@ namespace fuzz {
 
 [[noreturn]] inline void PropertyFailed(const char* file, int line, const char* what,
                                         const std::string& detail) {
-  std::fprintf(stderr, "%s:%d: fuzz property violated: %s %s\n", file, line, what,
-               detail.c_str());
+  std::fprintf(stderr, "%s:%d: fuzz property violated: %s %s\n", file, line, what, detail.c_str());
   std::fflush(stderr);
   std::abort();
 }
@@ -35,13 +34,13 @@ namespace fuzz {
     }                                                                              \
   } while (false)
 
-#define FUZZ_CHECK_OK(status_expr)                                                  \
-  do {                                                                              \
-    const ::absl::Status fuzz_check_status = (status_expr);                         \
-    if (!fuzz_check_status.ok()) {                                                  \
-      ::tf_reverb::fuzz::PropertyFailed(__FILE__, __LINE__, #status_expr,           \
-                                        fuzz_check_status.ToString());             \
-    }                                                                               \
+#define FUZZ_CHECK_OK(status_expr)                                        \
+  do {                                                                    \
+    const ::absl::Status fuzz_check_status = (status_expr);               \
+    if (!fuzz_check_status.ok()) {                                        \
+      ::tf_reverb::fuzz::PropertyFailed(__FILE__, __LINE__, #status_expr, \
+                                        fuzz_check_status.ToString());    \
+    }                                                                     \
   } while (false)
 
 #endif  // TF_REVERB_SERVER_FUZZ_FUZZ_CHECK_H_

@@ -1,4 +1,4 @@
-// Fuzz target: the server side of InsertStream (server/insert_stream.h,
+// Fuzz target: the server side of InsertStream (server/service/insert_stream.h,
 // server/chunk_validation.h) into real in-memory tables, and the reading of
 // everything it accepted.
 //
@@ -35,11 +35,11 @@
 #include "google/protobuf/wire_format_lite.h"
 #include "reverb_service.pb.h"
 #include "server/chunk_codec.h"
+#include "server/client/sample.h"
 #include "server/fuzz/fuzz_check.h"
 #include "server/fuzz/fuzz_tables.h"
 #include "server/fuzz/item_decoder.h"
-#include "server/insert_stream.h"
-#include "server/sample.h"
+#include "server/service/insert_stream.h"
 #include "server/table.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
@@ -96,9 +96,9 @@ void CheckReadable(const std::string& table, const SampledItem& sampled) {
   const Sample sample = Sample::FromSampledItem(sampled);
   absl::StatusOr<std::vector<ColumnSpec>> specs = sample.ColumnSpecs();
   FUZZ_CHECK(specs.ok(), absl::StrCat(where, ": ColumnSpecs: ", specs.status().ToString()));
-  FUZZ_CHECK(static_cast<int>(specs->size()) == sample.num_columns(),
-             absl::StrCat(where, ": ", specs->size(), " specs for ", sample.num_columns(),
-                          " columns"));
+  FUZZ_CHECK(
+      static_cast<int>(specs->size()) == sample.num_columns(),
+      absl::StrCat(where, ": ", specs->size(), " specs for ", sample.num_columns(), " columns"));
   for (int c = 0; c < sample.num_columns(); ++c) {
     const ColumnSpec& spec = (*specs)[c];
     absl::StatusOr<Tensor> column = sample.UnpackColumn(c);
@@ -112,8 +112,8 @@ void CheckReadable(const std::string& table, const SampledItem& sampled) {
     FUZZ_CHECK_OK(ValidateTensor(*column));
     std::string dst(column->data.size(), '\0');
     FUZZ_CHECK_OK(sample.UnpackColumnInto(c, dst.data()));
-    FUZZ_CHECK(dst == column->data, absl::StrCat(where, ": UnpackColumnInto(", c,
-                                                 ") differs from UnpackColumn"));
+    FUZZ_CHECK(dst == column->data,
+               absl::StrCat(where, ": UnpackColumnInto(", c, ") differs from UnpackColumn"));
   }
 }
 
@@ -151,8 +151,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < requests.size(); ++i) {
     const absl::Status status = handler.Handle(std::move(requests[i]), &confirmed, flush);
     if (verbose) {
-      std::fprintf(stderr, "request %zu: %s, %zu items confirmed\n", i,
-                   status.ToString().c_str(), confirmed.size());
+      std::fprintf(stderr, "request %zu: %s, %zu items confirmed\n", i, status.ToString().c_str(),
+                   confirmed.size());
     }
     confirmed_keys.insert(confirmed.begin(), confirmed.end());
     confirmed.clear();

@@ -59,8 +59,7 @@ inline absl::Status DecodeItem(const TableItem& item, int64_t max_slice_bytes) {
           return absl::DataLossError("implausible row shape");
         }
       }
-      if (slice.length() < 0 ||
-          __builtin_mul_overflow(bytes, int64_t{slice.length()}, &bytes)) {
+      if (slice.length() < 0 || __builtin_mul_overflow(bytes, int64_t{slice.length()}, &bytes)) {
         return absl::InvalidArgumentError("implausible slice length");
       }
       if (bytes > max_slice_bytes) {

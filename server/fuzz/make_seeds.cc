@@ -98,8 +98,8 @@ void ChunkSeeds(SeedWriter& out) {
             Chunk(2, {Counting(tfp::DT_INT64, {5, 2}, 7)}, true, CodecPolicy::kSnappy, 3)
                 .SerializeAsString());
   out.Write("chunk_codec_fuzzer", "zstd_float_and_uint8",
-            Chunk(3, {Counting(tfp::DT_FLOAT, {6, 2}, 3), Counting(tfp::DT_UINT8, {6}, 9)},
-                  false, CodecPolicy::kZstd, 1)
+            Chunk(3, {Counting(tfp::DT_FLOAT, {6, 2}, 3), Counting(tfp::DT_UINT8, {6}, 9)}, false,
+                  CodecPolicy::kZstd, 1)
                 .SerializeAsString());
   out.Write("chunk_codec_fuzzer", "zstd_delta_int16",
             Chunk(4, {Counting(tfp::DT_INT16, {3, 4, 2}, 5)}, true, CodecPolicy::kZstd, 2)
@@ -109,14 +109,14 @@ void ChunkSeeds(SeedWriter& out) {
                   CodecPolicy::kSnappy)
                 .SerializeAsString());
   out.Write("chunk_codec_fuzzer", "zstd_scalar_rows_bool",
-            Chunk(6, {Counting(tfp::DT_BOOL, {8}, 0), Counting(tfp::DT_UINT64, {8, 1}, 4)},
-                  true, CodecPolicy::kZstd, 5)
+            Chunk(6, {Counting(tfp::DT_BOOL, {8}, 0), Counting(tfp::DT_UINT64, {8, 1}, 4)}, true,
+                  CodecPolicy::kZstd, 5)
                 .SerializeAsString());
 }
 
 deepmind::reverb::PrioritizedItem ItemOver(uint64_t key, const std::string& table,
-                                           const ChunkData& chunk, int32_t offset,
-                                           int32_t length, double priority) {
+                                           const ChunkData& chunk, int32_t offset, int32_t length,
+                                           double priority) {
   deepmind::reverb::PrioritizedItem item;
   item.set_key(key);
   item.set_table(table);
@@ -152,8 +152,8 @@ void CheckpointSeeds(SeedWriter& out) {
     }
     for (int i = 0; i < c.items; ++i) {
       auto chunk = std::make_shared<const ChunkData>(
-          Chunk(100 + i, {Counting(tfp::DT_INT32, {3, 2}, i), Strings({"x", "yz", ""})},
-                i % 2 == 1, c.policy));
+          Chunk(100 + i, {Counting(tfp::DT_INT32, {3, 2}, i), Strings({"x", "yz", ""})}, i % 2 == 1,
+                c.policy));
       for (size_t t = 0; t < tables.size(); ++t) {
         TableItem item;
         item.item = std::make_shared<const deepmind::reverb::PrioritizedItem>(
@@ -177,8 +177,8 @@ void CheckpointSeeds(SeedWriter& out) {
   }
 }
 
-deepmind::reverb::PatternNode Node(int column, std::optional<int> start,
-                                   std::optional<int> stop, std::optional<int> step = {}) {
+deepmind::reverb::PatternNode Node(int column, std::optional<int> start, std::optional<int> stop,
+                                   std::optional<int> step = {}) {
   deepmind::reverb::PatternNode node;
   node.set_flat_source_index(column);
   if (start) node.set_start(*start);
@@ -372,28 +372,35 @@ void InsertStreamSeeds(SeedWriter& out) {
   }
   {  // zstd and delta chunks; a column spanning two chunks; chunks sent first.
     Request chunks;
-    *chunks.add_chunks() = Chunk(21, {Counting(tfp::DT_INT64, {4, 2}, 3)}, true, CodecPolicy::kZstd);
-    *chunks.add_chunks() = Chunk(22, {Counting(tfp::DT_INT64, {2, 2}, 9)}, true, CodecPolicy::kZstd, 4);
+    *chunks.add_chunks() =
+        Chunk(21, {Counting(tfp::DT_INT64, {4, 2}, 3)}, true, CodecPolicy::kZstd);
+    *chunks.add_chunks() =
+        Chunk(22, {Counting(tfp::DT_INT64, {2, 2}, 9)}, true, CodecPolicy::kZstd, 4);
     Request items;
     *items.add_items() = Item(3, "u", {{{21, 1, 3, 0}, {22, 0, 2, 0}}});
     *items.add_items() = Item(4, "u", {{{22, 1, 1, 0}}}, {true});
     items.add_keep_chunk_keys(22);
     Request later;
-    *later.add_chunks() = Chunk(23, {Counting(tfp::DT_INT64, {2, 2}, 5)}, false, CodecPolicy::kSnappy);
+    *later.add_chunks() =
+        Chunk(23, {Counting(tfp::DT_INT64, {2, 2}, 5)}, false, CodecPolicy::kSnappy);
     *later.add_items() = Item(5, "u", {{{22, 0, 1, 0}, {23, 0, 2, 0}}});
-    out.Write("insert_stream_fuzzer", "zstd_delta_multi_chunk", StreamInput({chunks, items, later}));
+    out.Write("insert_stream_fuzzer", "zstd_delta_multi_chunk",
+              StreamInput({chunks, items, later}));
   }
   {  // Regression: a column joining int64 [2] and float32 [] rows must be
      // rejected (it was stored and could not be sampled).
     Request request;
-    *request.add_chunks() = Chunk(41, {Counting(tfp::DT_INT64, {2, 2}, 9)}, true, CodecPolicy::kZstd);
-    *request.add_chunks() = Chunk(42, {Counting(tfp::DT_FLOAT, {2}, 5)}, false, CodecPolicy::kSnappy);
+    *request.add_chunks() =
+        Chunk(41, {Counting(tfp::DT_INT64, {2, 2}, 9)}, true, CodecPolicy::kZstd);
+    *request.add_chunks() =
+        Chunk(42, {Counting(tfp::DT_FLOAT, {2}, 5)}, false, CodecPolicy::kSnappy);
     *request.add_items() = Item(7, "u", {{{41, 0, 1, 0}, {42, 0, 2, 0}}});
     out.Write("insert_stream_fuzzer", "regression_column_of_mixed_specs", StreamInput({request}));
   }
   {  // The same key twice (the second only updates the priority).
     Request request;
-    *request.add_chunks() = Chunk(31, {Counting(tfp::DT_UINT8, {5, 3}, 0)}, false, CodecPolicy::kZstd);
+    *request.add_chunks() =
+        Chunk(31, {Counting(tfp::DT_UINT8, {5, 3}, 0)}, false, CodecPolicy::kZstd);
     *request.add_items() = Item(6, "t", {{{31, 0, 5, 0}}});
     *request.add_items() = Item(6, "t", {{{31, 0, 5, 0}}});
     out.Write("insert_stream_fuzzer", "zstd_repeated_key", StreamInput({request}));

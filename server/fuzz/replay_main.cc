@@ -42,8 +42,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "cannot read %s\n", file.c_str());
       return 2;
     }
-    const std::string bytes((std::istreambuf_iterator<char>(in)),
-                            std::istreambuf_iterator<char>());
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::fprintf(stderr, "running %s (%zu bytes)\n", file.c_str(), bytes.size());
     LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   }

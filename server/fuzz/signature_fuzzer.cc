@@ -55,7 +55,7 @@ void CheckTableCreate(const std::string& bytes, const absl::Status& parsed) {
   absl::StatusOr<std::shared_ptr<Table>> table = fuzz::MakeFuzzTable("t", 10, bytes);
   const bool want_ok = bytes.empty() || !absl::IsInvalidArgument(parsed);
   FUZZ_CHECK(table.ok() == want_ok, absl::StrCat("Table::Create: ", table.status().ToString(),
-                                                  "; ParseSignature: ", parsed.ToString()));
+                                                 "; ParseSignature: ", parsed.ToString()));
   if (table.ok()) FUZZ_CHECK((*table)->Info().signature() == bytes, "signature not kept");
 }
 
@@ -88,8 +88,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Items built from the specs match; broken ones do not.
   std::vector<ItemColumn> squeezed, batched;
   for (const SignatureSpec& spec : *specs) {
-    FUZZ_CHECK(IsCompatibleShape(spec.shape, Concrete(spec.shape)),
-               SignatureSpecString(spec));
+    FUZZ_CHECK(IsCompatibleShape(spec.shape, Concrete(spec.shape)), SignatureSpecString(spec));
     squeezed.push_back(ItemColumn{spec.dtype, Concrete(spec.shape), /*squeeze=*/true});
     std::vector<int64_t> rows = {3};
     for (int64_t d : Concrete(spec.shape)) rows.push_back(d);
@@ -101,9 +100,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<ItemColumn> fewer(squeezed.begin(), squeezed.end() - 1);
     FUZZ_CHECK(!CheckItemColumns("t", *specs, fewer).ok(), "a missing column passed");
     std::vector<ItemColumn> wrong = squeezed;
-    wrong.back().dtype = static_cast<DataType>(wrong.back().dtype == tfp::DT_FLOAT
-                                                   ? tfp::DT_DOUBLE
-                                                   : tfp::DT_FLOAT);
+    wrong.back().dtype =
+        static_cast<DataType>(wrong.back().dtype == tfp::DT_FLOAT ? tfp::DT_DOUBLE : tfp::DT_FLOAT);
     FUZZ_CHECK(!CheckItemColumns("t", *specs, wrong).ok(), "a wrong dtype passed");
   }
   return 0;

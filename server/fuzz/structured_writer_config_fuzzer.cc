@@ -88,8 +88,8 @@ int64_t ColumnsNamed(const std::vector<StructuredWriterConfig>& configs) {
       }
     }
     if (config.priority().has_td_error()) {
-      columns = std::max<int64_t>(columns,
-                                  int64_t{config.priority().td_error().flat_source_index()} + 1);
+      columns =
+          std::max<int64_t>(columns, int64_t{config.priority().td_error().flat_source_index()} + 1);
     }
   }
   return columns;
@@ -111,8 +111,7 @@ Tensor Scalar(uint8_t byte) {
 
 void RunSteps(const std::vector<StructuredWriterConfig>& configs, int num_columns,
               const std::string& steps) {
-  absl::StatusOr<std::unique_ptr<LocalPatternRunner>> runner =
-      LocalPatternRunner::Create(configs);
+  absl::StatusOr<std::unique_ptr<LocalPatternRunner>> runner = LocalPatternRunner::Create(configs);
   FUZZ_CHECK_OK(runner.status());
   for (const char c : steps) {
     const uint8_t byte = static_cast<uint8_t>(c);

@@ -27,11 +27,21 @@ void AppendQuoted(absl::string_view value, std::string* out) {
   out->push_back('"');
   for (char c : value) {
     switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           absl::StrAppend(out, absl::StrFormat("\\u%04x", static_cast<int>(c)));

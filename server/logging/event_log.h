@@ -18,8 +18,8 @@
 #ifndef TF_REVERB_SERVER_LOGGING_EVENT_LOG_H_
 #define TF_REVERB_SERVER_LOGGING_EVENT_LOG_H_
 
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <type_traits>

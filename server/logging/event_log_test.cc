@@ -1,9 +1,9 @@
-#include "absl/time/time.h"
 #include "server/logging/event_log.h"
 
 #include <cmath>
 #include <cstdint>
 
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 
 namespace tf_reverb {
@@ -13,8 +13,12 @@ const absl::Time kTime = absl::FromUnixMillis(1796000000123);
 
 TEST(EventLogTest, TextIsKeyValueWithQuotingOnlyWhereNeeded) {
   EXPECT_EQ(FormatEvent(kTime, "reverb_server", "started",
-                        {{"port", 8000}, {"tables", "a,b"}, {"on", true}, {"ratio", 0.5},
-                         {"message", "Cannot read \"x\""}, {"empty", ""}},
+                        {{"port", 8000},
+                         {"tables", "a,b"},
+                         {"on", true},
+                         {"ratio", 0.5},
+                         {"message", "Cannot read \"x\""},
+                         {"empty", ""}},
                         LogFormat::kText),
             "ts=2026-11-30T00:53:20.123Z component=reverb_server event=started port=8000 "
             "tables=a,b on=true ratio=0.5 message=\"Cannot read \\\"x\\\"\" empty=\"\"");
@@ -22,8 +26,11 @@ TEST(EventLogTest, TextIsKeyValueWithQuotingOnlyWhereNeeded) {
 
 TEST(EventLogTest, JsonKeepsKindsAndEscapes) {
   EXPECT_EQ(FormatEvent(kTime, "rpc", "rpc_error",
-                        {{"code", "NOT_FOUND"}, {"calls", int64_t{3}}, {"seconds", 1.5},
-                         {"ok", false}, {"message", "line\nnext \\ \"q\" \x01"},
+                        {{"code", "NOT_FOUND"},
+                         {"calls", int64_t{3}},
+                         {"seconds", 1.5},
+                         {"ok", false},
+                         {"message", "line\nnext \\ \"q\" \x01"},
                          {"nan", std::nan("")}},
                         LogFormat::kJson),
             "{\"ts\":\"2026-11-30T00:53:20.123Z\",\"component\":\"rpc\",\"event\":\"rpc_error\","

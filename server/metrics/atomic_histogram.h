@@ -25,16 +25,14 @@ class AtomicHistogram {
  public:
   // `upper_bounds` must be ascending; +Inf is implicit.
   explicit AtomicHistogram(std::vector<double> upper_bounds)
-      : bounds_(std::move(upper_bounds)),
-        counts_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
+      : bounds_(std::move(upper_bounds)), counts_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
     for (size_t i = 0; i <= bounds_.size(); ++i) counts_[i].store(0, std::memory_order_relaxed);
   }
   AtomicHistogram(const AtomicHistogram&) = delete;
   AtomicHistogram& operator=(const AtomicHistogram&) = delete;
 
   void Observe(double value) {
-    const size_t bucket =
-        std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
+    const size_t bucket = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
     counts_[value == value ? bucket : bounds_.size()].fetch_add(1, std::memory_order_relaxed);
     double sum = sum_.load(std::memory_order_relaxed);
     while (!sum_.compare_exchange_weak(sum, sum + value, std::memory_order_relaxed)) {
@@ -42,8 +40,8 @@ class AtomicHistogram {
   }
 
   struct Snapshot {
-    std::vector<double> upper_bounds;   // without +Inf
-    std::vector<uint64_t> cumulative;   // one more than upper_bounds (+Inf last)
+    std::vector<double> upper_bounds;  // without +Inf
+    std::vector<uint64_t> cumulative;  // one more than upper_bounds (+Inf last)
     uint64_t count = 0;
     double sum = 0;
   };

@@ -19,11 +19,11 @@ namespace tf_reverb {
 struct CheckpointMetrics {
   // Successful saves: their count (the histogram's) and durations.
   AtomicHistogram save_seconds{{0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600}};
-  std::atomic<int64_t> saved_bytes{0};        // all successful saves
-  std::atomic<int64_t> last_save_bytes{0};    // the newest successful save
+  std::atomic<int64_t> saved_bytes{0};               // all successful saves
+  std::atomic<int64_t> last_save_bytes{0};           // the newest successful save
   std::atomic<double> last_success_unix_seconds{0};  // 0: none yet
   std::atomic<int64_t> save_failures{0};
-  std::atomic<int64_t> restores{0};           // checkpoints loaded
+  std::atomic<int64_t> restores{0};  // checkpoints loaded
   std::atomic<int64_t> restore_failures{0};
 };
 

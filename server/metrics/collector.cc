@@ -68,9 +68,8 @@ void AddHistogram(MetricFamily* family, Labels labels, const AtomicHistogram& hi
   for (size_t i = 0; i < snapshot.cumulative.size(); ++i) {
     ClientMetric::Bucket bucket;
     bucket.cumulative_count = snapshot.cumulative[i];
-    bucket.upper_bound = i < snapshot.upper_bounds.size()
-                             ? snapshot.upper_bounds[i]
-                             : std::numeric_limits<double>::infinity();
+    bucket.upper_bound = i < snapshot.upper_bounds.size() ? snapshot.upper_bounds[i]
+                                                          : std::numeric_limits<double>::infinity();
     metric.histogram.bucket.push_back(bucket);
   }
   family->metric.push_back(std::move(metric));
@@ -86,7 +85,7 @@ void CollectTables(const std::vector<std::shared_ptr<Table>>& tables,
     const char* name;
     const char* help;
     MetricType type;
-    std::atomic<int64_t> TableMetrics::*field;
+    std::atomic<int64_t> TableMetrics::* field;
   };
   const Level levels[] = {
       {"tf_reverb_table_items", "Items in the table.", MetricType::Gauge, &TableMetrics::items},
@@ -96,9 +95,8 @@ void CollectTables(const std::vector<std::shared_ptr<Table>>& tables,
        MetricType::Gauge, &TableMetrics::episodes},
       {"tf_reverb_table_chunks", "Distinct chunks referenced by the table's items.",
        MetricType::Gauge, &TableMetrics::chunks},
-      {"tf_reverb_table_chunk_stored_bytes",
-       "Bytes of the table's chunks as stored (compressed).", MetricType::Gauge,
-       &TableMetrics::chunk_compressed_bytes},
+      {"tf_reverb_table_chunk_stored_bytes", "Bytes of the table's chunks as stored (compressed).",
+       MetricType::Gauge, &TableMetrics::chunk_compressed_bytes},
       {"tf_reverb_table_chunk_uncompressed_bytes",
        "Bytes of the table's chunks uncompressed (as the writers report).", MetricType::Gauge,
        &TableMetrics::chunk_uncompressed_bytes},
@@ -115,9 +113,8 @@ void CollectTables(const std::vector<std::shared_ptr<Table>>& tables,
       {"tf_reverb_table_inserted_bytes_total",
        "Stored bytes of the chunks inserts brought into the table.", MetricType::Counter,
        &TableMetrics::inserted_bytes},
-      {"tf_reverb_table_sampled_bytes_total",
-       "Stored bytes of the chunks of the sampled items.", MetricType::Counter,
-       &TableMetrics::sampled_bytes},
+      {"tf_reverb_table_sampled_bytes_total", "Stored bytes of the chunks of the sampled items.",
+       MetricType::Counter, &TableMetrics::sampled_bytes},
   };
   for (const Level& level : levels) {
     MetricFamily family = Family(level.name, level.help, level.type);
@@ -126,10 +123,10 @@ void CollectTables(const std::vector<std::shared_ptr<Table>>& tables,
     }
     out->push_back(std::move(family));
   }
-  MetricFamily blocked = Family(
-      "tf_reverb_table_rate_limiter_blocked_seconds",
-      "Time each insert or sample waited for the rate limiter (one observation per wait).",
-      MetricType::Histogram);
+  MetricFamily blocked =
+      Family("tf_reverb_table_rate_limiter_blocked_seconds",
+             "Time each insert or sample waited for the rate limiter (one observation per wait).",
+             MetricType::Histogram);
   MetricFamily callers =
       Family("tf_reverb_table_rate_limiter_blocked_callers",
              "Inserts or samples waiting for the rate limiter now.", MetricType::Gauge);
@@ -149,24 +146,22 @@ void CollectTables(const std::vector<std::shared_ptr<Table>>& tables,
 }
 
 void CollectRpcs(const RpcObserver& rpcs, std::vector<MetricFamily>* out) {
-  MetricFamily calls =
-      Family("tf_reverb_rpc_calls_total", "RPCs started.", MetricType::Counter);
-  MetricFamily errors = Family("tf_reverb_rpc_errors_total",
-                               "RPCs that ended with a status other than OK, by code.",
-                               MetricType::Counter);
-  MetricFamily seconds = Family("tf_reverb_rpc_duration_seconds",
-                                "Duration of finished RPCs (streams: their lifetime).",
-                                MetricType::Histogram);
-  MetricFamily active = Family("tf_reverb_rpc_active_calls",
-                               "RPCs in progress (for the stream methods: open streams).",
-                               MetricType::Gauge);
+  MetricFamily calls = Family("tf_reverb_rpc_calls_total", "RPCs started.", MetricType::Counter);
+  MetricFamily errors =
+      Family("tf_reverb_rpc_errors_total", "RPCs that ended with a status other than OK, by code.",
+             MetricType::Counter);
+  MetricFamily seconds =
+      Family("tf_reverb_rpc_duration_seconds",
+             "Duration of finished RPCs (streams: their lifetime).", MetricType::Histogram);
+  MetricFamily active =
+      Family("tf_reverb_rpc_active_calls",
+             "RPCs in progress (for the stream methods: open streams).", MetricType::Gauge);
   for (const RpcObserver::MethodStats* method : rpcs.methods()) {
     AddValue(&calls, {{"method", method->name}}, Get(method->started));
     for (int code = 1; code < RpcObserver::kNumCodes; ++code) {
       const double count = Get(method->finished[code]);
       if (count > 0) {
-        AddValue(&errors, {{"code", RpcObserver::CodeName(code)}, {"method", method->name}},
-                 count);
+        AddValue(&errors, {{"code", RpcObserver::CodeName(code)}, {"method", method->name}}, count);
       }
     }
     AddHistogram(&seconds, {{"method", method->name}}, method->seconds);
@@ -181,8 +176,7 @@ void CollectCheckpoints(const Checkpointer* checkpointer, std::vector<MetricFami
   static const CheckpointMetrics* const kNone = new CheckpointMetrics();
   const CheckpointMetrics& metrics = checkpointer != nullptr ? checkpointer->metrics() : *kNone;
   MetricFamily duration = Family("tf_reverb_checkpoint_duration_seconds",
-                                 "Duration of successful checkpoint saves.",
-                                 MetricType::Histogram);
+                                 "Duration of successful checkpoint saves.", MetricType::Histogram);
   AddHistogram(&duration, {}, metrics.save_seconds);
   out->push_back(std::move(duration));
   const Scalar values[] = {

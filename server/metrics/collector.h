@@ -45,8 +45,7 @@ namespace tf_reverb {
 
 class MetricsCollector final : public prometheus::Collectable {
  public:
-  MetricsCollector(std::vector<std::shared_ptr<Table>> tables,
-                   std::shared_ptr<RpcObserver> rpcs,
+  MetricsCollector(std::vector<std::shared_ptr<Table>> tables, std::shared_ptr<RpcObserver> rpcs,
                    std::shared_ptr<Checkpointer> checkpointer);
 
   std::vector<prometheus::MetricFamily> Collect() const override;

@@ -17,9 +17,8 @@ absl::StatusOr<std::unique_ptr<MetricsExporter>> MetricsExporter::Start(
   }
   // civetweb's listening_ports syntax: "port" (all IPv4 interfaces) or
   // "address:port".
-  const std::string address = options.host.empty()
-                                  ? absl::StrCat(options.port)
-                                  : absl::StrCat(options.host, ":", options.port);
+  const std::string address = options.host.empty() ? absl::StrCat(options.port)
+                                                   : absl::StrCat(options.host, ":", options.port);
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
     exposer = std::make_unique<prometheus::Exposer>(

@@ -1,19 +1,19 @@
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "server/metrics/exporter.h"
 
 #include <arpa/inet.h>
-#include <cstdint>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
-#include <sys/types.h>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "prometheus/client_metric.h"
@@ -49,12 +49,17 @@ std::map<std::string, std::map<std::string, double>> Values(const MetricsCollect
         absl::StrAppend(&labels, labels.empty() ? "" : ",", label.name, "=", label.value);
       }
       switch (family.type) {
-        case prometheus::MetricType::Counter: out[labels] = metric.counter.value; break;
-        case prometheus::MetricType::Gauge: out[labels] = metric.gauge.value; break;
+        case prometheus::MetricType::Counter:
+          out[labels] = metric.counter.value;
+          break;
+        case prometheus::MetricType::Gauge:
+          out[labels] = metric.gauge.value;
+          break;
         case prometheus::MetricType::Histogram:
           out[labels] = static_cast<double>(metric.histogram.sample_count);
           break;
-        default: break;
+        default:
+          break;
       }
     }
   }
@@ -63,8 +68,8 @@ std::map<std::string, std::map<std::string, double>> Values(const MetricsCollect
 
 TEST(MetricsCollectorTest, ReadsTheTablesCounters) {
   auto table = MakeTable(Uniform(), Fifo(), /*max_size=*/3, 0, MinSize(1), "replay");
-  auto collector = std::make_shared<MetricsCollector>(
-      std::vector<std::shared_ptr<Table>>{table}, std::make_shared<RpcObserver>(), nullptr);
+  auto collector = std::make_shared<MetricsCollector>(std::vector<std::shared_ptr<Table>>{table},
+                                                      std::make_shared<RpcObserver>(), nullptr);
   // Two items share one chunk; then three more on their own chunks (two
   // evictions, which also release the shared chunk).
   auto shared = MakeChunk(7, /*episode_id=*/1);
@@ -82,13 +87,14 @@ TEST(MetricsCollectorTest, ReadsTheTablesCounters) {
 
   for (uint64_t key : {3, 4, 5}) ASSERT_TRUE(Insert(*table, key).ok());
   ASSERT_TRUE(SampleOne(*table).ok());
-  ASSERT_TRUE(table->MutateItems({[] {
-                                    deepmind::reverb::KeyWithPriority update;
-                                    update.set_key(5);
-                                    update.set_priority(2);
-                                    return update;
-                                  }()},
-                                 {})
+  ASSERT_TRUE(table
+                  ->MutateItems({[] {
+                                  deepmind::reverb::KeyWithPriority update;
+                                  update.set_key(5);
+                                  update.set_priority(2);
+                                  return update;
+                                }()},
+                                {})
                   .ok());
   values = Values(*collector);
   EXPECT_EQ(values["tf_reverb_table_inserts_total"]["table=replay"], 5);
@@ -117,14 +123,15 @@ TEST(MetricsCollectorTest, ReadsTheTablesCounters) {
 
 TEST(MetricsCollectorTest, BlockedSamplesAreCountedWhileTheyWaitAndTimedAfter) {
   auto table = MakeTable(Uniform(), Fifo(), 10, 0, MinSize(1), "t");
-  auto collector = std::make_shared<MetricsCollector>(
-      std::vector<std::shared_ptr<Table>>{table}, nullptr, nullptr);
+  auto collector = std::make_shared<MetricsCollector>(std::vector<std::shared_ptr<Table>>{table},
+                                                      nullptr, nullptr);
   auto waker = std::make_shared<Table::Waker>([] {});
   std::vector<SampledItem> out;
   ASSERT_FALSE(*table->TrySampleBatch(1, &out, waker));
-  EXPECT_EQ(Values(*collector)["tf_reverb_table_rate_limiter_blocked_callers"]
-                              ["operation=sample,table=t"],
-            1);
+  EXPECT_EQ(
+      Values(
+          *collector)["tf_reverb_table_rate_limiter_blocked_callers"]["operation=sample,table=t"],
+      1);
   ASSERT_TRUE(Insert(*table, 1).ok());  // wakes the sampler
   auto values = Values(*collector);
   EXPECT_EQ(values["tf_reverb_table_rate_limiter_blocked_callers"]["operation=sample,table=t"], 0);
@@ -148,8 +155,7 @@ std::string HttpGet(int port, const std::string& path) {
   address.sin_port = htons(port);
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  const std::string request =
-      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
   EXPECT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
   std::string response;
   char buffer[4096];
@@ -161,8 +167,8 @@ std::string HttpGet(int port, const std::string& path) {
 TEST(MetricsExporterTest, ServesTheTextFormatOnTheBoundPort) {
   auto table = MakeTable(Uniform(), Fifo(), 10, 0, MinSize(1), "replay");
   ASSERT_TRUE(Insert(*table, 1).ok());
-  auto collector = std::make_shared<MetricsCollector>(
-      std::vector<std::shared_ptr<Table>>{table}, std::make_shared<RpcObserver>(), nullptr);
+  auto collector = std::make_shared<MetricsCollector>(std::vector<std::shared_ptr<Table>>{table},
+                                                      std::make_shared<RpcObserver>(), nullptr);
   MetricsOptions options;
   options.port = 0;
   options.host = "127.0.0.1";

@@ -1,10 +1,10 @@
 #include "server/metrics/process_metrics.h"
 
-#include <cstddef>
 #include <dirent.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -13,9 +13,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 
 namespace tf_reverb {
 namespace {

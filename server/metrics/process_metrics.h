@@ -15,7 +15,7 @@
 namespace tf_reverb {
 
 struct ProcessStats {
-  double cpu_seconds = 0;         // user + system
+  double cpu_seconds = 0;  // user + system
   int64_t resident_bytes = 0;
   int64_t virtual_bytes = 0;
   double start_time_seconds = 0;  // since the Unix epoch

@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/interceptor.h"
@@ -20,15 +20,27 @@ constexpr char kServicePrefix[] = "/deepmind.reverb.ReverbService/";
 // "OnCancel()": counted, never logged.
 constexpr char kHealthPrefix[] = "/grpc.health.v1.Health/";
 constexpr const char* kKnownMethods[] = {
-    "InsertStream", "SampleStream", "MutatePriorities",    "Reset",
+    "InsertStream", "SampleStream", "MutatePriorities",     "Reset",
     "ServerInfo",   "Checkpoint",   "InitializeConnection",
 };
 
 constexpr const char* kCodeNames[RpcObserver::kNumCodes] = {
-    "OK",           "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED", "NOT_FOUND",     "ALREADY_EXISTS",    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",    "OUT_OF_RANGE",
-    "UNIMPLEMENTED", "INTERNAL",          "UNAVAILABLE",       "DATA_LOSS",
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
     "UNAUTHENTICATED",
 };
 
@@ -103,8 +115,7 @@ class Factory final : public grpc::experimental::ServerInterceptorFactoryInterfa
 }  // namespace
 
 RpcObserver::RpcObserver(absl::Duration summary_interval)
-    : summary_interval_(summary_interval),
-      last_summary_ns_(absl::ToUnixNanos(absl::Now())) {
+    : summary_interval_(summary_interval), last_summary_ns_(absl::ToUnixNanos(absl::Now())) {
   for (const char* name : kKnownMethods) known_.push_back(std::make_unique<MethodStats>(name));
 }
 
@@ -144,8 +155,8 @@ void RpcObserver::CallStarted(MethodStats* stats) {
   MaybeLogSummary();
 }
 
-void RpcObserver::CallFinished(MethodStats* stats, const grpc::Status& status,
-                               absl::Duration took, const std::string& peer) {
+void RpcObserver::CallFinished(MethodStats* stats, const grpc::Status& status, absl::Duration took,
+                               const std::string& peer) {
   const int code = CodeIndex(status.error_code());
   stats->finished[code].fetch_add(1, std::memory_order_relaxed);
   stats->seconds.Observe(absl::ToDoubleSeconds(took));

@@ -1,11 +1,11 @@
-#include "absl/time/time.h"
-#include "grpcpp/support/status.h"
 #include "server/metrics/rpc_observer.h"
 
 #include <cstddef>
 #include <ctime>
 #include <memory>
 
+#include "absl/time/time.h"
+#include "grpcpp/support/status.h"
 #include "gtest/gtest.h"
 
 namespace tf_reverb {
@@ -13,8 +13,7 @@ namespace {
 
 TEST(RpcObserverTest, CountsCallsByMethodAndCode) {
   auto observer = std::make_shared<RpcObserver>(absl::InfiniteDuration());
-  RpcObserver::MethodStats* insert =
-      observer->Stats("/deepmind.reverb.ReverbService/InsertStream");
+  RpcObserver::MethodStats* insert = observer->Stats("/deepmind.reverb.ReverbService/InsertStream");
   EXPECT_EQ(insert->name, "InsertStream");
   EXPECT_EQ(observer->Stats("/deepmind.reverb.ReverbService/InsertStream"), insert);
   observer->CallStarted(insert);

@@ -47,9 +47,8 @@ absl::Status LocalPatternRunner::Queue(const std::vector<PatternItem>& items) {
       for (const PatternCell& cell : column.rows) rows.push_back(cell.value.get());
       absl::StatusOr<Tensor> stacked = StackTensors(rows);
       if (!stacked.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("Node ", i, " of config ",
-                                                       item.config_index, ": ",
-                                                       stacked.status().message()));
+        return absl::InvalidArgumentError(absl::StrCat("Node ", i, " of config ", item.config_index,
+                                                       ": ", stacked.status().message()));
       }
       trajectory.push_back(*std::move(stacked));
     }

@@ -1,5 +1,5 @@
 // LocalPatternRunner: the PatternEngine over in-memory steps, with no server
-// (PatternDataset, reverb-spec.md §2.10). Each produced item becomes a
+// (PatternDataset, docs/concepts/datasets.md). Each produced item becomes a
 // trajectory of plain tensors: a node's rows stacked along a new axis 0, or
 // the single row itself for squeezed nodes.
 //

@@ -1,6 +1,4 @@
-#include "absl/status/status.h"
 #include "server/patterns/local_pattern_runner.h"
-#include "server/testing/tensor_testing.h"
 
 #include <cstdint>
 #include <cstring>
@@ -9,11 +7,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "patterns.pb.h"
 #include "server/tensor.h"
+#include "server/testing/tensor_testing.h"
 
 namespace tf_reverb {
 namespace {
@@ -43,8 +43,9 @@ std::vector<Tensor> Step(int32_t i) {
 }
 
 TEST(LocalPatternRunnerTest, StacksSlicesAndSqueezesSingleRows) {
-  auto runner = Runner({"flat { flat_source_index: 0 start: -2 } "
-                        "flat { flat_source_index: 1 stop: -1 } table: 't'"});
+  auto runner =
+      Runner({"flat { flat_source_index: 0 start: -2 } "
+              "flat { flat_source_index: 1 stop: -1 } table: 't'"});
   ASSERT_TRUE(runner->Append(Step(0), false, true).ok());
   EXPECT_FALSE(runner->Pop().has_value());
   ASSERT_TRUE(runner->Append(Step(1), false, true).ok());
@@ -71,8 +72,9 @@ TEST(LocalPatternRunnerTest, EpisodeBoundariesClearOrKeepBuffers) {
 }
 
 TEST(LocalPatternRunnerTest, EndOfEpisodeConfigsSeeTheLastStep) {
-  auto runner = Runner({"flat { flat_source_index: 1 stop: -1 } table: 't' "
-                        "conditions { is_end_episode: true eq: 1 }"});
+  auto runner =
+      Runner({"flat { flat_source_index: 1 stop: -1 } table: 't' "
+              "conditions { is_end_episode: true eq: 1 }"});
   ASSERT_TRUE(runner->Append(Step(0), false, true).ok());
   EXPECT_FALSE(runner->Pop().has_value());
   ASSERT_TRUE(runner->Append(Step(1), true, true).ok());

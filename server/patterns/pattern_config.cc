@@ -14,8 +14,7 @@ namespace tf_reverb {
 int NodeAge(const PatternNode& node) {
   const int64_t offset = node.has_start() ? node.start() : node.stop();
   // |INT32_MIN| does not fit an int (std::abs of it is undefined): saturate.
-  return static_cast<int>(
-      std::min<int64_t>(std::abs(offset), std::numeric_limits<int>::max()));
+  return static_cast<int>(std::min<int64_t>(std::abs(offset), std::numeric_limits<int>::max()));
 }
 
 int MaxAge(const StructuredWriterConfig& config) {
@@ -31,18 +30,20 @@ absl::Status ValidatePatternNode(const PatternNode& node) {
         absl::StrCat(where, "flat_source_index must be >= 0 but got ", node.flat_source_index()));
   }
   if (!node.has_start() && !node.has_stop()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, "at least one of start and stop must be set"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "at least one of start and stop must be set"));
   }
   if (node.has_start() && node.start() >= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, "start must be < 0 but got ", node.start()));
   }
   if (node.has_stop() && node.stop() > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(where, "stop must be <= 0 but got ", node.stop()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "stop must be <= 0 but got ", node.stop()));
   }
   if (node.has_start() && node.has_stop() && node.start() >= node.stop()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, "start (", node.start(),
-                                                   ") must be < stop (", node.stop(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "start (", node.start(), ") must be < stop (", node.stop(), ")"));
   }
   if (!node.has_start() && node.stop() >= 0) {
     return absl::InvalidArgumentError(
@@ -52,7 +53,8 @@ absl::Status ValidatePatternNode(const PatternNode& node) {
     return absl::InvalidArgumentError(absl::StrCat(where, "step requires start to be set"));
   }
   if (node.has_step() && node.step() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(where, "step must be > 0 but got ", node.step()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "step must be > 0 but got ", node.step()));
   }
   return absl::OkStatus();
 }
@@ -109,20 +111,21 @@ absl::Status ValidateConfig(const StructuredWriterConfig& config) {
   }
   if (config.priority().has_td_error()) {
     const int index = config.priority().td_error().flat_source_index();
-    const bool referenced = std::any_of(
-        config.flat().begin(), config.flat().end(),
-        [index](const PatternNode& node) { return node.flat_source_index() == index; });
+    const bool referenced =
+        std::any_of(config.flat().begin(), config.flat().end(),
+                    [index](const PatternNode& node) { return node.flat_source_index() == index; });
     if (!referenced) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "The TD-error priority reads flat_source_index ", index,
-          " but no node of the pattern references that column."));
+      return absl::InvalidArgumentError(
+          absl::StrCat("The TD-error priority reads flat_source_index ", index,
+                       " but no node of the pattern references that column."));
     }
   }
   const int max_age = MaxAge(config);
   if (!HasBufferLengthCondition(config, max_age)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Config does not contain the required buffer length condition; expected a condition "
-        "buffer_length >= ", max_age, " (the largest age of its nodes)."));
+        "buffer_length >= ",
+        max_age, " (the largest age of its nodes)."));
   }
   return absl::OkStatus();
 }

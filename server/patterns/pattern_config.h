@@ -1,4 +1,4 @@
-// Validation of StructuredWriterConfig (patterns.proto; reverb-spec.md §2.9)
+// Validation of StructuredWriterConfig (patterns.proto; docs/concepts/writers-and-patterns.md)
 // and the automatic `buffer_length >= max_age` condition.
 //
 // Contract: pure functions, thread-safe. Errors are INVALID_ARGUMENT with a

@@ -1,10 +1,10 @@
-#include "absl/status/status.h"
 #include "server/patterns/pattern_config.h"
 
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
@@ -22,8 +22,8 @@ T Parse(const std::string& text) {
 }
 
 TEST(PatternConfigTest, ValidNodes) {
-  for (const char* text : {"flat_source_index: 0 stop: -1", "start: -3",
-                           "start: -3 stop: -1", "start: -5 stop: 0 step: 2"}) {
+  for (const char* text : {"flat_source_index: 0 stop: -1", "start: -3", "start: -3 stop: -1",
+                           "start: -5 stop: 0 step: 2"}) {
     EXPECT_TRUE(ValidatePatternNode(Parse<PatternNode>(text)).ok()) << text;
   }
 }
@@ -74,9 +74,9 @@ TEST(PatternConfigTest, MaxAgeIsTheOldestNode) {
 TEST(PatternConfigTest, AgeOfTheMostNegativeOffsetSaturates) {
   EXPECT_EQ(NodeAge(Parse<PatternNode>("start: -2147483648")), 2147483647);
   EXPECT_EQ(NodeAge(Parse<PatternNode>("stop: -2147483648")), 2147483647);
-  EXPECT_EQ(MaxAge(Parse<StructuredWriterConfig>(
-                "flat { start: -2147483648 stop: -1 } table: 't'")),
-            2147483647);
+  EXPECT_EQ(
+      MaxAge(Parse<StructuredWriterConfig>("flat { start: -2147483648 stop: -1 } table: 't'")),
+      2147483647);
 }
 
 TEST(PatternConfigTest, BufferLengthConditionIsAddedOnceAndRequired) {

@@ -29,23 +29,35 @@ T Scalar(const Tensor& tensor) {
 // data-condition values); nullopt with an error log for anything else.
 std::optional<int64_t> ConditionValue(const Tensor& tensor, int column) {
   if (!tensor.shape.empty() || tensor.num_elements() != 1) {
-    std::fprintf(stderr, "StructuredWriter: condition on column %d needs a scalar but got shape %s\n",
+    std::fprintf(stderr,
+                 "StructuredWriter: condition on column %d needs a scalar but got shape %s\n",
                  column, ShapeString(tensor.shape).c_str());
     return std::nullopt;
   }
   switch (tensor.dtype) {
-    case tf::DT_BOOL: return Scalar<uint8_t>(tensor) != 0 ? 1 : 0;
-    case tf::DT_INT8: return static_cast<int32_t>(Scalar<int8_t>(tensor));
-    case tf::DT_INT16: return static_cast<int32_t>(Scalar<int16_t>(tensor));
-    case tf::DT_INT32: return Scalar<int32_t>(tensor);
-    case tf::DT_INT64: return static_cast<int32_t>(Scalar<int64_t>(tensor));
-    case tf::DT_UINT8: return static_cast<int32_t>(Scalar<uint8_t>(tensor));
-    case tf::DT_UINT16: return static_cast<int32_t>(Scalar<uint16_t>(tensor));
-    case tf::DT_UINT32: return static_cast<int32_t>(Scalar<uint32_t>(tensor));
-    case tf::DT_UINT64: return static_cast<int32_t>(Scalar<uint64_t>(tensor));
+    case tf::DT_BOOL:
+      return Scalar<uint8_t>(tensor) != 0 ? 1 : 0;
+    case tf::DT_INT8:
+      return static_cast<int32_t>(Scalar<int8_t>(tensor));
+    case tf::DT_INT16:
+      return static_cast<int32_t>(Scalar<int16_t>(tensor));
+    case tf::DT_INT32:
+      return Scalar<int32_t>(tensor);
+    case tf::DT_INT64:
+      return static_cast<int32_t>(Scalar<int64_t>(tensor));
+    case tf::DT_UINT8:
+      return static_cast<int32_t>(Scalar<uint8_t>(tensor));
+    case tf::DT_UINT16:
+      return static_cast<int32_t>(Scalar<uint16_t>(tensor));
+    case tf::DT_UINT32:
+      return static_cast<int32_t>(Scalar<uint32_t>(tensor));
+    case tf::DT_UINT64:
+      return static_cast<int32_t>(Scalar<uint64_t>(tensor));
     default:
-      std::fprintf(stderr, "StructuredWriter: condition on column %d needs an integer or bool "
-                   "value but got %s\n", column, DataTypeName(tensor.dtype).c_str());
+      std::fprintf(stderr,
+                   "StructuredWriter: condition on column %d needs an integer or bool "
+                   "value but got %s\n",
+                   column, DataTypeName(tensor.dtype).c_str());
       return std::nullopt;
   }
 }
@@ -53,16 +65,21 @@ std::optional<int64_t> ConditionValue(const Tensor& tensor, int column) {
 absl::StatusOr<double> TdValue(const Tensor& tensor, int column) {
   if (tensor.shape.empty()) {
     switch (tensor.dtype) {
-      case tf::DT_FLOAT: return Scalar<float>(tensor);
-      case tf::DT_DOUBLE: return Scalar<double>(tensor);
-      case tf::DT_INT32: return Scalar<int32_t>(tensor);
-      case tf::DT_INT64: return static_cast<double>(Scalar<int64_t>(tensor));
-      default: break;
+      case tf::DT_FLOAT:
+        return Scalar<float>(tensor);
+      case tf::DT_DOUBLE:
+        return Scalar<double>(tensor);
+      case tf::DT_INT32:
+        return Scalar<int32_t>(tensor);
+      case tf::DT_INT64:
+        return static_cast<double>(Scalar<int64_t>(tensor));
+      default:
+        break;
     }
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "TD-error priority needs scalar float32, float64, int32 or int64 values in column ",
-      column, " but got ", DataTypeName(tensor.dtype), ShapeString(tensor.shape), "."));
+      "TD-error priority needs scalar float32, float64, int32 or int64 values in column ", column,
+      " but got ", DataTypeName(tensor.dtype), ShapeString(tensor.shape), "."));
 }
 
 }  // namespace
@@ -105,15 +122,14 @@ bool PatternEngine::UsesColumn(int column) const {
   return it != capacity_.end() && it->second > 0;
 }
 
-bool PatternEngine::NeedsValue(int column) const {
-  return needs_value_.contains(column);
-}
+bool PatternEngine::NeedsValue(int column) const { return needs_value_.contains(column); }
 
 absl::Status PatternEngine::CheckNumColumns(int num_columns) const {
   if (num_columns_ >= 0) {
     if (num_columns != num_columns_) {
-      return absl::InvalidArgumentError(absl::StrCat("Flattened data has an unexpected length, got ",
-                                                     num_columns, " but wanted ", num_columns_, "."));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Flattened data has an unexpected length, got ", num_columns, " but wanted ",
+                       num_columns_, "."));
     }
     return absl::OkStatus();
   }
@@ -127,9 +143,9 @@ absl::Status PatternEngine::CheckNumColumns(int num_columns) const {
         }
       }
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "A condition references flat_source_index ", referenced_columns_ - 1,
-        " but the data has only ", num_columns, " columns."));
+    return absl::InvalidArgumentError(
+        absl::StrCat("A condition references flat_source_index ", referenced_columns_ - 1,
+                     " but the data has only ", num_columns, " columns."));
   }
   return absl::OkStatus();
 }
@@ -208,9 +224,9 @@ absl::Status PatternEngine::ApplyConfigs(std::vector<PatternItem>* items) {
   for (size_t i = 0; i < configs_.size(); ++i) {
     if (applied_[i]) continue;
     const StructuredWriterConfig& config = configs_[i];
-    const bool holds = std::all_of(
-        config.conditions().begin(), config.conditions().end(),
-        [&](const Condition& condition) { return ConditionHolds(condition, i); });
+    const bool holds =
+        std::all_of(config.conditions().begin(), config.conditions().end(),
+                    [&](const Condition& condition) { return ConditionHolds(condition, i); });
     if (!holds) continue;
     PatternItem item;
     item.config_index = static_cast<int>(i);
@@ -269,10 +285,17 @@ bool PatternEngine::ConditionHolds(const Condition& condition, int config_index)
   if (!left.has_value()) return false;
   bool result = false;
   switch (condition.cmp_case()) {
-    case Condition::kEq: result = *left == condition.eq(); break;
-    case Condition::kGe: result = *left >= condition.ge(); break;
-    case Condition::kModEq: result = *left % condition.mod_eq().mod() == condition.mod_eq().eq(); break;
-    case Condition::CMP_NOT_SET: return false;
+    case Condition::kEq:
+      result = *left == condition.eq();
+      break;
+    case Condition::kGe:
+      result = *left >= condition.ge();
+      break;
+    case Condition::kModEq:
+      result = *left % condition.mod_eq().mod() == condition.mod_eq().eq();
+      break;
+    case Condition::CMP_NOT_SET:
+      return false;
   }
   return result != condition.inverse();
 }

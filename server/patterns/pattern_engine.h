@@ -1,5 +1,5 @@
 // PatternEngine: the StructuredWriter's pattern language run over a stream of
-// steps (reverb-spec.md §2.9). Shared by the StructuredWriter (cells are
+// steps (docs/concepts/writers-and-patterns.md). Shared by the StructuredWriter (cells are
 // TrajectoryWriter CellRefs) and PatternDataset (cells are plain values).
 //
 // Each step adds one entry, possibly missing, to the buffer of every column

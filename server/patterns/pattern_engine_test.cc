@@ -1,4 +1,3 @@
-#include "absl/status/status.h"
 #include "server/patterns/pattern_engine.h"
 
 #include <cstdint>
@@ -9,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
@@ -44,9 +44,11 @@ std::unique_ptr<PatternEngine> Engine(std::vector<std::string> texts) {
 template <typename T>
 std::optional<PatternCell> Cell(T value, DataType dtype) {
   return PatternCell{std::make_shared<Tensor>(FromValues<T>(dtype, {}, {value})), {}};
-}std::optional<PatternCell> I32(int32_t value) { return Cell(value, tf::DT_INT32); }
+}
+std::optional<PatternCell> I32(int32_t value) { return Cell(value, tf::DT_INT32); }
 
-int32_t ValueOf(const PatternCell& cell) { return Values<int32_t>(*cell.value)[0]; }std::vector<int32_t> Rows(const PatternColumn& column) {
+int32_t ValueOf(const PatternCell& cell) { return Values<int32_t>(*cell.value)[0]; }
+std::vector<int32_t> Rows(const PatternColumn& column) {
   std::vector<int32_t> out;
   for (const PatternCell& cell : column.rows) out.push_back(ValueOf(cell));
   return out;
@@ -90,7 +92,8 @@ TEST(PatternEngineTest, SingleElementNodesAreSqueezed) {
 
 TEST(PatternEngineTest, StridedSlicesTakeCeilOfRangeOverStep) {
   // x[-5:-1:2] -> rows N-5 and N-3; x[-4::3] -> rows N-4 and N-1.
-  auto engine = Engine({"flat { start: -5 stop: -1 step: 2 } flat { start: -4 step: 3 } table: 't'"});
+  auto engine =
+      Engine({"flat { start: -5 stop: -1 step: 2 } flat { start: -4 step: 3 } table: 't'"});
   auto items = AppendRange(*engine, 0, 6);
   EXPECT_TRUE(items[3].empty());
   ASSERT_EQ(items[5].size(), 1u);
@@ -99,8 +102,9 @@ TEST(PatternEngineTest, StridedSlicesTakeCeilOfRangeOverStep) {
 }
 
 TEST(PatternEngineTest, StepIndexModuloCondition) {
-  auto engine = Engine({"flat { stop: -1 } table: 't' "
-                        "conditions { step_index: true mod_eq { mod: 3 eq: 1 } }"});
+  auto engine =
+      Engine({"flat { stop: -1 } table: 't' "
+              "conditions { step_index: true mod_eq { mod: 3 eq: 1 } }"});
   auto items = AppendRange(*engine, 0, 8);
   std::vector<int> fired;
   for (int i = 0; i < 8; ++i) {
@@ -110,7 +114,8 @@ TEST(PatternEngineTest, StepIndexModuloCondition) {
 }
 
 TEST(PatternEngineTest, StepsSinceAppliedThrottlesAConfig) {
-  auto engine = Engine({"flat { start: -2 } table: 't' conditions { steps_since_applied: true ge: 3 }"});
+  auto engine =
+      Engine({"flat { start: -2 } table: 't' conditions { steps_since_applied: true ge: 3 }"});
   auto items = AppendRange(*engine, 0, 10);
   std::vector<int> fired;
   for (int i = 0; i < 10; ++i) {
@@ -121,7 +126,8 @@ TEST(PatternEngineTest, StepsSinceAppliedThrottlesAConfig) {
 
 TEST(PatternEngineTest, InverseAndGeComparisons) {
   // step_index < 2 is ge: 2 with inverse.
-  auto engine = Engine({"flat { stop: -1 } table: 't' conditions { step_index: true ge: 2 inverse: true }"});
+  auto engine =
+      Engine({"flat { stop: -1 } table: 't' conditions { step_index: true ge: 2 inverse: true }"});
   auto items = AppendRange(*engine, 0, 4);
   EXPECT_EQ(items[0].size() + items[1].size(), 2u);
   EXPECT_TRUE(items[2].empty());
@@ -129,8 +135,9 @@ TEST(PatternEngineTest, InverseAndGeComparisons) {
 }
 
 TEST(PatternEngineTest, DataConditionsReadTheNewestValueAsInt32) {
-  auto engine = Engine({"flat { flat_source_index: 0 stop: -1 } table: 't' "
-                        "conditions { flat_source_index: 1 eq: 1 }"});
+  auto engine =
+      Engine({"flat { flat_source_index: 0 stop: -1 } table: 't' "
+              "conditions { flat_source_index: 1 eq: 1 }"});
   EXPECT_TRUE(engine->UsesColumn(1));
   EXPECT_TRUE(engine->NeedsValue(1));
   EXPECT_FALSE(engine->NeedsValue(0));
@@ -162,8 +169,9 @@ TEST(PatternEngineTest, MissingCellsPreventTheItem) {
 }
 
 TEST(PatternEngineTest, PartialStepsFireOnceWhenComplete) {
-  auto engine = Engine({"flat { flat_source_index: 0 stop: -1 } "
-                        "flat { flat_source_index: 1 stop: -1 } table: 't'"});
+  auto engine =
+      Engine({"flat { flat_source_index: 0 stop: -1 } "
+              "flat { flat_source_index: 1 stop: -1 } table: 't'"});
   std::vector<PatternItem> items;
   ASSERT_TRUE(engine->Append({I32(10), std::nullopt}, /*partial=*/true, &items).ok());
   EXPECT_TRUE(items.empty());
@@ -182,8 +190,9 @@ TEST(PatternEngineTest, PartialStepsFireOnceWhenComplete) {
 }
 
 TEST(PatternEngineTest, EndOfEpisodeConfigsFireOnlyAtTheEnd) {
-  auto engine = Engine({"flat { start: -2 } table: 'every'",
-                        "flat { stop: -1 } table: 'last' conditions { is_end_episode: true eq: 1 }"});
+  auto engine =
+      Engine({"flat { start: -2 } table: 'every'",
+              "flat { stop: -1 } table: 'last' conditions { is_end_episode: true eq: 1 }"});
   auto items = AppendRange(*engine, 0, 3);
   for (const auto& step : items) {
     for (const PatternItem& item : step) EXPECT_EQ(item.table, "every");
@@ -216,8 +225,9 @@ TEST(PatternEngineTest, KeepingBuffersAcrossEpisodesRestartsStepIndex) {
 }
 
 TEST(PatternEngineTest, TdErrorPriority) {
-  auto engine = Engine({"flat { start: -2 } table: 't' "
-                        "priority { td_error { max_priority_weight: 0.5 flat_source_index: 0 } }"});
+  auto engine =
+      Engine({"flat { start: -2 } table: 't' "
+              "priority { td_error { max_priority_weight: 0.5 flat_source_index: 0 } }"});
   EXPECT_TRUE(engine->NeedsValue(0));
   auto items = AppendRange(*engine, 1, 3);  // values 1, 2... then use -3 below
   std::vector<PatternItem> out;
@@ -229,8 +239,9 @@ TEST(PatternEngineTest, TdErrorPriority) {
 }
 
 TEST(PatternEngineTest, TdErrorNeedsScalarNumbers) {
-  auto engine = Engine({"flat { stop: -1 } table: 't' "
-                        "priority { td_error { max_priority_weight: 1 flat_source_index: 0 } }"});
+  auto engine =
+      Engine({"flat { stop: -1 } table: 't' "
+              "priority { td_error { max_priority_weight: 1 flat_source_index: 0 } }"});
   std::vector<PatternItem> items;
   absl::Status status = engine->Append({Cell<uint8_t>(1, tf::DT_UINT8)}, false, &items);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -289,7 +300,8 @@ TEST(PatternEngineTest, BuffersAreCappedPerColumn) {
                         "flat { flat_source_index: 1 stop: -1 } table: 'b' "
                         "conditions { buffer_length: true ge: 3 }"});
   std::vector<PatternItem> items;
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE(engine->Append({I32(i), I32(100 + i)}, false, &items).ok());
+  for (int i = 0; i < 5; ++i)
+    ASSERT_TRUE(engine->Append({I32(i), I32(100 + i)}, false, &items).ok());
   // 'a' fires at steps 2,3,4; 'b' at 2,3,4 too (buffer_length >= 3).
   EXPECT_EQ(items.size(), 6u);
   EXPECT_THAT(Rows(items.back().columns[0]), ElementsAre(104));

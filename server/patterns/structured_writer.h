@@ -1,5 +1,5 @@
 // StructuredWriter: a TrajectoryWriter driven by StructuredWriterConfigs
-// (reverb-spec.md §2.9). Every append feeds the PatternEngine, and each item
+// (docs/concepts/writers-and-patterns.md). Every append feeds the PatternEngine, and each item
 // it produces is created on the wrapped TrajectoryWriter with the config's
 // table and priority.
 //
@@ -61,8 +61,7 @@ class StructuredWriter {
   int64_t num_items_created() const;
 
  private:
-  StructuredWriter(std::unique_ptr<PatternEngine> engine,
-                   std::unique_ptr<TrajectoryWriter> writer);
+  StructuredWriter(std::unique_ptr<PatternEngine> engine, std::unique_ptr<TrajectoryWriter> writer);
   absl::Status CreateItems(const std::vector<PatternItem>& items)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -1,6 +1,4 @@
 // StructuredWriter against a real server over real gRPC.
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "server/patterns/structured_writer.h"
 
 #include <cfloat>
@@ -12,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
@@ -19,11 +19,11 @@
 #include "gtest/gtest.h"
 #include "patterns.pb.h"
 #include "schema.pb.h"
-#include "server/client.h"
+#include "server/client/client.h"
+#include "server/client/sample.h"
 #include "server/rate_limiter.h"
-#include "server/sample.h"
 #include "server/selectors/selector.h"
-#include "server/server.h"
+#include "server/service/server.h"
 #include "server/table.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
@@ -101,11 +101,13 @@ class StructuredWriterTest : public ::testing::Test {
 };
 
 TEST_F(StructuredWriterTest, ConfigsTurnStepsIntoItemsOfTheirTables) {
-  auto writer = NewWriter({"flat { flat_source_index: 0 start: -2 } table: 'window' "
-                           "priority { constant_fn { value: 3 } }",
-                           "flat { flat_source_index: 1 stop: -1 } table: 'last' "
-                           "conditions { is_end_episode: true eq: 1 }"});
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(writer->Append({Int32Scalar(i), Int32Scalar(100 + i)}, false).ok());
+  auto writer =
+      NewWriter({"flat { flat_source_index: 0 start: -2 } table: 'window' "
+                 "priority { constant_fn { value: 3 } }",
+                 "flat { flat_source_index: 1 stop: -1 } table: 'last' "
+                 "conditions { is_end_episode: true eq: 1 }"});
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(writer->Append({Int32Scalar(i), Int32Scalar(100 + i)}, false).ok());
   ASSERT_TRUE(writer->EndEpisode(true, kDeadline).ok());
   ASSERT_TRUE(writer->Flush(0, kDeadline).ok());
   EXPECT_EQ(writer->num_items_created(), 4);
@@ -117,8 +119,9 @@ TEST_F(StructuredWriterTest, ConfigsTurnStepsIntoItemsOfTheirTables) {
 }
 
 TEST_F(StructuredWriterTest, PrioritiesReachTheTable) {
-  auto writer = NewWriter({"flat { stop: -1 } table: 'window' "
-                           "priority { td_error { max_priority_weight: 1 flat_source_index: 0 } }"});
+  auto writer =
+      NewWriter({"flat { stop: -1 } table: 'window' "
+                 "priority { td_error { max_priority_weight: 1 flat_source_index: 0 } }"});
   ASSERT_TRUE(writer->Append({Int32Scalar(-7)}, false).ok());
   ASSERT_TRUE(writer->Flush(0, kDeadline).ok());
   std::vector<SampledItem> sampled;
@@ -141,8 +144,9 @@ TEST_F(StructuredWriterTest, UnusedColumnsAreNeverSent) {
 }
 
 TEST_F(StructuredWriterTest, PartialAppendsAndErrors) {
-  auto writer = NewWriter({"flat { flat_source_index: 0 stop: -1 } "
-                           "flat { flat_source_index: 1 stop: -1 } table: 'window'"});
+  auto writer =
+      NewWriter({"flat { flat_source_index: 0 stop: -1 } "
+                 "flat { flat_source_index: 1 stop: -1 } table: 'window'"});
   ASSERT_TRUE(writer->Append({Int32Scalar(1), std::nullopt}, true).ok());
   EXPECT_TRUE(writer->step_is_open());
   absl::Status twice = writer->Append({Int32Scalar(1), std::nullopt}, true);
@@ -161,9 +165,9 @@ TEST_F(StructuredWriterTest, PartialAppendsAndErrors) {
 }
 
 TEST_F(StructuredWriterTest, InvalidConfigsAreRejected) {
-  auto writer = StructuredWriter::Create(
-      Client(absl::StrCat("127.0.0.1:", server_->port())).channel(),
-      {Config("flat { stop: 1 } table: 'window'")});
+  auto writer =
+      StructuredWriter::Create(Client(absl::StrCat("127.0.0.1:", server_->port())).channel(),
+                               {Config("flat { stop: 1 } table: 'window'")});
   EXPECT_EQ(writer.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(writer.status().message(), HasSubstr("Invalid configuration at position 0"));
 }

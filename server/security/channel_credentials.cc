@@ -112,7 +112,9 @@ absl::Status MismatchError(const absl::Status& status, std::optional<bool> tls,
                            const std::string& address) {
   return absl::FailedPreconditionError(absl::StrCat(
       kTransportSecurityMismatch, " with ", address.empty() ? "the server" : address,
-      !tls.has_value() ? "" : (*tls ? ": this client uses TLS" : ": this client uses plaintext (no TLS)"),
+      !tls.has_value()
+          ? ""
+          : (*tls ? ": this client uses TLS" : ": this client uses plaintext (no TLS)"),
       ", and setting up the connection failed. Check that client and server agree on TLS, "
       "that the client trusts the CA that signed the server's certificate (and the name "
       "it was issued for), and for mutual TLS that the client presents a certificate "
@@ -135,8 +137,7 @@ absl::Status ProbeHealth(grpc::Channel* channel) {
                                 grpc::internal::RpcMethod::NORMAL_RPC),
       &context, request, &response);
   if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
 }  // namespace
@@ -211,8 +212,7 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> BuildChannelCredential
   if (security.auth_token.empty()) return channel;
   return grpc::CompositeChannelCredentials(
       channel, grpc::experimental::MetadataCredentialsFromPlugin(
-                   std::make_unique<BearerTokenPlugin>(security.auth_token),
-                   GRPC_SECURITY_NONE));
+                   std::make_unique<BearerTokenPlugin>(security.auth_token), GRPC_SECURITY_NONE));
 }
 
 absl::Status TransportSecurityError(const absl::Status& status, std::optional<bool> tls,
@@ -237,9 +237,8 @@ absl::Status CheckTransportFailure(grpc::Channel* channel, const absl::Status& s
   return confirmed.ok() ? status : confirmed;
 }
 
-absl::Status AwaitTransport(grpc::Channel* channel, absl::Time deadline,
-                            std::optional<bool> tls, const std::string& address,
-                            const std::function<bool()>& cancelled) {
+absl::Status AwaitTransport(grpc::Channel* channel, absl::Time deadline, std::optional<bool> tls,
+                            const std::string& address, const std::function<bool()>& cancelled) {
   int maybe_failures = 0;
   grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
   while (state != GRPC_CHANNEL_READY && state != GRPC_CHANNEL_SHUTDOWN) {
@@ -262,7 +261,8 @@ absl::Status AwaitTransport(grpc::Channel* channel, absl::Time deadline,
     }
     const absl::Time now = absl::Now();
     if (now >= deadline) return absl::OkStatus();
-    channel->WaitForStateChange(state, absl::ToChronoTime(std::min(deadline, now + absl::Seconds(1))));
+    channel->WaitForStateChange(state,
+                                absl::ToChronoTime(std::min(deadline, now + absl::Seconds(1))));
     state = channel->GetState(/*try_to_connect=*/true);
   }
   return absl::OkStatus();

@@ -54,11 +54,11 @@ namespace tf_reverb {
 
 struct ChannelSecurity {
   bool tls = false;
-  std::string root_certificates;   // PEM; empty with tls: the system's roots
-  std::string certificate_chain;   // PEM client certificate (mutual TLS)
-  std::string private_key;         // PEM key of certificate_chain
-  std::string server_name;         // overrides the name verified (tests, IPs)
-  std::string auth_token;          // bearer token; empty: none
+  std::string root_certificates;  // PEM; empty with tls: the system's roots
+  std::string certificate_chain;  // PEM client certificate (mutual TLS)
+  std::string private_key;        // PEM key of certificate_chain
+  std::string server_name;        // overrides the name verified (tests, IPs)
+  std::string auth_token;         // bearer token; empty: none
   // "tls=on|off|mutual token=yes|no" (no secrets).
   std::string DebugString() const;
 };
@@ -97,8 +97,8 @@ absl::Status CheckTransportFailure(grpc::Channel* channel, const absl::Status& s
 // transport security mismatch it fails with. OK when it is connected, when
 // the deadline passes or it was cancelled, or when it fails for another
 // reason (the caller's call then reports that failure itself).
-absl::Status AwaitTransport(grpc::Channel* channel, absl::Time deadline,
-                            std::optional<bool> tls, const std::string& address,
+absl::Status AwaitTransport(grpc::Channel* channel, absl::Time deadline, std::optional<bool> tls,
+                            const std::string& address,
                             const std::function<bool()>& cancelled = nullptr);
 
 }  // namespace tf_reverb

@@ -1,9 +1,9 @@
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "server/security/channel_credentials.h"
 
 #include <cstdlib>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "gmock/gmock.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "gtest/gtest.h"

@@ -26,8 +26,8 @@ absl::StatusOr<std::string> ReadPem(const std::string& file, std::string content
     content = buffer.str();
   }
   if (!content.empty() && !absl::StrContains(content, "-----BEGIN ")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, file.empty() ? "" : absl::StrCat(" ", file), " is not in PEM format"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, file.empty() ? "" : absl::StrCat(" ", file), " is not in PEM format"));
   }
   return content;
 }
@@ -72,11 +72,11 @@ absl::StatusOr<std::shared_ptr<ServerSecurity>> ServerSecurity::Create(
     if (!authenticator.ok()) return authenticator.status();
     security->authenticator_ = *std::move(authenticator);
     if (!security->tls_ && !security->loopback_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Auth tokens without TLS are only accepted on a loopback host (got host ",
-          security->host_,
-          "): tokens would cross the network in clear text. Give --tls_cert_file and "
-          "--tls_key_file, or listen on 127.0.0.1."));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Auth tokens without TLS are only accepted on a loopback host (got host ",
+                       security->host_,
+                       "): tokens would cross the network in clear text. Give --tls_cert_file and "
+                       "--tls_key_file, or listen on 127.0.0.1."));
     }
   }
   if (security->tls_) {

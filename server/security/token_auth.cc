@@ -41,8 +41,7 @@ std::vector<std::string> ParseTokenFile(absl::string_view content) {
 
 absl::StatusOr<std::shared_ptr<TokenAuthenticator>> TokenAuthenticator::Create(
     std::string token_file) {
-  std::shared_ptr<TokenAuthenticator> authenticator(
-      new TokenAuthenticator(std::move(token_file)));
+  std::shared_ptr<TokenAuthenticator> authenticator(new TokenAuthenticator(std::move(token_file)));
   absl::StatusOr<int> loaded = authenticator->Reload();
   if (!loaded.ok()) return loaded.status();
   return authenticator;
@@ -95,15 +94,13 @@ grpc::Status TokenAuthenticator::Process(const InputMetadata& auth_metadata,
                         "the call carried none.");
   }
   absl::string_view value(header->second.data(), header->second.size());
-  if (!absl::StartsWith(value, kBearerPrefix) ||
-      !Accepts(value.substr(kBearerPrefix.size()))) {
+  if (!absl::StartsWith(value, kBearerPrefix) || !Accepts(value.substr(kBearerPrefix.size()))) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "The call's bearer token was not accepted by this server.");
   }
   // The token stays out of the handlers' view of the metadata.
-  consumed_auth_metadata->insert(std::make_pair(std::string(header->first.data(),
-                                                            header->first.size()),
-                                                std::string(value)));
+  consumed_auth_metadata->insert(
+      std::make_pair(std::string(header->first.data(), header->first.size()), std::string(value)));
   return grpc::Status::OK;
 }
 

@@ -1,5 +1,3 @@
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "server/security/token_auth.h"
 
 #include <cstdio>
@@ -7,6 +5,8 @@
 #include <map>
 #include <string>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "gmock/gmock.h"
 #include "grpcpp/support/status.h"
 #include "grpcpp/support/string_ref.h"

@@ -1,9 +1,9 @@
-#include "absl/status/status.h"
 #include "server/selectors/fifo.h"
 
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "server/selectors/selector.h"
 
@@ -19,8 +19,7 @@ Key SampleKey(FifoSelector& selector) {
 
 TEST(FifoSelectorTest, SampleOnEmptyIsFailedPrecondition) {
   FifoSelector selector;
-  EXPECT_EQ(selector.Sample().status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(selector.Sample().status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(FifoSelectorTest, DuplicateAndMissingKeys) {

@@ -11,8 +11,7 @@
 
 namespace tf_reverb {
 
-HeapSelector::HeapSelector(bool min_heap)
-    : min_heap_(min_heap), sign_(min_heap ? 1.0 : -1.0) {}
+HeapSelector::HeapSelector(bool min_heap) : min_heap_(min_heap), sign_(min_heap ? 1.0 : -1.0) {}
 
 bool HeapSelector::Before(const Node& a, const Node& b) {
   const bool a_nan = std::isnan(a.value);
@@ -62,8 +61,7 @@ void HeapSelector::Fix(size_t i) {
 
 absl::Status HeapSelector::Insert(Key key, double priority) {
   if (index_.contains(key)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Key ", key, " already inserted."));
+    return absl::InvalidArgumentError(absl::StrCat("Key ", key, " already inserted."));
   }
   heap_.push_back(Node{key, sign_ * priority, next_update_number_++});
   index_[key] = heap_.size() - 1;
@@ -103,8 +101,7 @@ absl::Status HeapSelector::Delete(Key key) {
 
 absl::StatusOr<KeyWithProbability> HeapSelector::Sample() {
   if (heap_.empty()) {
-    return absl::FailedPreconditionError(
-        "Sample called on an empty HeapSelector.");
+    return absl::FailedPreconditionError("Sample called on an empty HeapSelector.");
   }
   return KeyWithProbability{heap_.front().key, 1.0};
 }

@@ -1,5 +1,5 @@
 // HeapSelector: selects the key with the smallest (min-heap) or largest
-// (max-heap) priority, with probability 1.0 (reverb-spec.md §2.4, §3.5).
+// (max-heap) priority, with probability 1.0 (docs/concepts/selectors.md).
 //
 // Order: keys are ordered by (sign * priority, update_number), sign = +1 for
 // a min-heap and -1 for a max-heap. update_number is a per-selector counter

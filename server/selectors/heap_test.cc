@@ -1,4 +1,3 @@
-#include "absl/status/status.h"
 #include "server/selectors/heap.h"
 
 #include <cmath>
@@ -10,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "server/selectors/selector.h"
 
@@ -26,8 +26,7 @@ Key Top(HeapSelector& selector) {
 
 TEST(HeapSelectorTest, SampleOnEmptyIsFailedPrecondition) {
   HeapSelector selector(true);
-  EXPECT_EQ(selector.Sample().status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(selector.Sample().status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(HeapSelectorTest, DuplicateAndMissingKeys) {
@@ -145,8 +144,7 @@ TEST(HeapSelectorTest, RandomOperationsMatchModel) {
       ASSERT_EQ(selector.size(), static_cast<int64_t>(model.size()));
       if (model.empty()) continue;
       Key best = 0;
-      std::tuple<double, uint64_t> best_rank(
-          std::numeric_limits<double>::infinity(), 0);
+      std::tuple<double, uint64_t> best_rank(std::numeric_limits<double>::infinity(), 0);
       bool first = true;
       for (const auto& [k, v] : model) {
         std::tuple<double, uint64_t> rank(sign * v.first, v.second);

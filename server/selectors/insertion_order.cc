@@ -9,8 +9,7 @@ namespace tf_reverb {
 
 absl::Status InsertionOrderSelector::Insert(Key key, double /*priority*/) {
   if (index_.contains(key)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Key ", key, " already inserted."));
+    return absl::InvalidArgumentError(absl::StrCat("Key ", key, " already inserted."));
   }
   index_.emplace(key, keys_.insert(keys_.end(), key));
   return absl::OkStatus();

@@ -1,5 +1,5 @@
 // InsertionOrderSelector: selects the oldest (FIFO) or the newest (LIFO) key
-// still present, with probability 1.0 (reverb-spec.md §2.4, §3.5). FifoSelector
+// still present, with probability 1.0 (docs/concepts/selectors.md). FifoSelector
 // and LifoSelector (fifo.h, lifo.h) are its two configurations.
 //
 // Contract:

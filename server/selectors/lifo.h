@@ -1,5 +1,5 @@
 // LifoSelector: always selects the newest key still present, with probability
-// 1.0 (reverb-spec.md §2.4, §3.5). The contract is InsertionOrderSelector's.
+// 1.0 (docs/concepts/selectors.md). The contract is InsertionOrderSelector's.
 #ifndef TF_REVERB_SERVER_SELECTORS_LIFO_H_
 #define TF_REVERB_SERVER_SELECTORS_LIFO_H_
 

@@ -1,9 +1,9 @@
-#include "absl/status/status.h"
 #include "server/selectors/lifo.h"
 
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "server/selectors/selector.h"
 
@@ -19,8 +19,7 @@ Key SampleKey(LifoSelector& selector) {
 
 TEST(LifoSelectorTest, SampleOnEmptyIsFailedPrecondition) {
   LifoSelector selector;
-  EXPECT_EQ(selector.Sample().status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(selector.Sample().status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(LifoSelectorTest, DuplicateAndMissingKeys) {

@@ -39,8 +39,7 @@ void PrioritizedSelector::RecomputePath(size_t i) {
     const size_t left = 2 * i + 1;
     const size_t right = left + 1;
     node.sum = node.weight + SumAt(left) + SumAt(right);
-    node.inf_count =
-        (std::isinf(node.weight) ? 1 : 0) + InfCountAt(left) + InfCountAt(right);
+    node.inf_count = (std::isinf(node.weight) ? 1 : 0) + InfCountAt(left) + InfCountAt(right);
     if (i == 0) return;
     i = (i - 1) / 2;
   }
@@ -51,8 +50,7 @@ absl::Status PrioritizedSelector::Insert(Key key, double priority) {
     return status;
   }
   if (index_.contains(key)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Key ", key, " already inserted."));
+    return absl::InvalidArgumentError(absl::StrCat("Key ", key, " already inserted."));
   }
   if (nodes_.size() == nodes_.capacity()) {
     nodes_.reserve(std::max(kMinCapacity, 2 * nodes_.capacity()));
@@ -170,8 +168,7 @@ size_t PrioritizedSelector::WalkByInfCount(int64_t target) const {
 
 absl::StatusOr<KeyWithProbability> PrioritizedSelector::Sample() {
   if (nodes_.empty()) {
-    return absl::FailedPreconditionError(
-        "Sample called on an empty PrioritizedSelector.");
+    return absl::FailedPreconditionError("Sample called on an empty PrioritizedSelector.");
   }
   const double total = nodes_[0].sum;
   const double n = static_cast<double>(nodes_.size());
@@ -183,8 +180,7 @@ absl::StatusOr<KeyWithProbability> PrioritizedSelector::Sample() {
   if (inf_count > 0) {
     std::uniform_int_distribution<int64_t> pick(0, inf_count - 1);
     const size_t i = WalkByInfCount(pick(rng_));
-    return KeyWithProbability{nodes_[i].key,
-                              1.0 / static_cast<double>(inf_count)};
+    return KeyWithProbability{nodes_[i].key, 1.0 / static_cast<double>(inf_count)};
   }
   // total == 0, or finite weights whose sum overflowed.
   std::uniform_int_distribution<size_t> pick(0, nodes_.size() - 1);
@@ -205,8 +201,7 @@ deepmind::reverb::KeyDistributionOptions PrioritizedSelector::options() const {
 }
 
 std::string PrioritizedSelector::DebugString() const {
-  return absl::StrFormat("PrioritizedSelector(priority_exponent=%g)",
-                         priority_exponent_);
+  return absl::StrFormat("PrioritizedSelector(priority_exponent=%g)", priority_exponent_);
 }
 
 }  // namespace tf_reverb

@@ -1,5 +1,5 @@
 // PrioritizedSelector: samples key i with probability w_i / sum_j w_j where
-// w_i = p_i ^ priority_exponent (reverb-spec.md §2.4, §3.5).
+// w_i = p_i ^ priority_exponent (docs/concepts/selectors.md).
 //
 // Semantics:
 //  * w = p^a, except p == 0 gives w = 0 even when a == 0. Priorities must be
@@ -76,16 +76,14 @@ class PrioritizedSelector : public ItemSelector {
  private:
   struct Node {
     Key key;
-    double weight;        // p^a of this key.
-    double sum;           // weight + sums of both subtrees.
-    int64_t inf_count;    // Nodes with infinite weight in this subtree.
+    double weight;      // p^a of this key.
+    double sum;         // weight + sums of both subtrees.
+    int64_t inf_count;  // Nodes with infinite weight in this subtree.
   };
 
   double WeightOf(double priority) const;
   double SumAt(size_t i) const { return i < nodes_.size() ? nodes_[i].sum : 0; }
-  int64_t InfCountAt(size_t i) const {
-    return i < nodes_.size() ? nodes_[i].inf_count : 0;
-  }
+  int64_t InfCountAt(size_t i) const { return i < nodes_.size() ? nodes_[i].inf_count : 0; }
   // Recomputes sum and inf_count of `i` and of all its ancestors.
   void RecomputePath(size_t i);
   size_t WalkByWeight(double t) const;

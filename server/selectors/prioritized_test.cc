@@ -1,4 +1,3 @@
-#include "absl/status/status.h"
 #include "server/selectors/prioritized.h"
 
 #include <cmath>
@@ -8,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/selectors/selector.h"
@@ -40,8 +40,8 @@ std::map<Key, int> SampleCounts(PrioritizedSelector& selector, int n,
 }
 
 // Pearson chi-square of `counts` against `probabilities` over `n` samples.
-double ChiSquare(const std::map<Key, int>& counts,
-                 const std::map<Key, double>& probabilities, int n) {
+double ChiSquare(const std::map<Key, int>& counts, const std::map<Key, double>& probabilities,
+                 int n) {
   double chi2 = 0;
   for (const auto& [key, p] : probabilities) {
     const double expected = p * n;
@@ -65,8 +65,7 @@ TEST(PrioritizedSelectorTest, SpecExample) {
   ASSERT_EQ(probabilities.size(), 2u);
   EXPECT_NEAR(probabilities[1], 0.75195, 1e-5);
   EXPECT_NEAR(probabilities[2], 0.24805, 1e-5);
-  EXPECT_NEAR(selector.total_weight(),
-              std::pow(2.0, 0.8) + std::pow(0.5, 0.8), 1e-12);
+  EXPECT_NEAR(selector.total_weight(), std::pow(2.0, 0.8) + std::pow(0.5, 0.8), 1e-12);
 }
 
 TEST(PrioritizedSelectorTest, SamplingFrequenciesMatchProbabilities) {
@@ -160,8 +159,7 @@ TEST(PrioritizedSelectorTest, NegativeAndNanRejectedWithStateUnchanged) {
   EXPECT_EQ(selector.Insert(3, -0.5).message(), "Priority must not be negative.");
   EXPECT_EQ(selector.Insert(3, kNaN).message(), "Priority must not be NaN.");
   EXPECT_EQ(selector.Insert(3, -kInf).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(selector.Update(1, -1e-300).message(),
-            "Priority must not be negative.");
+  EXPECT_EQ(selector.Update(1, -1e-300).message(), "Priority must not be negative.");
   EXPECT_EQ(selector.Update(1, kNaN).message(), "Priority must not be NaN.");
   // Invalid priority on a missing key: still an invalid-argument error.
   EXPECT_EQ(selector.Update(9, kNaN).code(), absl::StatusCode::kInvalidArgument);
@@ -177,8 +175,7 @@ TEST(PrioritizedSelectorTest, NegativeAndNanRejectedWithStateUnchanged) {
 
 TEST(PrioritizedSelectorTest, KeyErrorsAndEmptySample) {
   PrioritizedSelector selector(1.0);
-  EXPECT_EQ(selector.Sample().status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(selector.Sample().status().code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(selector.Insert(5, 1.0).ok());
   EXPECT_EQ(selector.Insert(5, 2.0).message(), "Key 5 already inserted.");
   EXPECT_EQ(selector.Insert(5, 2.0).code(), absl::StatusCode::kInvalidArgument);
@@ -188,8 +185,7 @@ TEST(PrioritizedSelectorTest, KeyErrorsAndEmptySample) {
   ASSERT_TRUE(selector.Delete(5).ok());
   EXPECT_EQ(selector.size(), 0);
   EXPECT_EQ(selector.total_weight(), 0.0);
-  EXPECT_EQ(selector.Sample().status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(selector.Sample().status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(PrioritizedSelectorTest, InfinitePrioritiesAreSampledUniformly) {
@@ -221,8 +217,7 @@ TEST(PrioritizedSelectorTest, NoDriftAfterManyUpdates) {
   std::uniform_real_distribution<double> log_priority(-30, 30);
   for (Key k = 0; k < kKeys; ++k) ASSERT_TRUE(selector.Insert(k, 1.0).ok());
   for (int i = 0; i < 100000; ++i) {
-    ASSERT_TRUE(
-        selector.Update(rng() % kKeys, std::pow(10.0, log_priority(rng))).ok());
+    ASSERT_TRUE(selector.Update(rng() % kKeys, std::pow(10.0, log_priority(rng))).ok());
   }
   for (Key k = 0; k < kKeys; ++k) ASSERT_TRUE(selector.Update(k, 1.0).ok());
   // Sums are recomputed from the children, so they are exact again.
@@ -339,8 +334,7 @@ TEST(PrioritizedSelectorTest, OptionsAndDebugString) {
   EXPECT_EQ(selector.options().prioritized().priority_exponent(), 0.8);
   EXPECT_FALSE(selector.options().is_deterministic());
   EXPECT_EQ(selector.DebugString(), "PrioritizedSelector(priority_exponent=0.8)");
-  EXPECT_EQ(PrioritizedSelector(1.0).DebugString(),
-            "PrioritizedSelector(priority_exponent=1)");
+  EXPECT_EQ(PrioritizedSelector(1.0).DebugString(), "PrioritizedSelector(priority_exponent=1)");
   EXPECT_EQ(PrioritizedSelector(-0.25).DebugString(),
             "PrioritizedSelector(priority_exponent=-0.25)");
 }

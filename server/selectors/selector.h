@@ -1,5 +1,5 @@
 // ItemSelector: the strategy a table uses to pick a key for sampling or for
-// eviction (reverb-spec.md §2.4, §3.5).
+// eviction (docs/concepts/selectors.md).
 //
 // Contract:
 //  * Thread-safety: none. A selector belongs to exactly one table and one role
@@ -36,9 +36,7 @@ class ItemSelector {
   virtual ~ItemSelector() = default;
 
   // Checks that `priority` is acceptable without changing any state.
-  virtual absl::Status ValidatePriority(double priority) const {
-    return absl::OkStatus();
-  }
+  virtual absl::Status ValidatePriority(double priority) const { return absl::OkStatus(); }
   virtual absl::Status Insert(Key key, double priority) = 0;
   virtual absl::Status Update(Key key, double priority) = 0;
   virtual absl::Status Delete(Key key) = 0;

@@ -20,9 +20,8 @@ namespace {
 using ::deepmind::reverb::KeyDistributionOptions;
 
 absl::Status FalseDistribution(absl::string_view name) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("KeyDistributionOptions has ", name,
-                   " set to false; set it to true to select ", name, "."));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "KeyDistributionOptions has ", name, " set to false; set it to true to select ", name, "."));
 }
 
 }  // namespace
@@ -42,20 +41,18 @@ absl::StatusOr<std::unique_ptr<ItemSelector>> CreateSelector(
     case KeyDistributionOptions::kPrioritized:
       if (!(options.prioritized().priority_exponent() >= 0) ||
           std::isinf(options.prioritized().priority_exponent())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "priority_exponent must be a finite number >= 0, got ",
-            options.prioritized().priority_exponent(), "."));
+        return absl::InvalidArgumentError(
+            absl::StrCat("priority_exponent must be a finite number >= 0, got ",
+                         options.prioritized().priority_exponent(), "."));
       }
-      return std::unique_ptr<ItemSelector>(new PrioritizedSelector(
-          options.prioritized().priority_exponent()));
-    case KeyDistributionOptions::kHeap:
       return std::unique_ptr<ItemSelector>(
-          new HeapSelector(options.heap().min_heap()));
+          new PrioritizedSelector(options.prioritized().priority_exponent()));
+    case KeyDistributionOptions::kHeap:
+      return std::unique_ptr<ItemSelector>(new HeapSelector(options.heap().min_heap()));
     case KeyDistributionOptions::DISTRIBUTION_NOT_SET:
       break;
   }
-  return absl::InvalidArgumentError(
-      "KeyDistributionOptions has no distribution set");
+  return absl::InvalidArgumentError("KeyDistributionOptions has no distribution set");
 }
 
 }  // namespace tf_reverb

@@ -59,8 +59,7 @@ TEST(CreateSelectorTest, EachDistributionRoundTrips) {
   options.mutable_prioritized()->set_priority_exponent(0.8);
   selector = MustCreate(options);
   ASSERT_NE(selector, nullptr);
-  EXPECT_EQ(selector->DebugString(),
-            "PrioritizedSelector(priority_exponent=0.8)");
+  EXPECT_EQ(selector->DebugString(), "PrioritizedSelector(priority_exponent=0.8)");
   EXPECT_EQ(selector->options().prioritized().priority_exponent(), 0.8);
   EXPECT_FALSE(selector->options().is_deterministic());
 }
@@ -78,8 +77,7 @@ TEST(CreateSelectorTest, CreatedSelectorsWork) {
   options.mutable_prioritized()->set_priority_exponent(1.0);
   selector = MustCreate(options);
   ASSERT_NE(selector, nullptr);
-  EXPECT_EQ(selector->ValidatePriority(-1).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(selector->ValidatePriority(-1).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(selector->Insert(1, -1).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(selector->size(), 0);
 }
@@ -90,8 +88,7 @@ TEST(CreateSelectorTest, NoDistributionIsInvalidArgument) {
   auto selector = CreateSelector(options);
   ASSERT_FALSE(selector.ok());
   EXPECT_EQ(selector.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(selector.status().message(),
-            "KeyDistributionOptions has no distribution set");
+  EXPECT_EQ(selector.status().message(), "KeyDistributionOptions has no distribution set");
 }
 
 TEST(CreateSelectorTest, FalseBooleanDistributionIsInvalidArgument) {
@@ -120,8 +117,7 @@ TEST(CreateSelectorTest, ParsedFromWireBytes) {
   ASSERT_TRUE(parsed.ParseFromString(options.SerializeAsString()));
   auto selector = MustCreate(parsed);
   ASSERT_NE(selector, nullptr);
-  EXPECT_EQ(selector->DebugString(),
-            "PrioritizedSelector(priority_exponent=0.6)");
+  EXPECT_EQ(selector->DebugString(), "PrioritizedSelector(priority_exponent=0.6)");
 }
 
 TEST(CreateSelectorTest, NegativeOrNonFinitePriorityExponentIsInvalidArgument) {

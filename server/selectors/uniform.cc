@@ -1,11 +1,11 @@
 #include "server/selectors/uniform.h"
 
+#include <cstdlib>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "schema.pb.h"
-
-#include <cstdlib>
 
 namespace tf_reverb {
 
@@ -13,8 +13,7 @@ UniformSelector::UniformSelector() : rng_(std::random_device()()) {}
 
 absl::Status UniformSelector::Insert(Key key, double /*priority*/) {
   if (!index_.try_emplace(key, keys_.size()).second) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Key ", key, " already inserted."));
+    return absl::InvalidArgumentError(absl::StrCat("Key ", key, " already inserted."));
   }
   keys_.push_back(key);
   return absl::OkStatus();
@@ -44,12 +43,10 @@ absl::Status UniformSelector::Delete(Key key) {
 
 absl::StatusOr<KeyWithProbability> UniformSelector::Sample() {
   if (keys_.empty()) {
-    return absl::FailedPreconditionError(
-        "Sample called on an empty UniformSelector.");
+    return absl::FailedPreconditionError("Sample called on an empty UniformSelector.");
   }
   std::uniform_int_distribution<size_t> pick(0, keys_.size() - 1);
-  return KeyWithProbability{keys_[pick(rng_)],
-                            1.0 / static_cast<double>(keys_.size())};
+  return KeyWithProbability{keys_[pick(rng_)], 1.0 / static_cast<double>(keys_.size())};
 }
 
 void UniformSelector::Clear() {

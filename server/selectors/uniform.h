@@ -1,5 +1,5 @@
 // UniformSelector: samples every key with equal probability 1/N
-// (reverb-spec.md §2.4, §3.5).
+// (docs/concepts/selectors.md).
 //
 // Contract:
 //  * Thread-safety: none. The owning Table serialises every call.

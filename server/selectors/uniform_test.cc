@@ -1,9 +1,9 @@
-#include "absl/status/status.h"
 #include "server/selectors/uniform.h"
 
 #include <cmath>
 #include <map>
 
+#include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/selectors/selector.h"
@@ -15,8 +15,7 @@ using ::testing::HasSubstr;
 
 TEST(UniformSelectorTest, SampleOnEmptyIsFailedPrecondition) {
   UniformSelector selector;
-  EXPECT_EQ(selector.Sample().status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(selector.Sample().status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(UniformSelectorTest, DuplicateAndMissingKeys) {

@@ -3,6 +3,4 @@
 // gRPC uses to resolve names, keeps per-process allocations until exit).
 // The hook is only consulted by the sanitizer runtime; elsewhere it is an
 // unused function.
-extern "C" const char* __lsan_default_suppressions() {
-  return "leak:libcares.so\n";
-}
+extern "C" const char* __lsan_default_suppressions() { return "leak:libcares.so\n"; }

@@ -60,8 +60,7 @@ inline KeyDistributionOptions Heap(bool min_heap) {
 }
 
 inline RateLimiter Limiter(double spi, int64_t min_size, double min_diff, double max_diff) {
-  absl::StatusOr<RateLimiter> limiter =
-      RateLimiter::Create(spi, min_size, min_diff, max_diff);
+  absl::StatusOr<RateLimiter> limiter = RateLimiter::Create(spi, min_size, min_diff, max_diff);
   EXPECT_TRUE(limiter.ok()) << limiter.status();
   return *limiter;
 }
@@ -70,20 +69,20 @@ inline RateLimiter MinSize(int64_t k) { return Limiter(1.0, k, -DBL_MAX, DBL_MAX
 inline RateLimiter QueueLimiter(int64_t n) { return Limiter(1.0, 1, 0.0, n); }
 
 inline std::shared_ptr<Table> MakeTable(const KeyDistributionOptions& sampler,
-                                 const KeyDistributionOptions& remover,
-                                 int64_t max_size, int32_t max_times_sampled,
-                                 RateLimiter limiter, std::string name = "t") {
+                                        const KeyDistributionOptions& remover, int64_t max_size,
+                                        int32_t max_times_sampled, RateLimiter limiter,
+                                        std::string name = "t") {
   // Table::Config has no default constructor (RateLimiter has none).
-  absl::StatusOr<std::shared_ptr<Table>> table = Table::Create(Table::Config{
-      std::move(name), CreateSelector(sampler).value(),
-      CreateSelector(remover).value(), max_size, max_times_sampled, limiter, ""});
+  absl::StatusOr<std::shared_ptr<Table>> table = Table::Create(
+      Table::Config{std::move(name), CreateSelector(sampler).value(),
+                    CreateSelector(remover).value(), max_size, max_times_sampled, limiter, ""});
   EXPECT_TRUE(table.ok()) << table.status();
   return *table;
 }
 
 // A one-column chunk of `rows` int64 steps (value = chunk_key * 100 + row).
 inline std::shared_ptr<const ChunkData> MakeChunk(uint64_t chunk_key, uint64_t episode_id,
-                                           int rows = 1) {
+                                                  int rows = 1) {
   Tensor column;
   column.dtype = ::tf_reverb::tf::DT_INT64;
   column.shape = {rows};
@@ -91,15 +90,14 @@ inline std::shared_ptr<const ChunkData> MakeChunk(uint64_t chunk_key, uint64_t e
     int64_t v = static_cast<int64_t>(chunk_key) * 100 + r;
     column.data.append(reinterpret_cast<const char*>(&v), sizeof(v));
   }
-  absl::StatusOr<ChunkData> chunk =
-      BuildChunk(chunk_key, {column}, episode_id, 0, rows - 1, false);
+  absl::StatusOr<ChunkData> chunk = BuildChunk(chunk_key, {column}, episode_id, 0, rows - 1, false);
   EXPECT_TRUE(chunk.ok()) << chunk.status();
   return std::make_shared<const ChunkData>(*std::move(chunk));
 }
 
 // An item with one column referencing every row of each chunk in order.
 inline TableItem MakeItem(uint64_t key, double priority,
-                   std::vector<std::shared_ptr<const ChunkData>> chunks) {
+                          std::vector<std::shared_ptr<const ChunkData>> chunks) {
   auto item = std::make_shared<PrioritizedItem>();
   item->set_key(key);
   item->set_table("t");
@@ -109,8 +107,7 @@ inline TableItem MakeItem(uint64_t key, double priority,
     auto* slice = column->add_chunk_slices();
     slice->set_chunk_key(chunk->chunk_key());
     slice->set_offset(0);
-    slice->set_length(
-        static_cast<int32_t>(chunk->data().tensors(0).tensor_shape().dim(0).size()));
+    slice->set_length(static_cast<int32_t>(chunk->data().tensors(0).tensor_shape().dim(0).size()));
     slice->set_index(0);
   }
   return TableItem{std::move(item), std::move(chunks)};
@@ -122,7 +119,7 @@ inline TableItem MakeItem(uint64_t key, double priority = 1.0) {
 }
 
 inline absl::Status Insert(Table& table, uint64_t key, double priority = 1.0,
-                    absl::Duration timeout = kNoWait) {
+                           absl::Duration timeout = kNoWait) {
   return table.InsertOrAssign(MakeItem(key, priority), timeout);
 }
 

@@ -43,8 +43,7 @@ using absl::Time;
   "_ZN4absl7debian35Mutex19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE"
 #define TSAN_SHIM_NAME_LockWhenWithDeadline \
   "_ZN4absl7debian35Mutex20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE"
-#define TSAN_SHIM_NAME_ReaderLockWhen \
-  "_ZN4absl7debian35Mutex14ReaderLockWhenERKNS0_9ConditionE"
+#define TSAN_SHIM_NAME_ReaderLockWhen "_ZN4absl7debian35Mutex14ReaderLockWhenERKNS0_9ConditionE"
 #define TSAN_SHIM_NAME_CondVarWait "_ZN4absl7debian37CondVar4WaitEPNS0_5MutexE"
 #define TSAN_SHIM_NAME_CondVarWaitWithTimeout \
   "_ZN4absl7debian37CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE"
@@ -97,21 +96,21 @@ void ShimAwait(Mutex* mu, const Condition& c) {
   real(mu, c);
   __tsan_acquire(mu);
 }
-bool ShimAwaitWithTimeout(Mutex* mu, const Condition& c, Duration d)
-    __asm__(TSAN_SHIM_NAME_AwaitWithTimeout);
+bool ShimAwaitWithTimeout(Mutex* mu, const Condition& c,
+                          Duration d) __asm__(TSAN_SHIM_NAME_AwaitWithTimeout);
 bool ShimAwaitWithTimeout(Mutex* mu, const Condition& c, Duration d) {
-  static auto real = Real<bool (*)(Mutex*, const Condition&, Duration)>(
-      TSAN_SHIM_NAME_AwaitWithTimeout);
+  static auto real =
+      Real<bool (*)(Mutex*, const Condition&, Duration)>(TSAN_SHIM_NAME_AwaitWithTimeout);
   __tsan_release(mu);
   const bool r = real(mu, c, d);
   __tsan_acquire(mu);
   return r;
 }
-bool ShimAwaitWithDeadline(Mutex* mu, const Condition& c, Time t)
-    __asm__(TSAN_SHIM_NAME_AwaitWithDeadline);
+bool ShimAwaitWithDeadline(Mutex* mu, const Condition& c,
+                           Time t) __asm__(TSAN_SHIM_NAME_AwaitWithDeadline);
 bool ShimAwaitWithDeadline(Mutex* mu, const Condition& c, Time t) {
-  static auto real = Real<bool (*)(Mutex*, const Condition&, Time)>(
-      TSAN_SHIM_NAME_AwaitWithDeadline);
+  static auto real =
+      Real<bool (*)(Mutex*, const Condition&, Time)>(TSAN_SHIM_NAME_AwaitWithDeadline);
   __tsan_release(mu);
   const bool r = real(mu, c, t);
   __tsan_acquire(mu);
@@ -123,55 +122,52 @@ void ShimLockWhen(Mutex* mu, const Condition& c) {
   real(mu, c);
   __tsan_acquire(mu);
 }
-bool ShimLockWhenWithTimeout(Mutex* mu, const Condition& c, Duration d)
-    __asm__(TSAN_SHIM_NAME_LockWhenWithTimeout);
+bool ShimLockWhenWithTimeout(Mutex* mu, const Condition& c,
+                             Duration d) __asm__(TSAN_SHIM_NAME_LockWhenWithTimeout);
 bool ShimLockWhenWithTimeout(Mutex* mu, const Condition& c, Duration d) {
-  static auto real = Real<bool (*)(Mutex*, const Condition&, Duration)>(
-      TSAN_SHIM_NAME_LockWhenWithTimeout);
+  static auto real =
+      Real<bool (*)(Mutex*, const Condition&, Duration)>(TSAN_SHIM_NAME_LockWhenWithTimeout);
   const bool r = real(mu, c, d);
   __tsan_acquire(mu);
   return r;
 }
-bool ShimLockWhenWithDeadline(Mutex* mu, const Condition& c, Time t)
-    __asm__(TSAN_SHIM_NAME_LockWhenWithDeadline);
+bool ShimLockWhenWithDeadline(Mutex* mu, const Condition& c,
+                              Time t) __asm__(TSAN_SHIM_NAME_LockWhenWithDeadline);
 bool ShimLockWhenWithDeadline(Mutex* mu, const Condition& c, Time t) {
-  static auto real = Real<bool (*)(Mutex*, const Condition&, Time)>(
-      TSAN_SHIM_NAME_LockWhenWithDeadline);
+  static auto real =
+      Real<bool (*)(Mutex*, const Condition&, Time)>(TSAN_SHIM_NAME_LockWhenWithDeadline);
   const bool r = real(mu, c, t);
   __tsan_acquire(mu);
   return r;
 }
-void ShimReaderLockWhen(Mutex* mu, const Condition& c)
-    __asm__(TSAN_SHIM_NAME_ReaderLockWhen);
+void ShimReaderLockWhen(Mutex* mu, const Condition& c) __asm__(TSAN_SHIM_NAME_ReaderLockWhen);
 void ShimReaderLockWhen(Mutex* mu, const Condition& c) {
-  static auto real =
-      Real<void (*)(Mutex*, const Condition&)>(TSAN_SHIM_NAME_ReaderLockWhen);
+  static auto real = Real<void (*)(Mutex*, const Condition&)>(TSAN_SHIM_NAME_ReaderLockWhen);
   real(mu, c);
   __tsan_acquire(mu);
 }
 void ShimCondVarWait(absl::CondVar* cv, Mutex* mu) __asm__(TSAN_SHIM_NAME_CondVarWait);
 void ShimCondVarWait(absl::CondVar* cv, Mutex* mu) {
-  static auto real =
-      Real<void (*)(absl::CondVar*, Mutex*)>(TSAN_SHIM_NAME_CondVarWait);
+  static auto real = Real<void (*)(absl::CondVar*, Mutex*)>(TSAN_SHIM_NAME_CondVarWait);
   __tsan_release(mu);
   real(cv, mu);
   __tsan_acquire(mu);
 }
-bool ShimCondVarWaitWithTimeout(absl::CondVar* cv, Mutex* mu, Duration d)
-    __asm__(TSAN_SHIM_NAME_CondVarWaitWithTimeout);
+bool ShimCondVarWaitWithTimeout(absl::CondVar* cv, Mutex* mu,
+                                Duration d) __asm__(TSAN_SHIM_NAME_CondVarWaitWithTimeout);
 bool ShimCondVarWaitWithTimeout(absl::CondVar* cv, Mutex* mu, Duration d) {
-  static auto real = Real<bool (*)(absl::CondVar*, Mutex*, Duration)>(
-      TSAN_SHIM_NAME_CondVarWaitWithTimeout);
+  static auto real =
+      Real<bool (*)(absl::CondVar*, Mutex*, Duration)>(TSAN_SHIM_NAME_CondVarWaitWithTimeout);
   __tsan_release(mu);
   const bool r = real(cv, mu, d);
   __tsan_acquire(mu);
   return r;
 }
-bool ShimCondVarWaitWithDeadline(absl::CondVar* cv, Mutex* mu, Time t)
-    __asm__(TSAN_SHIM_NAME_CondVarWaitWithDeadline);
+bool ShimCondVarWaitWithDeadline(absl::CondVar* cv, Mutex* mu,
+                                 Time t) __asm__(TSAN_SHIM_NAME_CondVarWaitWithDeadline);
 bool ShimCondVarWaitWithDeadline(absl::CondVar* cv, Mutex* mu, Time t) {
-  static auto real = Real<bool (*)(absl::CondVar*, Mutex*, Time)>(
-      TSAN_SHIM_NAME_CondVarWaitWithDeadline);
+  static auto real =
+      Real<bool (*)(absl::CondVar*, Mutex*, Time)>(TSAN_SHIM_NAME_CondVarWaitWithDeadline);
   __tsan_release(mu);
   const bool r = real(cv, mu, t);
   __tsan_acquire(mu);

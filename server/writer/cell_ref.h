@@ -1,5 +1,5 @@
 // CellRef: a reference to one cell (one column at one step) of a writer's
-// history, and its CellSpec (reverb-spec.md §2.8, "Chunking").
+// history, and its CellSpec (docs/concepts/writers-and-patterns.md, "Chunking").
 //
 // A cell is first a row of its Chunker's open buffer; once the chunker
 // finalizes that buffer the CellRef is handed the compressed chunk. The
@@ -38,7 +38,7 @@ namespace tf_reverb {
 class Chunker;
 
 // A uniformly random key in [0, 2^64 - 1) (chunk keys, item keys, episode
-// ids; reverb-spec.md §1.2).
+// ids; docs/concepts/items-and-chunks.md).
 uint64_t NewRandomKey();
 
 // dtype and per-step shape of a column.
@@ -55,8 +55,8 @@ struct CellSpec {
 
 class CellRef {
  public:
-  CellRef(std::weak_ptr<Chunker> chunker, uint64_t chunk_key, int32_t offset,
-          uint64_t episode_id, int32_t episode_step, CellSpec spec);
+  CellRef(std::weak_ptr<Chunker> chunker, uint64_t chunk_key, int32_t offset, uint64_t episode_id,
+          int32_t episode_step, CellSpec spec);
 
   uint64_t chunk_key() const { return chunk_key_; }
   // Row of the cell in its chunk.

@@ -1,4 +1,3 @@
-#include "absl/status/status.h"
 #include "server/writer/cell_ref.h"
 
 #include <cstdint>
@@ -7,10 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "server/tensor.h"
-#include "server/writer/chunker.h"
 #include "server/testing/tensor_testing.h"
+#include "server/writer/chunker.h"
 #include "tensor.pb.h"
 
 namespace tf_reverb {

@@ -13,13 +13,13 @@ namespace tf_reverb {
 
 absl::Status ChunkerOptions::Validate() const {
   if (num_keep_alive_refs < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "num_keep_alive_refs must be >= 1, got ", num_keep_alive_refs, "."));
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_keep_alive_refs must be >= 1, got ", num_keep_alive_refs, "."));
   }
   if (max_chunk_length < 0 || max_chunk_length > num_keep_alive_refs) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_chunk_length must be in [1, num_keep_alive_refs=", num_keep_alive_refs,
-        "] (or auto-tuned), got ", max_chunk_length, "."));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_chunk_length must be in [1, num_keep_alive_refs=", num_keep_alive_refs,
+                     "] (or auto-tuned), got ", max_chunk_length, "."));
   }
   return absl::OkStatus();
 }
@@ -44,15 +44,14 @@ absl::Status Chunker::CheckSpecLocked(const Tensor& value) const {
   }
   if (!spec_.has_value()) return absl::OkStatus();
   if (value.dtype != spec_->dtype) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Tensor of wrong dtype provided for column ", column_, ". Got ",
-        DataTypeName(value.dtype), " but expected ", DataTypeName(spec_->dtype), "."));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Tensor of wrong dtype provided for column ", column_, ". Got ",
+                     DataTypeName(value.dtype), " but expected ", DataTypeName(spec_->dtype), "."));
   }
   if (value.shape != spec_->shape) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Tensor of incompatible shape provided for column ", column_, ". Got ",
-        ShapeString(value.shape), " which is incompatible with ",
-        ShapeString(spec_->shape), "."));
+        ShapeString(value.shape), " which is incompatible with ", ShapeString(spec_->shape), "."));
   }
   return absl::OkStatus();
 }
@@ -81,9 +80,9 @@ absl::StatusOr<std::weak_ptr<CellRef>> Chunker::Append(Tensor value, uint64_t ep
   if (absl::Status s = CheckSpecLocked(value); !s.ok()) return s;
   if (last_step_.has_value() && last_step_->first == episode_id &&
       episode_step <= last_step_->second) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "Column ", column_, " already has a value for step ", last_step_->second,
-        " of this episode; steps must strictly increase (got ", episode_step, ")."));
+    return absl::FailedPreconditionError(
+        absl::StrCat("Column ", column_, " already has a value for step ", last_step_->second,
+                     " of this episode; steps must strictly increase (got ", episode_step, ")."));
   }
   if (!spec_.has_value()) spec_ = CellSpec{value.dtype, value.shape};
   // A chunk never spans two episodes.
@@ -100,9 +99,9 @@ absl::StatusOr<std::weak_ptr<CellRef>> Chunker::Append(Tensor value, uint64_t ep
   buffer_last_step_ = episode_step;
   last_step_ = {episode_id, episode_step};
 
-  auto ref = std::make_shared<CellRef>(weak_from_this(), chunk_key_,
-                                       static_cast<int32_t>(buffer_.size()), episode_id,
-                                       episode_step, *spec_);
+  auto ref =
+      std::make_shared<CellRef>(weak_from_this(), chunk_key_, static_cast<int32_t>(buffer_.size()),
+                                episode_id, episode_step, *spec_);
   buffer_.push_back(std::move(value));
   buffer_refs_.push_back(ref);
   keep_alive_.push_back(ref);
@@ -129,33 +128,32 @@ absl::Status Chunker::FinalizeLocked() {
        delta_encode = options_.delta_encode, codec = options_.codec,
        zstd_level = options_.zstd_level]()
           -> absl::StatusOr<std::shared_ptr<const deepmind::reverb::ChunkData>> {
-    absl::StatusOr<Tensor> stacked;
-    if (rows->front().dtype == ::tf_reverb::tf::DT_STRING) {
-      std::vector<const Tensor*> parts;
-      parts.reserve(rows->size());
-      for (const Tensor& t : *rows) parts.push_back(&t);
-      stacked = StackTensors(parts);
-    } else {
-      Tensor out;
-      out.dtype = rows->front().dtype;
-      out.shape.push_back(static_cast<int64_t>(rows->size()));
-      out.shape.insert(out.shape.end(), rows->front().shape.begin(),
-                       rows->front().shape.end());
-      out.data.reserve(raw_bytes);
-      for (const Tensor& t : *rows) out.data.append(t.data);
-      stacked = std::move(out);
-    }
-    if (!stacked.ok()) return stacked.status();
-    absl::StatusOr<deepmind::reverb::ChunkData> chunk = BuildChunk(
-        key, {*std::move(stacked)}, episode_id, first, last, delta_encode, codec, zstd_level);
-    if (!chunk.ok()) return chunk.status();
-    chunk->mutable_sequence_range()->set_sparse(sparse);
-    auto shared = std::make_shared<const deepmind::reverb::ChunkData>(*std::move(chunk));
-    for (const std::weak_ptr<CellRef>& weak : refs) {
-      if (std::shared_ptr<CellRef> ref = weak.lock()) ref->SetChunk(shared);
-    }
-    return shared;
-  });
+        absl::StatusOr<Tensor> stacked;
+        if (rows->front().dtype == ::tf_reverb::tf::DT_STRING) {
+          std::vector<const Tensor*> parts;
+          parts.reserve(rows->size());
+          for (const Tensor& t : *rows) parts.push_back(&t);
+          stacked = StackTensors(parts);
+        } else {
+          Tensor out;
+          out.dtype = rows->front().dtype;
+          out.shape.push_back(static_cast<int64_t>(rows->size()));
+          out.shape.insert(out.shape.end(), rows->front().shape.begin(), rows->front().shape.end());
+          out.data.reserve(raw_bytes);
+          for (const Tensor& t : *rows) out.data.append(t.data);
+          stacked = std::move(out);
+        }
+        if (!stacked.ok()) return stacked.status();
+        absl::StatusOr<deepmind::reverb::ChunkData> chunk = BuildChunk(
+            key, {*std::move(stacked)}, episode_id, first, last, delta_encode, codec, zstd_level);
+        if (!chunk.ok()) return chunk.status();
+        chunk->mutable_sequence_range()->set_sparse(sparse);
+        auto shared = std::make_shared<const deepmind::reverb::ChunkData>(*std::move(chunk));
+        for (const std::weak_ptr<CellRef>& weak : refs) {
+          if (std::shared_ptr<CellRef> ref = weak.lock()) ref->SetChunk(shared);
+        }
+        return shared;
+      });
   buffer_.clear();
   buffer_refs_.clear();
   const uint64_t key = chunk_key_;
@@ -235,8 +233,7 @@ absl::StatusOr<Tensor> Chunker::BufferedRow(uint64_t chunk_key, int32_t offset) 
   if (chunk_key != chunk_key_) {
     // A finalized chunk still being encoded elsewhere.
     auto it = encoding_.find(chunk_key);
-    if (it == encoding_.end() || offset < 0 ||
-        offset >= static_cast<int32_t>(it->second->size())) {
+    if (it == encoding_.end() || offset < 0 || offset >= static_cast<int32_t>(it->second->size())) {
       return absl::NotFoundError("The cell is not in the open chunk.");
     }
     return (*it->second)[offset];

@@ -1,5 +1,5 @@
 // Chunker: turns the successive values of ONE column into chunks
-// (reverb-spec.md §1.3, §2.8 "Chunking").
+// (docs/architecture/wire-protocol.md, docs/concepts/writers-and-patterns.md "Chunking").
 //
 // Rows are buffered until the buffer holds max_chunk_length rows, Flush() is
 // called, or a row of another episode arrives; then the buffer is stacked,

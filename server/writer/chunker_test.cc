@@ -1,4 +1,3 @@
-#include "absl/status/status.h"
 #include "server/writer/chunker.h"
 
 #include <cstdint>
@@ -6,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/chunk_codec.h"

@@ -60,8 +60,8 @@ absl::StatusOr<std::unique_ptr<TrajectoryWriter>> TrajectoryWriter::Create(
     std::shared_ptr<grpc::Channel> channel, TrajectoryWriterOptions options) {
   if (absl::Status s = options.chunker_options.Validate(); !s.ok()) return s;
   if (options.max_queued_items < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_queued_items must be >= 1, got ", options.max_queued_items, "."));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_queued_items must be >= 1, got ", options.max_queued_items, "."));
   }
   std::unique_ptr<TrajectoryWriter> writer(
       new TrajectoryWriter(std::move(channel), std::move(options)));
@@ -87,13 +87,12 @@ absl::StatusOr<std::shared_ptr<Chunker>> TrajectoryWriter::GetOrCreateChunker(in
   while (static_cast<int>(chunkers_.size()) <= column) {
     const int index = static_cast<int>(chunkers_.size());
     auto it = overrides_.find(index);
-    absl::StatusOr<std::shared_ptr<Chunker>> chunker = Chunker::Create(
-        index, it == overrides_.end() ? options_.chunker_options : it->second);
+    absl::StatusOr<std::shared_ptr<Chunker>> chunker =
+        Chunker::Create(index, it == overrides_.end() ? options_.chunker_options : it->second);
     if (!chunker.ok()) return chunker.status();
-    (*chunker)->SetEncodeExecutor(
-        [this](int64_t raw_bytes, Chunker::EncodeJob* job) {
-          return TakeEncodeJob(raw_bytes, job);
-        });
+    (*chunker)->SetEncodeExecutor([this](int64_t raw_bytes, Chunker::EncodeJob* job) {
+      return TakeEncodeJob(raw_bytes, job);
+    });
     (*chunker)->SetCodec(chunk_codec_);
     chunkers_.push_back(*std::move(chunker));
   }
@@ -109,8 +108,8 @@ absl::Status TrajectoryWriter::AppendPartial(std::vector<std::optional<Tensor>> 
   return AppendInternal(std::move(data), /*partial=*/true, refs);
 }
 
-absl::Status TrajectoryWriter::AppendInternal(std::vector<std::optional<Tensor>> data,
-                                              bool partial, StepRefs* refs) {
+absl::Status TrajectoryWriter::AppendInternal(std::vector<std::optional<Tensor>> data, bool partial,
+                                              StepRefs* refs) {
   absl::MutexLock caller_lock(&caller_mu_);
   refs->clear();
   // Check every value before buffering any, so a failed append changes nothing.
@@ -124,9 +123,10 @@ absl::Status TrajectoryWriter::AppendInternal(std::vector<std::optional<Tensor>>
       if (!data[i].has_value()) continue;
       const int column = static_cast<int>(i);
       if (open_step_columns_.contains(column)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Column ", column, " has already been set in the active step by a previous "
-            "(partial) append call and thus must be omitted or set to None."));
+        return absl::InvalidArgumentError(
+            absl::StrCat("Column ", column,
+                         " has already been set in the active step by a previous "
+                         "(partial) append call and thus must be omitted or set to None."));
       }
       absl::StatusOr<std::shared_ptr<Chunker>> chunker = GetOrCreateChunker(column);
       if (!chunker.ok()) return chunker.status();
@@ -219,10 +219,10 @@ absl::Status TrajectoryWriter::ValidateItem(const std::string& table,
           absl::StrCat("Error in column ", c, ": Column must reference at least one cell."));
     }
     if (column.squeeze && column.refs.size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Error in column ", c,
-          ": Column must contain exactly one row when squeeze is set but got ",
-          column.refs.size(), "."));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Error in column ", c,
+                       ": Column must contain exactly one row when squeeze is set but got ",
+                       column.refs.size(), "."));
     }
     auto* out = flat->add_columns();
     out->set_squeeze(column.squeeze);
@@ -230,16 +230,17 @@ absl::Status TrajectoryWriter::ValidateItem(const std::string& table,
     for (const std::weak_ptr<CellRef>& weak : column.refs) {
       std::shared_ptr<CellRef> ref = weak.lock();
       if (ref == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Error in column ", c, ": Column contains expired CellRef (its data is no longer "
-            "kept alive; raise num_keep_alive_refs)."));
+        return absl::InvalidArgumentError(
+            absl::StrCat("Error in column ", c,
+                         ": Column contains expired CellRef (its data is no longer "
+                         "kept alive; raise num_keep_alive_refs)."));
       }
       if (spec == nullptr) {
         spec = &ref->spec();
       } else if (!(ref->spec() == *spec)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Error in column ", c, ": Column references cells of different specs: ",
-            spec->DebugString(), " and ", ref->spec().DebugString(), "."));
+        return absl::InvalidArgumentError(
+            absl::StrCat("Error in column ", c, ": Column references cells of different specs: ",
+                         spec->DebugString(), " and ", ref->spec().DebugString(), "."));
       }
       const int n = out->chunk_slices_size();
       auto* last = n > 0 ? out->mutable_chunk_slices(n - 1) : nullptr;
@@ -270,20 +271,20 @@ absl::Status TrajectoryWriter::ValidateItem(const std::string& table,
     std::vector<std::string> names;
     for (const auto& entry : *options_.signatures) names.push_back(entry.first);
     std::sort(names.begin(), names.end());
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Unable to create item in table '", table,
-        "' since the table could not be found. A total of ", names.size(),
-        " tables were found: ", absl::StrJoin(names, ", "), "."));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Unable to create item in table '", table,
+                     "' since the table could not be found. A total of ", names.size(),
+                     " tables were found: ", absl::StrJoin(names, ", "), "."));
   }
   if (!it->second.has_value()) return absl::OkStatus();
   const std::vector<SignatureSpec>& signature = *it->second;
-  const std::string prefix = absl::StrCat(
-      "Unable to create item in table '", table,
-      "' since the provided trajectory is inconsistent with the table signature. ");
+  const std::string prefix =
+      absl::StrCat("Unable to create item in table '", table,
+                   "' since the provided trajectory is inconsistent with the table signature. ");
   if (signature.size() != trajectory.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        prefix, "The item has ", trajectory.size(), " columns but the signature has ",
-        signature.size(), "."));
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "The item has ", trajectory.size(),
+                                                   " columns but the signature has ",
+                                                   signature.size(), "."));
   }
   for (size_t c = 0; c < trajectory.size(); ++c) {
     const CellSpec& spec = *specs[c];
@@ -296,10 +297,10 @@ absl::Status TrajectoryWriter::ValidateItem(const std::string& table,
       ok = signature[c].dtype == spec.dtype && IsCompatibleShape(signature[c].shape, spec.shape);
     }
     if (!ok) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          prefix, "The table signature specifies column ", c, " as ",
-          SignatureSpecString(signature[c]), " but the item provides ",
-          DataTypeName(spec.dtype), ShapeString(shape), "."));
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, "The table signature specifies column ", c, " as ",
+                       SignatureSpecString(signature[c]), " but the item provides ",
+                       DataTypeName(spec.dtype), ShapeString(shape), "."));
     }
   }
   return absl::OkStatus();
@@ -393,9 +394,9 @@ absl::Status TrajectoryWriter::WaitForPending(int max_pending, absl::Duration ti
   };
   while (pending() && error_.ok() && !closed_) {
     if (WaitAsUrgent(deadline) && pending()) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          what, " call did not complete within provided timeout of ",
-          absl::FormatDuration(timeout)));
+      return absl::DeadlineExceededError(
+          absl::StrCat(what, " call did not complete within provided timeout of ",
+                       absl::FormatDuration(timeout)));
     }
   }
   return CheckUsable();
@@ -403,14 +404,13 @@ absl::Status TrajectoryWriter::WaitForPending(int max_pending, absl::Duration ti
 
 absl::Status TrajectoryWriter::Flush(int block_until_num_items, absl::Duration timeout) {
   if (block_until_num_items < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "block_until_num_items must be >= 0, got ", block_until_num_items, "."));
+    return absl::InvalidArgumentError(
+        absl::StrCat("block_until_num_items must be >= 0, got ", block_until_num_items, "."));
   }
   absl::MutexLock lock(&mu_);
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
   if (static_cast<int>(queue_.size()) > block_until_num_items) {
-    if (absl::Status s = FinalizeChunksOfQueued(queue_.size() - block_until_num_items);
-        !s.ok()) {
+    if (absl::Status s = FinalizeChunksOfQueued(queue_.size() - block_until_num_items); !s.ok()) {
       return s;
     }
   }
@@ -563,8 +563,8 @@ void TrajectoryWriter::RunWorker() {
       pending_cv_.SignalAll();
       return;
     }
-    backoff = absl::Now() - started < kFastFailure ? std::min(2 * backoff, kMaxBackoff)
-                                                   : kMinBackoff;
+    backoff =
+        absl::Now() - started < kFastFailure ? std::min(2 * backoff, kMaxBackoff) : kMinBackoff;
     const absl::Time wake = absl::Now() + backoff;
     while (!closed_ && absl::Now() < wake) worker_cv_.WaitWithDeadline(&mu_, wake);
     if (closed_) return;
@@ -574,8 +574,8 @@ void TrajectoryWriter::RunWorker() {
 absl::Status TrajectoryWriter::RunStream() {
   // A wait-for-ready stream waits forever on a channel whose TLS does not
   // match the server's: find that out first (channel_credentials.h).
-  absl::Status transport = AwaitTransport(
-      channel_.get(), absl::InfiniteFuture(), std::nullopt, "", [this] {
+  absl::Status transport =
+      AwaitTransport(channel_.get(), absl::InfiniteFuture(), std::nullopt, "", [this] {
         absl::MutexLock lock(&mu_);
         return closed_;
       });

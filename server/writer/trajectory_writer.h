@@ -1,5 +1,5 @@
 // TrajectoryWriter: the column-oriented, asynchronous writer of
-// reverb-spec.md §2.8 over one InsertStream (§4.3).
+// docs/concepts/writers-and-patterns.md over one InsertStream (§4.3).
 //
 // Append() buffers one value per column in per-column Chunkers and returns a
 // weak CellRef per value; CreateItem() turns slices of those references into
@@ -109,8 +109,7 @@ inline constexpr int64_t kAsyncEncodeMinBytes = 32 << 10;
 
 // Table name -> flattened signature (server/signature.h; nullopt: the table
 // has none).
-using TableSignatures =
-    absl::flat_hash_map<std::string, std::optional<std::vector<SignatureSpec>>>;
+using TableSignatures = absl::flat_hash_map<std::string, std::optional<std::vector<SignatureSpec>>>;
 
 struct TrajectoryWriterOptions {
   // Default chunking of every column (ConfigureChunker overrides per column).
@@ -214,8 +213,7 @@ class TrajectoryWriter {
   absl::StatusOr<std::shared_ptr<Chunker>> GetOrCreateChunker(int column)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ValidateItem(const std::string& table,
-                            const std::vector<TrajectoryColumn>& trajectory,
-                            Item* item) const;
+                            const std::vector<TrajectoryColumn>& trajectory, Item* item) const;
   // Finalizes the open chunks referenced by queue_[0, end).
   absl::Status FinalizeChunksOfQueued(size_t end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // When no item awaits confirmation, finalizes the open auto-tuned chunks
@@ -228,8 +226,8 @@ class TrajectoryWriter {
   bool WaitAsUrgent(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the sending thread should send now rather than coalesce more.
   bool SendNow() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  absl::Status WaitForPending(int max_pending, absl::Duration timeout,
-                              const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status WaitForPending(int max_pending, absl::Duration timeout, const char* what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void RunWorker();
   // Sends items over one stream until it breaks or the writer closes;
@@ -275,8 +273,7 @@ class TrajectoryWriter {
   // ahead of those items (which may still wait for other chunks) so that
   // their bytes flow while the caller appends. Weak: a chunk no cell needs
   // any more is not sent.
-  std::deque<std::weak_ptr<const deepmind::reverb::ChunkData>> early_chunks_
-      ABSL_GUARDED_BY(mu_);
+  std::deque<std::weak_ptr<const deepmind::reverb::ChunkData>> early_chunks_ ABSL_GUARDED_BY(mu_);
   // Sum of the queued items' data_bytes.
   int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Chunk key -> number of queued items referencing it.

@@ -1,6 +1,4 @@
 // TrajectoryWriter against real servers (server::Server) over real gRPC.
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "server/writer/trajectory_writer.h"
 
 #include <cfloat>
@@ -17,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -25,12 +25,12 @@
 #include "grpcpp/channel.h"
 #include "gtest/gtest.h"
 #include "schema.pb.h"
-#include "server/client.h"
+#include "server/client/client.h"
+#include "server/client/sample.h"
+#include "server/client/sampler.h"
 #include "server/rate_limiter.h"
-#include "server/sample.h"
-#include "server/sampler.h"
 #include "server/selectors/selector.h"
-#include "server/server.h"
+#include "server/service/server.h"
 #include "server/signature.h"
 #include "server/table.h"
 #include "server/tensor.h"
@@ -99,8 +99,8 @@ std::unique_ptr<TrajectoryWriter> NewWriter(int port, int keep_alive = 4, int ch
 // Appends step i = {obs: [i, 10 i], reward: i}; returns its refs.
 TrajectoryWriter::StepRefs AppendStep(TrajectoryWriter& writer, int i) {
   TrajectoryWriter::StepRefs refs;
-  absl::Status s = writer.Append({Int32Row({i, 10 * i}), FloatScalar(static_cast<float>(i))},
-                                 &refs);
+  absl::Status s =
+      writer.Append({Int32Row({i, 10 * i}), FloatScalar(static_cast<float>(i))}, &refs);
   EXPECT_TRUE(s.ok()) << s;
   return refs;
 }
@@ -168,10 +168,10 @@ Tensor LargeRow(int i) {
 
 TEST(TrajectoryWriterTest, LargeChunksEncodedInTheBackgroundArriveIntact) {
   // Every item is sampled once, in insertion order.
-  auto server = StartServer({Table::Create(Table::Config{"t", CreateSelector(Fifo()).value(),
-                                                         CreateSelector(Fifo()).value(), 1000,
-                                                         1, MinSize1(), ""})
-                                 .value()});
+  auto server = StartServer(
+      {Table::Create(Table::Config{"t", CreateSelector(Fifo()).value(),
+                                   CreateSelector(Fifo()).value(), 1000, 1, MinSize1(), ""})
+           .value()});
   auto writer = NewWriter(server->port(), /*keep_alive=*/4, /*chunk_length=*/4);
   std::vector<TrajectoryWriter::StepRefs> steps;
   for (int i = 0; i < 12; ++i) {
@@ -183,11 +183,11 @@ TEST(TrajectoryWriterTest, LargeChunksEncodedInTheBackgroundArriveIntact) {
     EXPECT_EQ(Values<int32_t>(*data)[1], i * 100000 + 1);
     steps.push_back(std::move(refs));
     if (i >= 2) {
-      ASSERT_TRUE(writer
-                      ->CreateItem("t", 1.0,
-                                   {Column({Ref(steps[i - 2], 0), Ref(steps[i - 1], 0),
-                                            Ref(steps[i], 0)})})
-                      .ok());
+      ASSERT_TRUE(
+          writer
+              ->CreateItem("t", 1.0,
+                           {Column({Ref(steps[i - 2], 0), Ref(steps[i - 1], 0), Ref(steps[i], 0)})})
+              .ok());
     }
   }
   ASSERT_TRUE(writer->Flush().ok());
@@ -220,8 +220,8 @@ TEST(TrajectoryWriterTest, LargeChunksGoOutWhileTheirItemsWaitForOtherChunks) {
   // An item over step 2 waits for the scalar chunk [0, 6); the frame chunk
   // [2, 4) it references goes out as soon as step 3 completes it.
   TrajectoryWriter::StepRefs step2 = append(2);
-  ASSERT_TRUE(writer->CreateItem("t", 1.0, {Column({Ref(step2, 0)}), Column({Ref(step2, 1)})})
-                  .ok());
+  ASSERT_TRUE(
+      writer->CreateItem("t", 1.0, {Column({Ref(step2, 0)}), Column({Ref(step2, 1)})}).ok());
   append(3);
   EXPECT_TRUE(Eventually([&] { return writer->num_requests_sent() > 0; }));
   EXPECT_EQ(writer->num_requests_sent(), 1);
@@ -244,8 +244,9 @@ TEST(TrajectoryWriterTest, LaterItemsReuseChunksSentEarlierOnTheStream) {
   for (int i = 2; i < 4; ++i) steps.push_back(AppendStep(*writer, i));
   // Needs chunk [0,1] again: the server must still hold it (keep_chunk_keys).
   ASSERT_TRUE(writer
-                  ->CreateItem("u", 2, {Column({Ref(steps[0], 0), Ref(steps[1], 0),
-                                                Ref(steps[2], 0), Ref(steps[3], 0)})})
+                  ->CreateItem("u", 2,
+                               {Column({Ref(steps[0], 0), Ref(steps[1], 0), Ref(steps[2], 0),
+                                        Ref(steps[3], 0)})})
                   .ok());
   ASSERT_TRUE(writer->Flush().ok());
   EXPECT_EQ(writer->num_streams_opened(), 1);
@@ -305,16 +306,16 @@ TEST(TrajectoryWriterTest, CreateItemValidation) {
   auto first = AppendStep(*writer, 0);
   auto second = AppendStep(*writer, 1);
   EXPECT_TRUE(Ref(first, 0).expired());
-  absl::Status expired = writer->CreateItem("t", 1, {Column({Ref(second, 1)}), Column({Ref(first, 0)})});
+  absl::Status expired =
+      writer->CreateItem("t", 1, {Column({Ref(second, 1)}), Column({Ref(first, 0)})});
   EXPECT_EQ(expired.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(expired.message(), HasSubstr("Error in column 1"));
   EXPECT_THAT(expired.message(), HasSubstr("expired"));
   EXPECT_EQ(writer->CreateItem("t", 1, {}).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(writer->CreateItem("t", NAN, {Column({Ref(second, 0)})}).message(),
-              HasSubstr("NaN"));
-  EXPECT_THAT(writer->CreateItem("t", 1, {Column({Ref(second, 0), Ref(second, 0)}, true)})
-                  .message(),
-              HasSubstr("exactly one row"));
+  EXPECT_THAT(writer->CreateItem("t", NAN, {Column({Ref(second, 0)})}).message(), HasSubstr("NaN"));
+  EXPECT_THAT(
+      writer->CreateItem("t", 1, {Column({Ref(second, 0), Ref(second, 0)}, true)}).message(),
+      HasSubstr("exactly one row"));
   EXPECT_THAT(writer->CreateItem("t", 1, {Column({Ref(second, 0), Ref(second, 1)})}).message(),
               HasSubstr("different specs"));
   EXPECT_EQ(writer->num_pending_items(), 0);
@@ -333,10 +334,8 @@ TEST(TrajectoryWriterTest, SignatureValidation) {
   auto writer = TrajectoryWriter::Create(ChannelTo(server->port()), options).value();
   auto a = AppendStep(*writer, 0);
   auto b = AppendStep(*writer, 1);
-  EXPECT_TRUE(writer
-                  ->CreateItem("t", 1, {Column({Ref(a, 0), Ref(b, 0)}),
-                                        Column({Ref(b, 1)}, true)})
-                  .ok());
+  EXPECT_TRUE(
+      writer->CreateItem("t", 1, {Column({Ref(a, 0), Ref(b, 0)}), Column({Ref(b, 1)}, true)}).ok());
   absl::Status unknown = writer->CreateItem("nope", 1, {Column({Ref(b, 1)})});
   EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(unknown.message(), HasSubstr("could not be found"));
@@ -429,7 +428,7 @@ TEST(TrajectoryWriterTest, FlushAndEndEpisodeTimeOutWhileTheTableBlocks) {
   absl::Status ended = writer->EndEpisode(true, absl::ZeroDuration());
   EXPECT_EQ(ended.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(ended.message(), HasSubstr("End episode call did not complete"));
-  EXPECT_EQ(writer->episode_steps(), 2);  // nothing reset on timeout
+  EXPECT_EQ(writer->episode_steps(), 2);                  // nothing reset on timeout
   EXPECT_EQ(SampleN(server->port(), "t", 1).size(), 1u);  // unblocks the insert
   ASSERT_TRUE(writer->Flush(0, kDeadline).ok());
   EXPECT_EQ(table->size(), 2);
@@ -495,8 +494,7 @@ TEST(TrajectoryWriterTest, ResendsUnconfirmedItemsAfterServerRestart) {
   }
   // The second insert blocks in the rate limiter and stays unconfirmed.
   EXPECT_EQ(writer->Flush(1, kDeadline).code(), absl::StatusCode::kOk);
-  EXPECT_EQ(writer->Flush(0, absl::Milliseconds(100)).code(),
-            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(writer->Flush(0, absl::Milliseconds(100)).code(), absl::StatusCode::kDeadlineExceeded);
   server->Stop();
   server.reset();
   auto table = MakeTable("t");
@@ -543,8 +541,7 @@ TEST(TrajectoryWriterTest, CloseUnblocksAWriterWaitingForAnAbsentServer) {
   auto writer = NewWriter(port, 1, 1);
   auto step = AppendStep(*writer, 0);
   ASSERT_TRUE(writer->CreateItem("t", 1, {Column({Ref(step, 0)})}).ok());
-  EXPECT_EQ(writer->Flush(0, absl::Milliseconds(100)).code(),
-            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(writer->Flush(0, absl::Milliseconds(100)).code(), absl::StatusCode::kDeadlineExceeded);
   writer->Close();  // returns although the stream never connected
   EXPECT_EQ(writer->num_pending_items(), 1);
 }

@@ -1,0 +1,949 @@
+#include "server/client/client.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/random/random.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/time/clock.h"
+#include "grpc/grpc.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/impl/codegen/sync_stream.h"
+#include "grpcpp/impl/rpc_method.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "grpcpp/support/status.h"
+#include "grpcpp/support/sync_stream.h"
+#include "reverb_service.pb.h"
+#include "schema.pb.h"
+#include "server/chunk_codec.h"
+#include "server/client/heap_tuning.h"
+#include "server/client/sample_stream_parser.h"
+#include "server/client/shard_target.h"
+#include "server/grpc_status.h"
+#include "server/in_process_tables.h"
+#include "server/table_item.h"
+
+namespace tf_reverb {
+namespace {
+
+using ::deepmind::reverb::SampleStreamRequest;
+
+// SampleStream with the responses as raw byte buffers, which
+// SampleStreamParser reads without copying the chunks' payloads.
+using RawSampleStream = grpc::ClientReaderWriter<SampleStreamRequest, grpc::ByteBuffer>;
+constexpr char kSampleStreamMethod[] = "/deepmind.reverb.ReverbService/SampleStream";
+
+std::unique_ptr<RawSampleStream> OpenRawSampleStream(grpc::Channel* channel,
+                                                     grpc::ClientContext* context) {
+  return std::unique_ptr<RawSampleStream>(
+      grpc::internal::ClientReaderWriterFactory<SampleStreamRequest, grpc::ByteBuffer>::Create(
+          channel,
+          grpc::internal::RpcMethod(kSampleStreamMethod, grpc::internal::RpcMethod::BIDI_STREAMING),
+          context));
+}
+
+// Attempts of a single-step insert that fails with UNAVAILABLE.
+constexpr int kMaxInsertAttempts = 5;
+
+uint64_t NewKey() {
+  thread_local absl::BitGen gen;
+  return absl::Uniform<uint64_t>(gen);
+}
+
+}  // namespace
+
+// The wait before a sharded client's first streams (Client::StreamChannel),
+// shared by the client and its samplers.
+struct ShardWarmUpState {
+  std::shared_ptr<grpc::Channel> channel;
+  ShardTarget target;
+  std::atomic<bool> done{false};
+  absl::once_flag once;  // StreamChannel's
+};
+
+namespace {
+
+// Makes ServerInfo calls over the state's channel until each shard (told
+// apart by its tables_state_id) answered one, or the time is up (see
+// Client::StreamChannel), then marks the state done. Each call's context
+// comes from `begin_call` (nullptr: stop, e.g. cancelled; the state stays
+// not done) and `end_call` follows the call, so a caller can cancel it.
+void AwaitShardConnections(ShardWarmUpState& state,
+                           const std::function<grpc::ClientContext*()>& begin_call,
+                           const std::function<void()>& end_call) {
+  if (state.done.load()) return;
+  absl::StatusOr<std::vector<std::string>> shards = ResolveShards(state.target);
+  const size_t num_shards = shards.ok() ? shards->size() : 0;
+  auto stub = deepmind::reverb::ReverbService::NewStub(state.channel);
+  absl::flat_hash_set<std::pair<uint64_t, uint64_t>> seen;
+  const absl::Time give_up = absl::Now() + Client::kShardWarmUpGiveUp;
+  absl::Time deadline = give_up;
+  while (seen.size() < num_shards && num_shards > 1 && !state.done.load() &&
+         absl::Now() < deadline) {
+    grpc::ClientContext* context = begin_call();
+    if (context == nullptr) return;
+    context->set_wait_for_ready(true);
+    context->set_deadline(absl::ToChronoTime(deadline));
+    deepmind::reverb::ServerInfoResponse response;
+    const grpc::Status status =
+        stub->ServerInfo(context, deepmind::reverb::ServerInfoRequest(), &response);
+    end_call();
+    if (status.error_code() == grpc::StatusCode::CANCELLED) return;
+    if (!status.ok()) break;
+    if (seen.empty()) deadline = std::min(give_up, absl::Now() + Client::kShardWarmUp);
+    if (!seen.emplace(response.tables_state_id().high(), response.tables_state_id().low()).second) {
+      absl::SleepFor(absl::Milliseconds(2));  // a shard still connecting
+    }
+  }
+  state.done.store(true);
+}
+
+// One sampler worker: reads the table of an in-process server directly when
+// there is one, else over one SampleStream (reopened after
+// max_samples_per_stream samples or a failure).
+class TableSamplerWorker : public SamplerWorker {
+ public:
+  TableSamplerWorker(std::shared_ptr<grpc::Channel> channel, std::string table, int local_port,
+                     int64_t max_samples_per_stream, std::shared_ptr<ShardWarmUpState> warm_up,
+                     bool tls, std::string address)
+      : channel_(std::move(channel)),
+        warm_up_(std::move(warm_up)),
+        tls_(tls),
+        address_(std::move(address)),
+        table_(std::move(table)),
+        local_port_(local_port),
+        max_samples_per_stream_(max_samples_per_stream) {}
+
+  ~TableSamplerWorker() override { CloseStream(/*cancel=*/true); }
+
+  absl::Status FetchSamples(int64_t num_samples, absl::Duration timeout,
+                            std::vector<Sample>* out) override {
+    return StreamSamples(
+        num_samples, timeout, [out](Sample sample) { out->push_back(std::move(sample)); },
+        [](int64_t) -> int64_t { return 0; });
+  }
+
+  absl::Status StreamSamples(int64_t num_samples, absl::Duration timeout,
+                             const std::function<void(Sample)>& deliver,
+                             const ClaimMore& claim_more) override {
+    if (cancelled_.load()) return absl::CancelledError("The sampler was closed.");
+    if (local_closed_) return absl::CancelledError(kTableClosedMessage);
+    if (local_port_ > 0 && local_ == nullptr && stream_ == nullptr) {
+      local_ = InProcessTables::Find(local_port_, table_);
+    }
+    if (local_ != nullptr) return FetchLocal(num_samples, timeout, deliver);
+    return FetchGrpc(num_samples, timeout, deliver, claim_more);
+  }
+
+  void Cancel() override {
+    cancelled_.store(true);
+    absl::MutexLock lock(&mu_);
+    if (context_ != nullptr) context_->TryCancel();
+  }
+
+  bool ShouldRetry(const absl::Status& status) const override {
+    if (local_closed_) return false;
+    return SamplerWorker::ShouldRetry(status);
+  }
+
+ private:
+  absl::Status FetchLocal(int64_t num_samples, absl::Duration timeout,
+                          const std::function<void(Sample)>& deliver) {
+    items_.clear();
+    absl::Status status =
+        local_->SampleBatch(num_samples, timeout, &items_, [this] { return cancelled_.load(); });
+    for (const SampledItem& item : items_) deliver(Sample::FromSampledItem(item));
+    items_.clear();
+    if (absl::IsCancelled(status) && !cancelled_.load()) {
+      // The in-process server stopped; its tables never reopen.
+      local_closed_ = true;
+      local_.reset();
+    }
+    return status;
+  }
+
+  // Samples reach `deliver` as each response arrives. While a request is
+  // received, the next one (what `claim_more` grants) is already sent: the
+  // server starts on it as soon as it finished this one, and the stream
+  // does not drain in between (a round trip and the server's start, ~2 ms
+  // per 33 MB request of 282 KB items on the benchmark's machine).
+  absl::Status FetchGrpc(int64_t num_samples, absl::Duration timeout,
+                         const std::function<void(Sample)>& deliver, const ClaimMore& claim_more) {
+    if (stream_ == nullptr) {
+      if (warm_up_ != nullptr) {
+        // Cancel() cancels the warm-up's calls like the stream's.
+        AwaitShardConnections(
+            *warm_up_,
+            [this]() -> grpc::ClientContext* {
+              absl::MutexLock lock(&mu_);
+              if (cancelled_.load()) return nullptr;
+              context_ = std::make_unique<grpc::ClientContext>();
+              return context_.get();
+            },
+            [this] {
+              absl::MutexLock lock(&mu_);
+              context_.reset();
+            });
+        warm_up_.reset();
+      }
+      grpc::ClientContext* context;
+      {
+        absl::MutexLock lock(&mu_);
+        if (cancelled_.load()) return absl::CancelledError("The sampler was closed.");
+        context_ = std::make_unique<grpc::ClientContext>();
+        // We decode zstd chunks: ask the server not to transcode them.
+        if (ZstdEnabledByEnvironment()) {
+          context_->AddMetadata(kChunkCodecsMetadataKey, kZstdCodecName);
+        }
+        context = context_.get();
+      }
+      // Not under mu_: opening waits until the connection is up or fails, and
+      // Cancel() must be able to cancel the context meanwhile (gRPC records a
+      // cancellation that comes before the call exists and applies it then).
+      stream_ = OpenRawSampleStream(channel_.get(), context);
+      on_stream_ = 0;
+      parser_.Reset();
+    }
+    SampleStreamRequest request;
+    request.set_table(table_);
+    // Servers read <= 0 as "no timeout": an immediate timeout is sent as 1 ms.
+    request.mutable_rate_limiter_timeout()->set_milliseconds(
+        timeout == absl::InfiniteDuration()
+            ? -1
+            : std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
+    // Samples asked for on this call, and where each request sent and not
+    // yet served ends (at most this one and the one ahead).
+    int64_t wanted = std::min(num_samples, max_samples_per_stream_ - on_stream_);
+    std::deque<int64_t> request_ends = {wanted};
+    request.set_num_samples(wanted);
+    if (!stream_->Write(request)) return FinishStream();
+    int64_t received = 0;
+    grpc::ByteBuffer response;
+    std::vector<Sample> parsed_samples;
+    while (received < wanted) {
+      if (!stream_->Read(&response)) return FinishStream();
+      parsed_samples.clear();
+      absl::Status parsed = parser_.Parse(response, &parsed_samples);
+      response.Clear();  // the samples hold what they need of it
+      received += static_cast<int64_t>(parsed_samples.size());
+      for (Sample& sample : parsed_samples) deliver(std::move(sample));
+      if (!parsed.ok()) {
+        CloseStream(/*cancel=*/true);
+        return parsed;
+      }
+      while (!request_ends.empty() && received >= request_ends.front()) request_ends.pop_front();
+      if (request_ends.size() == 1) {
+        const int64_t more = claim_more(max_samples_per_stream_ - on_stream_ - wanted);
+        if (more > 0) {
+          wanted += more;
+          request_ends.push_back(wanted);
+          request.set_num_samples(more);
+          if (!stream_->Write(request)) return FinishStream();
+        }
+      }
+    }
+    on_stream_ += received;
+    if (on_stream_ >= max_samples_per_stream_) CloseStream(/*cancel=*/false);
+    return absl::OkStatus();
+  }
+
+  // Ends the stream after a failed read or write and returns why it ended.
+  absl::Status FinishStream() {
+    // A TLS mismatch is reported as such (and not retried).
+    absl::Status status =
+        CheckTransportFailure(channel_.get(), FromGrpcStatus(stream_->Finish()), tls_, address_,
+                              [this] { return cancelled_.load(); });
+    ResetStream();
+    if (status.ok()) status = absl::UnavailableError("Sample stream closed by the server.");
+    return status;
+  }
+
+  void CloseStream(bool cancel) {
+    if (stream_ == nullptr) return;
+    if (cancel) {
+      absl::MutexLock lock(&mu_);
+      context_->TryCancel();
+    } else {
+      stream_->WritesDone();
+    }
+    stream_->Finish().IgnoreError();
+    ResetStream();
+  }
+
+  void ResetStream() {
+    stream_.reset();
+    absl::MutexLock lock(&mu_);
+    context_.reset();
+  }
+
+  const std::shared_ptr<grpc::Channel> channel_;
+  std::shared_ptr<ShardWarmUpState> warm_up_;  // worker thread only
+  const bool tls_;
+  const std::string address_;
+  const std::string table_;
+  const int local_port_;
+  const int64_t max_samples_per_stream_;
+  std::atomic<bool> cancelled_{false};
+
+  // Used by the worker thread only.
+  std::shared_ptr<Table> local_;
+  bool local_closed_ = false;
+  std::vector<SampledItem> items_;
+  std::unique_ptr<RawSampleStream> stream_;
+  SampleStreamParser parser_;
+  int64_t on_stream_ = 0;
+
+  // Guards the context against Cancel() from other threads.
+  absl::Mutex mu_;
+  std::unique_ptr<grpc::ClientContext> context_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+Client::Client(std::string server_address)
+    : Client(server_address, ResolveChannelSecurity(server_address)) {}
+
+Client::Client(std::string server_address, const absl::StatusOr<ChannelSecurity>& security)
+    : server_address_(std::move(server_address)) {
+  absl::StatusOr<ShardTarget> target = ParseShardTarget(server_address_);
+  if (target.ok()) {
+    target_ = *std::move(target);
+  } else {
+    target_status_ = target.status();
+    target_.target = server_address_;
+    target_.addresses = {server_address_};
+  }
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  // Servers may send us HTTP/2 DATA frames of up to 1 MiB instead of 16 KiB:
+  // fewer frames (and slices) per sampled chunk; a loopback stream of large
+  // items moves 20-35% more (benchmarks/loopback_ceiling.cc).
+  args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 1 << 20);
+  if (target_.sharded()) {
+    ConfigureShardedChannel(&args);
+  } else {
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 30000);
+    args.SetLoadBalancingPolicyName("round_robin");
+  }
+  // The security is resolved for the whole target string (the key the
+  // Python API registers under); the shards' own channels (Shards()) use
+  // the same.
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      security.ok() ? BuildChannelCredentials(server_address_, *security, &args)
+                    : absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>>(security.status());
+  if (security.ok()) {
+    tls_ = security->tls;
+    security_ = *security;
+  }
+  if (!credentials.ok()) {
+    setup_status_ = credentials.status();
+    // A channel nobody uses keeps channel() valid.
+    credentials = grpc::InsecureChannelCredentials();
+  }
+  channel_ = grpc::CreateCustomChannel(server_address_, *credentials, args);
+  stub_ = deepmind::reverb::ReverbService::NewStub(channel_);
+  if (target_.kind == ShardTarget::Kind::kList) {
+    insert_streams_to_spread_ =
+        std::min(kMaxIdleInsertStreams, static_cast<int>(target_.addresses.size()));
+  } else if (target_.kind == ShardTarget::Kind::kDns) {
+    insert_streams_to_spread_ = kMaxIdleInsertStreams;  // the count may change
+  }
+  // Connect to every shard now (no RPC): streams opened while only some
+  // shards are connected all go to those.
+  if (target_.sharded()) {
+    channel_->GetState(/*try_to_connect=*/true);
+    warm_up_ = std::make_shared<ShardWarmUpState>();
+    warm_up_->channel = channel_;
+    warm_up_->target = target_;
+  }
+}
+
+const std::shared_ptr<grpc::Channel>& Client::StreamChannel() {
+  if (warm_up_ != nullptr && !warm_up_->done.load()) {
+    absl::call_once(warm_up_->once, [this] {
+      std::unique_ptr<grpc::ClientContext> context;
+      AwaitShardConnections(
+          *warm_up_,
+          [&context] {
+            context = std::make_unique<grpc::ClientContext>();
+            return context.get();
+          },
+          [&context] { context.reset(); });
+    });
+  }
+  return channel_;
+}
+
+absl::StatusOr<std::vector<std::string>> Client::ShardAddresses() const {
+  if (!target_status_.ok()) return target_status_;
+  return ResolveShards(target_);
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<Client::Shard>>> Client::Shards() {
+  absl::StatusOr<std::vector<std::string>> addresses = ShardAddresses();
+  if (!addresses.ok()) return addresses.status();
+  std::vector<std::shared_ptr<Shard>> shards;
+  shards.reserve(addresses->size());
+  absl::MutexLock lock(&shards_mu_);
+  for (const std::string& address : *addresses) {
+    std::shared_ptr<Shard>& shard = shards_[address];
+    if (shard == nullptr) {
+      grpc::ChannelArguments args;
+      args.SetMaxReceiveMessageSize(-1);
+      args.SetMaxSendMessageSize(-1);
+      args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+      args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kShardReconnectMaxBackoffMs);
+      // The credentials (and their channel arguments) of the main channel:
+      // the security was resolved for the client's whole target string.
+      absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+          BuildChannelCredentials(server_address_, security_, &args);
+      if (!credentials.ok()) return credentials.status();
+      shard = std::make_shared<Shard>();
+      shard->address = address;
+      shard->channel = grpc::CreateCustomChannel(ShardChannelTarget(address), *credentials, args);
+      shard->stub = deepmind::reverb::ReverbService::NewStub(shard->channel);
+    }
+    shards.push_back(shard);
+  }
+  return shards;
+}
+
+std::vector<absl::Status> Client::FanOut(const std::vector<std::shared_ptr<Shard>>& shards,
+                                         absl::Time deadline, const StartCall& start) {
+  std::vector<grpc::ClientContext> contexts(shards.size());
+  std::vector<absl::Status> statuses(shards.size());
+  absl::BlockingCounter pending(static_cast<int>(shards.size()));
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (deadline != absl::InfiniteFuture()) contexts[i].set_deadline(absl::ToChronoTime(deadline));
+    start(i, *shards[i], &contexts[i], [&statuses, &pending, i](grpc::Status status) {
+      statuses[i] = FromGrpcStatus(status);
+      pending.DecrementCount();
+    });
+  }
+  pending.Wait();
+  return statuses;
+}
+
+absl::Status Client::ShardTransportMismatch(const std::vector<std::shared_ptr<Shard>>& shards,
+                                            std::vector<absl::Status>* statuses) const {
+  absl::Status mismatch;
+  for (size_t i = 0; i < statuses->size(); ++i) {
+    absl::Status& status = (*statuses)[i];
+    if (status.ok()) continue;
+    // A definite handshake failure is rewritten at once; a peer closing the
+    // connections it accepted (plaintext against TLS) is confirmed on that
+    // shard's channel (bounded); "connection refused" (a shard that is
+    // down) is left as it is, so fan-outs still skip down shards.
+    status = CheckTransportFailure(shards[i]->channel.get(), status, tls_, shards[i]->address);
+    if (mismatch.ok() && absl::IsFailedPrecondition(status) &&
+        absl::StartsWith(status.message(), kTransportSecurityMismatch)) {
+      mismatch = status;
+    }
+  }
+  return mismatch;
+}
+
+namespace {
+
+// A shard that could not be reached (as opposed to one that refused the call).
+bool ShardDown(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
+}
+
+// "A: status; B: status" of the failed shards.
+std::string DescribeFailures(const std::vector<std::string>& addresses,
+                             const std::vector<absl::Status>& statuses) {
+  std::string text;
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    if (statuses[i].ok()) continue;
+    absl::StrAppend(&text, text.empty() ? "" : "; ", addresses[i], ": ", statuses[i].ToString());
+  }
+  return text;
+}
+
+// The first failure's code with every failure named, or OK.
+absl::Status FailedOnShards(absl::string_view what, const std::vector<std::string>& addresses,
+                            const std::vector<absl::Status>& statuses) {
+  int failed = 0;
+  absl::StatusCode code = absl::StatusCode::kOk;
+  for (const absl::Status& status : statuses) {
+    if (status.ok()) continue;
+    if (failed++ == 0) code = status.code();
+  }
+  if (failed == 0) return absl::OkStatus();
+  return absl::Status(
+      code, absl::StrCat(what, " failed on ", failed, " of ", statuses.size(),
+                         " shards (done on the others): ", DescribeFailures(addresses, statuses)));
+}
+
+// The addresses of Client::Shard-s (a template: the struct is private).
+template <typename Shard>
+std::vector<std::string> AddressesOf(const std::vector<std::shared_ptr<Shard>>& shards) {
+  std::vector<std::string> addresses;
+  for (const auto& shard : shards) addresses.push_back(shard->address);
+  return addresses;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Client::ShardInfo>> Client::ShardServerInfo(absl::Duration timeout) {
+  if (!target_status_.ok()) return target_status_;
+  if (!sharded()) {
+    absl::StatusOr<deepmind::reverb::ServerInfoResponse> info = ServerInfo(timeout);
+    if (!info.ok()) return info.status();
+    std::vector<ShardInfo> infos(1);
+    infos[0].address = server_address_;
+    infos[0].response = *std::move(info);
+    return infos;
+  }
+  const absl::Time deadline =
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  absl::Duration backoff = absl::Milliseconds(10);
+  for (;;) {
+    absl::Status last;
+    absl::StatusOr<std::vector<std::shared_ptr<Shard>>> shards = Shards();
+    if (shards.ok()) {
+      std::vector<ShardInfo> infos(shards->size());
+      std::vector<absl::Status> statuses = FanOut(
+          *shards, deadline,
+          [&infos](size_t i, Shard& shard, grpc::ClientContext* context,
+                   std::function<void(grpc::Status)> done) {
+            static const deepmind::reverb::ServerInfoRequest* const kRequest =
+                new deepmind::reverb::ServerInfoRequest();
+            shard.stub->async()->ServerInfo(context, kRequest, &infos[i].response, std::move(done));
+          });
+      if (absl::Status mismatch = ShardTransportMismatch(*shards, &statuses); !mismatch.ok()) {
+        return mismatch;
+      }
+      bool any_ok = false;
+      for (size_t i = 0; i < infos.size(); ++i) {
+        infos[i].address = (*shards)[i]->address;
+        infos[i].status = statuses[i];
+        any_ok |= statuses[i].ok();
+      }
+      if (any_ok) return infos;
+      for (const absl::Status& status : statuses) {
+        if (!ShardDown(status)) return status;  // e.g. not a Reverb server
+      }
+      last = absl::UnavailableError(DescribeFailures(AddressesOf(*shards), statuses));
+    } else if (absl::IsUnavailable(shards.status())) {
+      last = shards.status();  // a dns: name that does not resolve (yet)
+    } else {
+      return shards.status();
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("Deadline exceeded: no shard of ", server_address_,
+                       " answered ServerInfo in time: ", last.message()));
+    }
+    absl::SleepFor(std::min(backoff, deadline - now));
+    backoff = std::min(2 * backoff, absl::Seconds(1));
+  }
+}
+
+deepmind::reverb::ServerInfoResponse Client::MergeShardInfos(const std::vector<ShardInfo>& infos) {
+  deepmind::reverb::ServerInfoResponse merged;
+  absl::flat_hash_map<std::string, deepmind::reverb::TableInfo*> tables;
+  uint64_t high = 0, low = 0;
+  for (const ShardInfo& info : infos) {
+    if (!info.status.ok()) continue;
+    // Order-dependent mix, so a change of any shard's tables changes the id.
+    high = (high ^ info.response.tables_state_id().high()) * 0x9e3779b97f4a7c15ULL + 1;
+    low = (low ^ info.response.tables_state_id().low()) * 0xc2b2ae3d27d4eb4fULL + 1;
+    for (const deepmind::reverb::TableInfo& table : info.response.table_info()) {
+      deepmind::reverb::TableInfo*& sum = tables[table.name()];
+      if (sum == nullptr) {
+        sum = merged.add_table_info();
+        *sum = table;
+        continue;
+      }
+      sum->set_max_size(sum->max_size() + table.max_size());
+      sum->set_current_size(sum->current_size() + table.current_size());
+      sum->set_num_episodes(sum->num_episodes() + table.num_episodes());
+      sum->set_num_deleted_episodes(sum->num_deleted_episodes() + table.num_deleted_episodes());
+      sum->set_num_unique_samples(sum->num_unique_samples() + table.num_unique_samples());
+      auto* limiter = sum->mutable_rate_limiter_info();
+      const auto& other = table.rate_limiter_info();
+      limiter->mutable_insert_stats()->set_completed(limiter->insert_stats().completed() +
+                                                     other.insert_stats().completed());
+      limiter->mutable_sample_stats()->set_completed(limiter->sample_stats().completed() +
+                                                     other.sample_stats().completed());
+      auto* time = sum->mutable_table_worker_time();
+      const auto& t = table.table_worker_time();
+      time->set_running_ms(time->running_ms() + t.running_ms());
+      time->set_sampling_ms(time->sampling_ms() + t.sampling_ms());
+      time->set_inserting_ms(time->inserting_ms() + t.inserting_ms());
+      time->set_sleeping_ms(time->sleeping_ms() + t.sleeping_ms());
+      time->set_waiting_for_sampling_ms(time->waiting_for_sampling_ms() +
+                                        t.waiting_for_sampling_ms());
+    }
+  }
+  merged.mutable_tables_state_id()->set_high(high);
+  merged.mutable_tables_state_id()->set_low(low);
+  return merged;
+}
+
+absl::Status Client::AwaitTransport(absl::Time deadline) {
+  if (!setup_status_.ok()) return setup_status_;
+  if (channel_->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY) return absl::OkStatus();
+  return tf_reverb::AwaitTransport(channel_.get(), deadline, tls_, server_address_);
+}
+
+Client::~Client() {
+  std::vector<std::unique_ptr<InsertStream>> idle;
+  {
+    absl::MutexLock lock(&insert_streams_mu_);
+    idle.swap(idle_insert_streams_);
+  }
+  for (auto& insert : idle) insert->Close().IgnoreError();
+}
+
+absl::StatusOr<deepmind::reverb::ServerInfoResponse> Client::ServerInfo(absl::Duration timeout) {
+  if (!target_status_.ok()) return target_status_;
+  if (!setup_status_.ok()) return setup_status_;
+  if (sharded()) {
+    absl::StatusOr<std::vector<ShardInfo>> infos = ShardServerInfo(timeout);
+    if (!infos.ok()) return infos.status();
+    deepmind::reverb::ServerInfoResponse merged = MergeShardInfos(*infos);
+    CacheSignatures(merged);
+    return merged;
+  }
+  const absl::Time deadline =
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  if (absl::Status transport = AwaitTransport(deadline); !transport.ok()) return transport;
+  grpc::ClientContext context;
+  context.set_wait_for_ready(true);
+  if (timeout != absl::InfiniteDuration()) context.set_deadline(absl::ToChronoTime(deadline));
+  deepmind::reverb::ServerInfoResponse response;
+  absl::Status status =
+      FromGrpcStatus(stub_->ServerInfo(&context, deepmind::reverb::ServerInfoRequest(), &response));
+  if (!status.ok()) return status;
+  CacheSignatures(response);
+  return response;
+}
+
+void Client::CacheSignatures(const deepmind::reverb::ServerInfoResponse& response) {
+  {
+    absl::MutexLock lock(&signatures_mu_);
+    if (signatures_ != nullptr &&
+        signatures_->tables_state_id.high() == response.tables_state_id().high() &&
+        signatures_->tables_state_id.low() == response.tables_state_id().low()) {
+      return;
+    }
+  }
+  auto signatures = std::make_shared<TableSignatures>();
+  signatures->tables_state_id = response.tables_state_id();
+  for (const auto& info : response.table_info()) {
+    std::shared_ptr<const std::vector<SignatureSpec>>& columns = signatures->tables[info.name()];
+    if (info.signature().empty()) continue;
+    // A signature we cannot read is left to the server to enforce.
+    absl::StatusOr<std::vector<SignatureSpec>> parsed = ParseSignature(info.signature());
+    if (parsed.ok())
+      columns = std::make_shared<const std::vector<SignatureSpec>>(*std::move(parsed));
+  }
+  absl::MutexLock lock(&signatures_mu_);
+  signatures_ = std::move(signatures);
+}
+
+absl::StatusOr<std::shared_ptr<const Client::TableSignatures>> Client::Signatures() {
+  {
+    absl::MutexLock lock(&signatures_mu_);
+    if (signatures_ != nullptr) return signatures_;
+  }
+  absl::StatusOr<deepmind::reverb::ServerInfoResponse> info = ServerInfo(absl::InfiniteDuration());
+  if (!info.ok()) return info.status();
+  absl::MutexLock lock(&signatures_mu_);
+  return signatures_;
+}
+
+absl::Status Client::MutatePriorities(const std::string& table,
+                                      const std::vector<deepmind::reverb::KeyWithPriority>& updates,
+                                      const std::vector<uint64_t>& deletes) {
+  if (!target_status_.ok()) return target_status_;
+  if (!setup_status_.ok()) return setup_status_;
+  if (!sharded()) {
+    if (absl::Status transport = AwaitTransport(absl::InfiniteFuture()); !transport.ok()) {
+      return transport;
+    }
+  }
+  deepmind::reverb::MutatePrioritiesRequest request;
+  request.set_table(table);
+  for (const auto& update : updates) *request.add_updates() = update;
+  for (uint64_t key : deletes) request.add_delete_keys(key);
+  if (sharded()) {
+    absl::StatusOr<std::vector<std::shared_ptr<Shard>>> shards = Shards();
+    if (!shards.ok()) return shards.status();
+    std::vector<deepmind::reverb::MutatePrioritiesResponse> responses(shards->size());
+    std::vector<absl::Status> statuses = FanOut(
+        *shards, absl::InfiniteFuture(),
+        [&](size_t i, Shard& shard, grpc::ClientContext* context,
+            std::function<void(grpc::Status)> done) {
+          shard.stub->async()->MutatePriorities(context, &request, &responses[i], std::move(done));
+        });
+    if (absl::Status mismatch = ShardTransportMismatch(*shards, &statuses); !mismatch.ok()) {
+      return mismatch;
+    }
+    bool any_reached = false;
+    for (size_t i = 0; i < statuses.size(); ++i) {
+      if (statuses[i].ok()) {
+        any_reached = true;
+      } else if (!ShardDown(statuses[i])) {
+        return absl::Status(statuses[i].code(), absl::StrCat("Shard ", (*shards)[i]->address, ": ",
+                                                             statuses[i].message()));
+      }
+    }
+    if (!any_reached) {
+      return absl::UnavailableError(absl::StrCat("MutatePriorities reached no shard of ",
+                                                 server_address_, ": ",
+                                                 DescribeFailures(AddressesOf(*shards), statuses)));
+    }
+    return absl::OkStatus();
+  }
+  grpc::ClientContext context;
+  context.set_wait_for_ready(true);
+  deepmind::reverb::MutatePrioritiesResponse response;
+  return FromGrpcStatus(stub_->MutatePriorities(&context, request, &response));
+}
+
+absl::Status Client::Reset(const std::string& table) {
+  if (!target_status_.ok()) return target_status_;
+  if (!setup_status_.ok()) return setup_status_;
+  if (!sharded()) {
+    if (absl::Status transport = AwaitTransport(absl::InfiniteFuture()); !transport.ok()) {
+      return transport;
+    }
+  }
+  deepmind::reverb::ResetRequest request;
+  request.set_table(table);
+  if (sharded()) {
+    absl::StatusOr<std::vector<std::shared_ptr<Shard>>> shards = Shards();
+    if (!shards.ok()) return shards.status();
+    std::vector<deepmind::reverb::ResetResponse> responses(shards->size());
+    std::vector<absl::Status> statuses =
+        FanOut(*shards, absl::InfiniteFuture(),
+               [&](size_t i, Shard& shard, grpc::ClientContext* context,
+                   std::function<void(grpc::Status)> done) {
+                 shard.stub->async()->Reset(context, &request, &responses[i], std::move(done));
+               });
+    if (absl::Status mismatch = ShardTransportMismatch(*shards, &statuses); !mismatch.ok()) {
+      return mismatch;
+    }
+    return FailedOnShards("Reset", AddressesOf(*shards), statuses);
+  }
+  grpc::ClientContext context;
+  context.set_wait_for_ready(true);
+  deepmind::reverb::ResetResponse response;
+  return FromGrpcStatus(stub_->Reset(&context, request, &response));
+}
+
+absl::StatusOr<std::vector<std::string>> Client::Checkpoint() {
+  if (!target_status_.ok()) return target_status_;
+  if (!setup_status_.ok()) return setup_status_;
+  if (sharded()) {
+    absl::StatusOr<std::vector<std::shared_ptr<Shard>>> shards = Shards();
+    if (!shards.ok()) return shards.status();
+    const deepmind::reverb::CheckpointRequest request;
+    std::vector<deepmind::reverb::CheckpointResponse> responses(shards->size());
+    std::vector<absl::Status> statuses =
+        FanOut(*shards, absl::InfiniteFuture(),
+               [&](size_t i, Shard& shard, grpc::ClientContext* context,
+                   std::function<void(grpc::Status)> done) {
+                 shard.stub->async()->Checkpoint(context, &request, &responses[i], std::move(done));
+               });
+    if (absl::Status mismatch = ShardTransportMismatch(*shards, &statuses); !mismatch.ok()) {
+      return mismatch;
+    }
+    absl::Status failed = FailedOnShards("Checkpoint", AddressesOf(*shards), statuses);
+    if (!failed.ok()) return failed;
+    std::vector<std::string> paths;
+    for (const auto& response : responses) paths.push_back(response.checkpoint_path());
+    return paths;
+  }
+  grpc::ClientContext context;
+  deepmind::reverb::CheckpointResponse response;
+  absl::Status status = CheckTransportFailure(
+      channel_.get(),
+      FromGrpcStatus(stub_->Checkpoint(&context, deepmind::reverb::CheckpointRequest(), &response)),
+      tls_, server_address_);
+  if (!status.ok()) return status;
+  return std::vector<std::string>{response.checkpoint_path()};
+}
+
+absl::Status Client::InsertStep(const std::vector<Tensor>& step,
+                                const std::vector<std::pair<std::string, double>>& priorities) {
+  if (!target_status_.ok()) return target_status_;
+  if (step.empty()) return absl::InvalidArgumentError("Cannot insert a step without data.");
+  if (priorities.empty()) return absl::InvalidArgumentError("priorities must not be empty");
+  absl::StatusOr<std::shared_ptr<const TableSignatures>> signatures = Signatures();
+  if (!signatures.ok()) return signatures.status();
+  std::vector<ItemColumn> item_columns;
+  for (const auto& [table, unused] : priorities) {
+    auto it = (*signatures)->tables.find(table);
+    // Unknown tables are left to the server (NOT_FOUND).
+    if (it == (*signatures)->tables.end() || it->second == nullptr) continue;
+    if (item_columns.empty()) {
+      item_columns.reserve(step.size());
+      for (const Tensor& tensor : step) {
+        ItemColumn& column = item_columns.emplace_back();
+        column.dtype = tensor.dtype;
+        column.shape.reserve(tensor.shape.size() + 1);
+        column.shape.push_back(1);
+        column.shape.insert(column.shape.end(), tensor.shape.begin(), tensor.shape.end());
+      }
+    }
+    if (absl::Status s = CheckItemColumns(table, *it->second, item_columns); !s.ok()) return s;
+  }
+  std::vector<Tensor> columns;
+  columns.reserve(step.size());
+  for (const Tensor& tensor : step) {
+    absl::StatusOr<Tensor> stacked = StackTensors({&tensor});
+    if (!stacked.ok()) return stacked.status();
+    columns.push_back(std::move(*stacked));
+  }
+  const uint64_t chunk_key = NewKey();
+  absl::StatusOr<ChunkData> chunk = BuildChunk(chunk_key, columns, NewKey(), 0, 0, false);
+  if (!chunk.ok()) return chunk.status();
+
+  deepmind::reverb::InsertStreamRequest request;
+  *request.add_chunks() = std::move(*chunk);
+  std::vector<uint64_t> keys;
+  for (const auto& [table, priority] : priorities) {
+    auto* item = request.add_items();
+    item->set_key(NewKey());
+    item->set_table(table);
+    item->set_priority(priority);
+    for (size_t c = 0; c < columns.size(); ++c) {
+      auto* slice = item->mutable_flat_trajectory()->add_columns()->add_chunk_slices();
+      slice->set_chunk_key(chunk_key);
+      slice->set_offset(0);
+      slice->set_length(1);
+      slice->set_index(static_cast<int32_t>(c));
+    }
+    keys.push_back(item->key());
+  }
+  // A connection broken by a server restart surfaces as UNAVAILABLE: resend
+  // the same request. The item keys are fixed above, so an item the server
+  // already inserted is only re-prioritised, never duplicated. A reused idle
+  // stream that turns out dead is replaced without counting an attempt.
+  StreamChannel();
+  absl::Duration backoff = absl::Milliseconds(10);
+  for (int attempt = 1;;) {
+    bool reused = false;
+    absl::Status status = InsertOnce(request, static_cast<int>(keys.size()), &reused);
+    if (status.ok()) return status;
+    const bool retryable = absl::IsUnavailable(status) || (reused && absl::IsCancelled(status));
+    if (!retryable) return status;
+    if (reused) continue;
+    if (attempt++ == kMaxInsertAttempts) return status;
+    absl::SleepFor(backoff);
+    backoff = std::min(2 * backoff, absl::Seconds(1));
+  }
+}
+
+absl::Status Client::InsertStream::Close() {
+  context.TryCancel();
+  return FromGrpcStatus(stream->Finish());
+}
+
+absl::Status Client::InsertOnce(const deepmind::reverb::InsertStreamRequest& request, int num_items,
+                                bool* reused) {
+  std::unique_ptr<InsertStream> insert;
+  {
+    absl::MutexLock lock(&insert_streams_mu_);
+    // Sharded: open streams until there is one per shard (round_robin puts
+    // each on the next shard), then take the oldest, so consecutive calls
+    // rotate over the shards. Unsharded: the most recently used.
+    const int idle = static_cast<int>(idle_insert_streams_.size());
+    if (idle > 0 && idle >= insert_streams_to_spread_) {
+      if (insert_streams_to_spread_ > 0) {
+        insert = std::move(idle_insert_streams_.front());
+        idle_insert_streams_.erase(idle_insert_streams_.begin());
+      } else {
+        insert = std::move(idle_insert_streams_.back());
+        idle_insert_streams_.pop_back();
+      }
+    }
+  }
+  *reused = insert != nullptr;
+  if (insert == nullptr) {
+    if (absl::Status transport = AwaitTransport(absl::InfiniteFuture()); !transport.ok()) {
+      return transport;
+    }
+    insert = std::make_unique<InsertStream>();
+    insert->context.set_wait_for_ready(true);
+    insert->stream = stub_->InsertStream(&insert->context);
+  }
+  bool ok = insert->stream->Write(request);
+  deepmind::reverb::InsertStreamResponse response;
+  for (int confirmed = 0; ok && confirmed < num_items; confirmed += response.keys_size()) {
+    ok = insert->stream->Read(&response);
+  }
+  if (!ok) {
+    // The server ended the stream (an error, or it is going away).
+    insert->stream->WritesDone();
+    absl::Status status = FromGrpcStatus(insert->stream->Finish());
+    return status.ok() ? absl::UnavailableError("The insert stream ended.") : status;
+  }
+  {
+    absl::MutexLock lock(&insert_streams_mu_);
+    if (static_cast<int>(idle_insert_streams_.size()) < kMaxIdleInsertStreams) {
+      idle_insert_streams_.push_back(std::move(insert));
+      return absl::OkStatus();
+    }
+  }
+  insert->Close().IgnoreError();  // a surplus stream
+  return absl::OkStatus();
+}
+
+int Client::LoopbackPort() const {
+  // Only the plain forms: "ipv4:127.0.0.1:P" and other URIs always use gRPC.
+  for (const char* prefix : {"localhost:", "127.0.0.1:", "[::1]:"}) {
+    if (absl::StartsWith(server_address_, prefix)) {
+      int port = -1;
+      if (absl::SimpleAtoi(server_address_.substr(strlen(prefix)), &port)) return port;
+    }
+  }
+  return -1;
+}
+
+std::unique_ptr<Sampler> Client::NewSampler(const std::string& table, SamplerOptions options) {
+  if (!target_status_.ok()) return Sampler::Failed(target_status_);
+  if (!setup_status_.ok()) return Sampler::Failed(setup_status_);
+  // Received chunks and batches are freed in waves; keep that memory mapped
+  // rather than faulting it back in for every wave (heap_tuning.h).
+  KeepFreedHeapMapped();
+  if (sharded() && options.num_workers == -1) {
+    // One worker (one stream) per shard, so every shard is sampled from the
+    // start rather than after max_samples_per_stream samples.
+    absl::StatusOr<std::vector<std::string>> shards = ShardAddresses();
+    if (shards.ok() && shards->size() > 1)
+      options.num_workers = static_cast<int64_t>(shards->size());
+  }
+  const int port = LoopbackPort();
+  const int64_t per_stream = options.EffectiveMaxSamplesPerStream();
+  absl::StatusOr<std::unique_ptr<Sampler>> sampler = Sampler::Create(
+      [this, table, port, per_stream, warm_up = warm_up_]() -> std::unique_ptr<SamplerWorker> {
+        return std::make_unique<TableSamplerWorker>(channel_, table, port, per_stream, warm_up,
+                                                    tls_, server_address_);
+      },
+      options);
+  if (!sampler.ok()) return Sampler::Failed(sampler.status());
+  return *std::move(sampler);
+}
+
+}  // namespace tf_reverb

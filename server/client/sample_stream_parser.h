@@ -1,0 +1,54 @@
+// SampleStreamParser: SampleStreamResponse messages (docs/architecture/wire-protocol.md),
+// read from gRPC as raw byte buffers, turned into Samples without copying
+// the chunks' large tensor payloads.
+//
+// A numeric tensor_content of at least kMinPiecesBytes stays in the gRPC
+// slices it arrived in: the Sample's SampleChunk::payloads list its pieces and
+// hold the message's slices (so a sample keeps its whole response message
+// alive), and the chunk's TensorProto has an empty tensor_content. Every
+// other field (SampleInfo, chunk metadata, small and DT_STRING payloads) is
+// parsed by protobuf from a copy of its few bytes. Protobuf's merge rules
+// hold: repeated fields accumulate, the last of a singular field wins,
+// unknown fields are kept (small ones) or skipped (inside the walked
+// messages).
+//
+// An entry with `info` starts a sample, chunks accumulate, and the entry with
+// end_of_sequence completes it (an item's chunks may span responses).
+//
+// Contract: not thread-safe (one per stream). INTERNAL for a message that is
+// not a well-formed SampleStreamResponse (the sampler treats it as fatal).
+#ifndef TF_REVERB_SERVER_CLIENT_SAMPLE_STREAM_PARSER_H_
+#define TF_REVERB_SERVER_CLIENT_SAMPLE_STREAM_PARSER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "schema.pb.h"
+#include "server/client/sample.h"
+
+namespace tf_reverb {
+
+class SampleStreamParser {
+ public:
+  // Payloads smaller than this are copied into their TensorProto.
+  static constexpr int64_t kMinPiecesBytes = 16 << 10;
+
+  // Parses one response; appends the samples it completes to `out`.
+  absl::Status Parse(const grpc::ByteBuffer& message, std::vector<Sample>* out);
+
+  // Whether a sample was started and not yet completed.
+  bool InSample() const { return in_sample_; }
+  // Forgets a partial sample (a stream that broke half-way).
+  void Reset();
+
+ private:
+  bool in_sample_ = false;
+  deepmind::reverb::SampleInfo info_;
+  std::vector<SampleChunk> chunks_;
+};
+
+}  // namespace tf_reverb
+
+#endif  // TF_REVERB_SERVER_CLIENT_SAMPLE_STREAM_PARSER_H_

@@ -1,0 +1,137 @@
+#include "server/service/insert_stream.h"
+
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "schema.pb.h"
+#include "server/chunk_validation.h"
+#include "server/table_item.h"
+
+namespace tf_reverb {
+
+InsertStreamHandler::InsertStreamHandler(TableLookup tables) : tables_(std::move(tables)) {}
+
+absl::StatusOr<TableItem> InsertStreamHandler::MakeItem(
+    deepmind::reverb::PrioritizedItem* item) const {
+  TableItem table_item;
+  for (uint64_t key : UniqueChunkKeys(item->flat_trajectory())) {
+    auto it = chunks_.find(key);
+    if (it == chunks_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Could not find sequence chunk ", key, " of item ", item->key(),
+                       ": this stream did not send it or no longer keeps it (keep_chunk_keys)."));
+    }
+    table_item.chunks.push_back(it->second);
+  }
+  table_item.item = std::make_shared<const PrioritizedItem>(std::move(*item));
+  return table_item;
+}
+
+absl::Status InsertStreamHandler::Start(deepmind::reverb::InsertStreamRequest request) {
+  if (active_) {
+    return absl::FailedPreconditionError("The previous InsertStreamRequest is not done.");
+  }
+  if (request.chunks_size() == 0 && request.items_size() == 0) {
+    return absl::InvalidArgumentError("Request lacks both chunks and item");
+  }
+  for (const ChunkData& chunk : request.chunks()) {
+    if (chunks_.contains(chunk.chunk_key())) continue;
+    if (absl::Status s = ValidateChunk(chunk); !s.ok()) return s;
+  }
+  for (ChunkData& chunk : *request.mutable_chunks()) {
+    const uint64_t key = chunk.chunk_key();
+    if (!chunks_.contains(key)) {
+      chunks_.emplace(key, std::make_shared<const ChunkData>(std::move(chunk)));
+    }
+  }
+  request.clear_chunks();
+  request_ = std::move(request);
+  next_item_ = 0;
+  active_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<InsertStreamHandler::Progress> InsertStreamHandler::Continue(
+    std::vector<uint64_t>* confirmed, const std::shared_ptr<Table::Waker>& wake) {
+  absl::StatusOr<Progress> progress = ContinueRequest(confirmed, wake);
+  if (!progress.ok()) {  // an error ends the request
+    active_ = false;
+    pending_.reset();
+    pending_table_.reset();
+  }
+  return progress;
+}
+
+absl::StatusOr<InsertStreamHandler::Progress> InsertStreamHandler::ContinueRequest(
+    std::vector<uint64_t>* confirmed, const std::shared_ptr<Table::Waker>& wake) {
+  if (!active_) return Progress::kDone;
+  // A request of chunks only leaves the stream's chunks as they are.
+  if (request_.items_size() == 0) {
+    active_ = false;
+    return Progress::kDone;
+  }
+  while (next_item_ < request_.items_size()) {
+    if (!pending_.has_value()) {
+      auto* item = request_.mutable_items(next_item_);
+      absl::StatusOr<std::shared_ptr<Table>> table = tables_(item->table());
+      if (!table.ok()) return table.status();
+      absl::StatusOr<TableItem> table_item = MakeItem(item);
+      if (!table_item.ok()) return table_item.status();
+      pending_table_ = *std::move(table);
+      pending_ = *std::move(table_item);
+    }
+    const uint64_t key = pending_->item->key();
+    // Moves the item into the table when it returns true.
+    absl::StatusOr<bool> inserted = pending_table_->TryInsertOrAssign(*pending_, wake);
+    if (!inserted.ok()) return inserted.status();
+    if (!*inserted) return Progress::kBlocked;
+    confirmed->push_back(key);
+    pending_.reset();
+    pending_table_.reset();
+    ++next_item_;
+  }
+  active_ = false;
+  if (absl::Status s = KeepChunks(); !s.ok()) return s;
+  return Progress::kDone;
+}
+
+absl::Status InsertStreamHandler::KeepChunks() {
+  absl::flat_hash_set<uint64_t> keep(request_.keep_chunk_keys().begin(),
+                                     request_.keep_chunk_keys().end());
+  absl::erase_if(chunks_, [&keep](const auto& entry) { return !keep.contains(entry.first); });
+  if (chunks_.size() != keep.size()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("ReleaseOutOfRangeChunks: Kept less chunks than expected (", chunks_.size(),
+                     " of ", keep.size(), ")."));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InsertStreamHandler::Handle(deepmind::reverb::InsertStreamRequest request,
+                                         std::vector<uint64_t>* confirmed, const Flush& flush,
+                                         const std::function<bool()>& cancelled) {
+  if (absl::Status s = Start(std::move(request)); !s.ok()) return s;
+  auto woken = std::make_shared<absl::Notification>();
+  while (true) {
+    auto wake = std::make_shared<Table::Waker>([woken] { woken->Notify(); });
+    absl::StatusOr<Progress> progress = Continue(confirmed, wake);
+    if (!progress.ok()) return progress.status();
+    if (*progress == Progress::kDone) return absl::OkStatus();
+    if (!confirmed->empty() && !flush(confirmed)) {
+      active_ = false;
+      return absl::OkStatus();
+    }
+    while (!woken->WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+      if (cancelled && cancelled()) {
+        active_ = false;
+        return absl::CancelledError("The call was cancelled.");
+      }
+    }
+    woken = std::make_shared<absl::Notification>();
+  }
+}
+
+}  // namespace tf_reverb

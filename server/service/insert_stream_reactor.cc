@@ -1,0 +1,206 @@
+#include "server/service/insert_stream_reactor.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "grpcpp/impl/serialization_traits.h"
+#include "grpcpp/support/status.h"
+#include "reverb_service.pb.h"
+#include "server/chunk_codec.h"
+#include "server/grpc_status.h"
+#include "server/service/handler_guard.h"
+#include "server/service/raw_request.h"
+#include "server/table.h"
+
+namespace tf_reverb {
+
+InsertStreamReactor* InsertStreamReactor::Create(grpc::CallbackServerContext* context,
+                                                 InsertStreamHandler::TableLookup tables,
+                                                 WorkQueue* queue, std::atomic<int>* waiting,
+                                                 bool announce_zstd) {
+  std::shared_ptr<InsertStreamReactor> reactor(
+      new InsertStreamReactor(std::move(tables), queue, waiting));
+  {
+    absl::MutexLock lock(&reactor->mu_);
+    reactor->self_ = reactor;
+  }
+  reactor->Begin(context, announce_zstd);
+  return reactor.get();
+}
+
+InsertStreamReactor::InsertStreamReactor(InsertStreamHandler::TableLookup tables, WorkQueue* queue,
+                                         std::atomic<int>* waiting)
+    : handler_(std::move(tables)), queue_(queue), waiting_(waiting) {}
+
+void InsertStreamReactor::Begin(grpc::CallbackServerContext* context, bool announce_zstd) {
+  // Sent at once (not with the first response) so that writers learn the
+  // codecs before their first chunk; Reverb clients ignore it.
+  if (announce_zstd) context->AddInitialMetadata(kChunkCodecsMetadataKey, kZstdCodecName);
+  StartSendInitialMetadata();
+  Locked([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { StartReadLocked(); });
+}
+
+template <typename Body>
+void InsertStreamReactor::Locked(Body&& body) {
+  bool finish = false;
+  grpc::Status status;
+  // Keeps the reactor alive until Finish returns: its completion may run
+  // OnDone inline, which drops self_.
+  std::shared_ptr<InsertStreamReactor> keep;
+  {
+    absl::MutexLock lock(&mu_);
+    grpc::Status thrown = Guarded("InsertStream", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      body();
+      return grpc::Status::OK;
+    });
+    if (!thrown.ok()) FinishLocked(thrown);
+    if (finish_wanted_ && !finish_sent_ && !write_in_flight_) {
+      finish_sent_ = true;
+      finish = true;
+      status = finish_status_;
+      keep = self_;
+    }
+  }
+  if (finish) Finish(std::move(status));
+}
+
+void InsertStreamReactor::StartReadLocked() {
+  state_ = State::kReading;
+  StartRead(&read_buffer_);
+}
+
+void InsertStreamReactor::WriteConfirmedLocked() {
+  deepmind::reverb::InsertStreamResponse response;
+  response.mutable_keys()->Add(confirmed_.begin(), confirmed_.end());
+  confirmed_.clear();
+  write_buffer_.Clear();
+  bool own = false;
+  grpc::Status s = grpc::SerializationTraits<deepmind::reverb::InsertStreamResponse>::Serialize(
+      response, &write_buffer_, &own);
+  if (!s.ok()) {
+    FinishLocked(s);
+    return;
+  }
+  write_in_flight_ = true;
+  StartWrite(&write_buffer_);
+}
+
+void InsertStreamReactor::FinishLocked(grpc::Status status) {
+  if (finish_wanted_) return;
+  StopWaitingLocked();
+  finish_wanted_ = true;
+  finish_status_ = std::move(status);
+  state_ = State::kFinished;
+}
+
+void InsertStreamReactor::StopWaitingLocked() {
+  if (state_ == State::kWaiting) --*waiting_;
+  waker_.reset();  // withdraws it from the table
+}
+
+void InsertStreamReactor::OnReadDone(bool ok) {
+  Locked([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (state_ == State::kFinished) return;
+    if (!ok) {  // the client half-closed the stream (or went away)
+      FinishLocked(grpc::Status::OK);
+      return;
+    }
+    deepmind::reverb::InsertStreamRequest request;
+    if (absl::Status s = ParseRequest(read_buffer_, &request); !s.ok()) {
+      FinishLocked(ToGrpcStatus(s));
+      return;
+    }
+    read_buffer_.Clear();
+    request_has_items_ = request.items_size() > 0;
+    if (absl::Status s = handler_.Start(std::move(request)); !s.ok()) {
+      FinishLocked(ToGrpcStatus(s));
+      return;
+    }
+    state_ = State::kInserting;
+    Step();
+  });
+}
+
+void InsertStreamReactor::Step() {
+  std::weak_ptr<InsertStreamReactor> weak = weak_from_this();
+  WorkQueue* queue = queue_;
+  waker_ = std::make_shared<Table::Waker>([weak, queue]() {
+    queue->Schedule([weak]() {
+      if (std::shared_ptr<InsertStreamReactor> self = weak.lock()) self->Resume();
+    });
+  });
+  absl::StatusOr<InsertStreamHandler::Progress> progress = handler_.Continue(&confirmed_, waker_);
+  if (!progress.ok()) {
+    FinishLocked(ToGrpcStatus(progress.status()));
+    return;
+  }
+  if (*progress == InsertStreamHandler::Progress::kBlocked) {
+    state_ = State::kWaiting;
+    ++*waiting_;
+    // Confirm the items already inserted first, so a writer's flush is not
+    // held up by later items.
+    if (!confirmed_.empty() && !write_in_flight_) WriteConfirmedLocked();
+    return;
+  }
+  waker_.reset();
+  if (!request_has_items_) {  // chunks only: no response
+    StartReadLocked();
+    return;
+  }
+  state_ = State::kConfirming;
+  confirmation_written_ = false;
+  if (!write_in_flight_) {
+    confirmation_written_ = true;
+    WriteConfirmedLocked();
+  }
+}
+
+void InsertStreamReactor::Resume() {
+  Locked([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (state_ != State::kWaiting) return;
+    --*waiting_;
+    state_ = State::kInserting;
+    Step();
+  });
+}
+
+void InsertStreamReactor::OnWriteDone(bool ok) {
+  Locked([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    write_in_flight_ = false;
+    if (state_ == State::kFinished) return;
+    if (!ok) {  // the client went away
+      FinishLocked(grpc::Status::OK);
+      return;
+    }
+    if (state_ != State::kConfirming) return;  // a confirmation sent before waiting
+    if (!confirmation_written_) {
+      confirmation_written_ = true;
+      WriteConfirmedLocked();
+      return;
+    }
+    StartReadLocked();
+  });
+}
+
+void InsertStreamReactor::OnCancel() {
+  Locked([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (state_ == State::kWaiting) {
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "The call was cancelled."));
+    }
+  });
+}
+
+void InsertStreamReactor::OnDone() {
+  std::shared_ptr<InsertStreamReactor> self;
+  {
+    absl::MutexLock lock(&mu_);
+    StopWaitingLocked();
+    state_ = State::kFinished;
+    self = std::move(self_);
+  }
+  // `self` may be the last reference: the reactor is deleted on return.
+}
+
+}  // namespace tf_reverb

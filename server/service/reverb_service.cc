@@ -1,0 +1,215 @@
+#include "server/service/reverb_service.h"
+
+#include <cstdint>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "grpcpp/impl/call_op_set.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "grpcpp/impl/serialization_traits.h"
+#include "grpcpp/server_context.h"
+#include "grpcpp/support/server_callback.h"
+#include "grpcpp/support/status.h"
+#include "reverb_service.pb.h"
+#include "schema.pb.h"
+#include "server/chunk_codec.h"
+#include "server/grpc_status.h"
+#include "server/service/handler_guard.h"
+#include "server/service/insert_stream.h"
+#include "server/service/insert_stream_reactor.h"
+#include "server/service/raw_request.h"
+#include "server/service/sample_stream_reactor.h"
+
+namespace tf_reverb {
+namespace {
+
+// Method indices: positions of the rpcs in proto/reverb_service.proto.
+enum MethodIndex {
+  kCheckpoint = 0,
+  kInsertStream = 1,
+  kMutatePriorities = 2,
+  kReset = 3,
+  kSampleStream = 4,
+  kServerInfo = 5,
+  kInitializeConnection = 6,
+};
+
+// Threads of the WorkQueue: resumptions are short (a table call and a
+// write), so a few threads serve any number of streams.
+constexpr int kWorkThreads = 4;
+
+using RawBidiReactor = grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>;
+
+// InitializeConnection (docs/architecture/wire-protocol.md): sharing table pointers across
+// implementations is unsafe, so every client is told to use gRPC (address
+// 0); our own client finds in-process tables through the server registry.
+class InitializeConnectionReactor : public RawBidiReactor {
+ public:
+  explicit InitializeConnectionReactor(InsertStreamHandler::TableLookup tables)
+      : tables_(std::move(tables)) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    grpc::Status status = Guarded("InitializeConnection", [&]() -> grpc::Status {
+      deepmind::reverb::InitializeConnectionRequest request;
+      if (absl::Status s = ParseRequest(request_, &request); !s.ok()) return ToGrpcStatus(s);
+      if (absl::StatusOr<std::shared_ptr<Table>> table = tables_(request.table_name());
+          !table.ok()) {
+        return ToGrpcStatus(table.status());
+      }
+      deepmind::reverb::InitializeConnectionResponse response;
+      response.set_address(0);
+      bool own = false;
+      return grpc::SerializationTraits<deepmind::reverb::InitializeConnectionResponse>::Serialize(
+          response, &response_, &own);
+    });
+    if (!status.ok()) {
+      Finish(status);
+      return;
+    }
+    StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  const InsertStreamHandler::TableLookup tables_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+};
+
+}  // namespace
+
+ReverbServiceImpl::ReverbServiceImpl(std::vector<std::shared_ptr<Table>> tables,
+                                     std::shared_ptr<Checkpointer> checkpointer)
+    : tables_(std::move(tables)),
+      checkpointer_(std::move(checkpointer)),
+      announce_zstd_(ZstdEnabledByEnvironment()),
+      work_(std::make_unique<WorkQueue>(kWorkThreads)) {
+  for (const auto& table : tables_) by_name_[table->name()] = table;
+  absl::BitGen gen;
+  tables_state_id_.set_high(absl::Uniform<uint64_t>(gen));
+  tables_state_id_.set_low(absl::Uniform<uint64_t>(gen));
+
+  auto lookup = [this](const std::string& name) { return GetTable(name); };
+  RegisterUnary(kCheckpoint, "Checkpoint", &ReverbServiceImpl::HandleCheckpoint,
+                /*offload=*/true);
+  MarkMethodRawCallback(
+      kInsertStream, new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+                         [this, lookup](grpc::CallbackServerContext* context) -> RawBidiReactor* {
+                           return InsertStreamReactor::Create(context, lookup, work_.get(),
+                                                              &calls_in_tables_, announce_zstd());
+                         }));
+  RegisterUnary(kMutatePriorities, "MutatePriorities", &ReverbServiceImpl::HandleMutatePriorities);
+  RegisterUnary(kReset, "Reset", &ReverbServiceImpl::HandleReset);
+  MarkMethodRawCallback(
+      kSampleStream, new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+                         [this, lookup](grpc::CallbackServerContext* context) -> RawBidiReactor* {
+                           return SampleStreamReactor::Create(context, lookup, work_.get(),
+                                                              &calls_in_tables_);
+                         }));
+  RegisterUnary(kServerInfo, "ServerInfo", &ReverbServiceImpl::HandleServerInfo);
+  MarkMethodRawCallback(kInitializeConnection,
+                        new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+                            [lookup](grpc::CallbackServerContext*) -> RawBidiReactor* {
+                              return new InitializeConnectionReactor(lookup);
+                            }));
+}
+
+template <typename Request, typename Response>
+void ReverbServiceImpl::RegisterUnary(int index, const char* name,
+                                      grpc::Status (ReverbServiceImpl::*handler)(const Request&,
+                                                                                 Response*),
+                                      bool offload) {
+  MarkMethodRawCallback(
+      index, new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+                 [this, name, handler, offload](grpc::CallbackServerContext* context,
+                                                const grpc::ByteBuffer* request,
+                                                grpc::ByteBuffer* response) {
+                   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+                   auto run = [this, name, handler, reactor, bytes = *request, response]() {
+                     reactor->Finish(Guarded(name, [&]() -> grpc::Status {
+                       Request parsed;
+                       if (absl::Status s = ParseRequest(bytes, &parsed); !s.ok()) {
+                         return ToGrpcStatus(s);
+                       }
+                       Response out;
+                       grpc::Status status = (this->*handler)(parsed, &out);
+                       if (!status.ok()) return status;
+                       bool own = false;
+                       return grpc::SerializationTraits<Response>::Serialize(out, response, &own);
+                     }));
+                   };
+                   if (offload) {
+                     work_->Schedule(std::move(run));
+                   } else {
+                     run();
+                   }
+                   return reactor;
+                 }));
+}
+
+absl::StatusOr<std::shared_ptr<Table>> ReverbServiceImpl::GetTable(const std::string& name) const {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) {
+    return absl::NotFoundError(absl::StrCat("Priority table ", name, " was not found"));
+  }
+  return it->second;
+}
+
+void ReverbServiceImpl::Close() {
+  for (const auto& table : tables_) table->Close();
+}
+
+std::string ReverbServiceImpl::DebugString() const {
+  std::vector<std::string> parts;
+  for (const auto& table : tables_) parts.push_back(table->DebugString());
+  return absl::StrCat("ReverbService(tables=[", absl::StrJoin(parts, ", "), "])");
+}
+
+grpc::Status ReverbServiceImpl::HandleCheckpoint(const deepmind::reverb::CheckpointRequest&,
+                                                 deepmind::reverb::CheckpointResponse* response) {
+  if (checkpointer_ == nullptr) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "no Checkpointer configured for the replay service.");
+  }
+  absl::StatusOr<std::string> path = checkpointer_->Save(tables_);
+  if (!path.ok()) return ToGrpcStatus(path.status());
+  response->set_checkpoint_path(*path);
+  return grpc::Status::OK;
+}
+
+grpc::Status ReverbServiceImpl::HandleMutatePriorities(
+    const deepmind::reverb::MutatePrioritiesRequest& request,
+    deepmind::reverb::MutatePrioritiesResponse*) {
+  absl::StatusOr<std::shared_ptr<Table>> table = GetTable(request.table());
+  if (!table.ok()) return ToGrpcStatus(table.status());
+  std::vector<deepmind::reverb::KeyWithPriority> updates(request.updates().begin(),
+                                                         request.updates().end());
+  std::vector<uint64_t> deletes(request.delete_keys().begin(), request.delete_keys().end());
+  return ToGrpcStatus((*table)->MutateItems(updates, deletes));
+}
+
+grpc::Status ReverbServiceImpl::HandleReset(const deepmind::reverb::ResetRequest& request,
+                                            deepmind::reverb::ResetResponse*) {
+  absl::StatusOr<std::shared_ptr<Table>> table = GetTable(request.table());
+  if (!table.ok()) return ToGrpcStatus(table.status());
+  (*table)->Reset();
+  return grpc::Status::OK;
+}
+
+grpc::Status ReverbServiceImpl::HandleServerInfo(const deepmind::reverb::ServerInfoRequest&,
+                                                 deepmind::reverb::ServerInfoResponse* response) {
+  *response->mutable_tables_state_id() = tables_state_id_;
+  for (const auto& table : tables_) *response->add_table_info() = table->Info();
+  return grpc::Status::OK;
+}
+
+}  // namespace tf_reverb
