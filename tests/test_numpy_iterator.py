@@ -12,9 +12,13 @@ from trajectories import T
 
 def test_batches_are_contiguous_arrays_per_column(address):
   fill(address)
-  with reverb.NumpyIterator(address, 'my_table', batch_size=8,
-                            max_in_flight_samples_per_worker=4,
-                            num_workers_per_iterator=2) as iterator:
+  with reverb.NumpyIterator(
+    address,
+    'my_table',
+    batch_size=8,
+    max_in_flight_samples_per_worker=4,
+    num_workers_per_iterator=2,
+  ) as iterator:
     for _ in range(3):
       batch = next(iterator)
       obs, step = batch.data
@@ -32,22 +36,35 @@ def test_batches_are_contiguous_arrays_per_column(address):
 
 def test_max_samples_gives_a_partial_last_batch(address):
   fill(address, 2)
-  iterator = reverb.NumpyIterator(address, 'my_table', batch_size=4,
-                                  max_samples=10, num_batching_threads=3)
+  iterator = reverb.NumpyIterator(
+    address, 'my_table', batch_size=4, max_samples=10, num_batching_threads=3
+  )
   sizes = [len(batch.info.key) for batch in iterator]
   assert sizes == [4, 4, 2]
   info = reverb.Client(address).server_info()['my_table']
   assert info.rate_limiter_info.sample_stats.completed == 10
+  # Batches come in claim order whichever thread finishes first: the
+  # partial one is last in every run.
+  for _ in range(20):
+    iterator = reverb.NumpyIterator(
+      address, 'my_table', batch_size=4, max_samples=10, num_batching_threads=3
+    )
+    assert [len(batch.info.key) for batch in iterator] == [4, 4, 2]
 
 
 def test_rate_limiter_timeout_ends_iteration(address):
-  iterator = reverb.NumpyIterator(address, 'my_table', batch_size=2,
-                                  rate_limiter_timeout_ms=0)
+  iterator = reverb.NumpyIterator(
+    address, 'my_table', batch_size=2, rate_limiter_timeout_ms=0
+  )
   assert list(iterator) == []
   fill(address, 1)
-  iterator = reverb.NumpyIterator(address, 'my_table', batch_size=2,
-                                  rate_limiter_timeout_ms=50,
-                                  max_in_flight_samples_per_worker=1)
+  iterator = reverb.NumpyIterator(
+    address,
+    'my_table',
+    batch_size=2,
+    rate_limiter_timeout_ms=50,
+    max_in_flight_samples_per_worker=1,
+  )
   assert len(next(iterator).info.key) == 2
   iterator.close()
   with pytest.raises(StopIteration):
@@ -58,8 +75,9 @@ def test_structure_unflattens_columns(server):
   address = f'localhost:{server.port}'
   fill(address, 1)
   structure = {'obs': None, 'step': None}
-  batch = next(reverb.NumpyIterator(address, 'my_table', batch_size=2,
-                                    structure=structure))
+  batch = next(
+    reverb.NumpyIterator(address, 'my_table', batch_size=2, structure=structure)
+  )
   assert set(batch.data) == {'obs', 'step'}
   assert batch.data['obs'].shape == (2, T, 2)
 
@@ -77,7 +95,9 @@ def test_samples_of_different_shapes_cannot_be_batched(server):
   address = f'localhost:{server.port}'
   insert_trajectory(address, 'my_table', [np.zeros([2], np.float32)])
   insert_trajectory(address, 'my_table', [np.zeros([3], np.float32)])
-  with pytest.raises(ValueError, match=r'Cannot batch column 0: .*float, \[3\]'):
+  with pytest.raises(
+    ValueError, match=r'Cannot batch column 0: .*float, \[3\]'
+  ):
     for _ in reverb.NumpyIterator(address, 'my_table', batch_size=16):
       pass
 
@@ -87,7 +107,9 @@ def test_unknown_table_raises(server):
     next(reverb.NumpyIterator(f'localhost:{server.port}', 'nope', 1))
 
 
-@pytest.mark.parametrize('kwargs, message', [
+@pytest.mark.parametrize(
+  'kwargs, message',
+  [
     (dict(batch_size=0), 'batch_size'),
     (dict(max_in_flight_samples_per_worker=0), 'max_in_flight'),
     (dict(num_workers_per_iterator=0), 'num_workers_per_iterator'),
@@ -96,7 +118,8 @@ def test_unknown_table_raises(server):
     (dict(max_samples=0), 'max_samples'),
     (dict(num_batching_threads=0), 'num_batching_threads'),
     (dict(prefetch_batches=0), 'prefetch_batches'),
-])
+  ],
+)
 def test_validation(kwargs, message):
   args = dict(server_address='localhost:1', table='t', batch_size=1)
   args.update(kwargs)
@@ -107,6 +130,7 @@ def test_validation(kwargs, message):
 def test_close_wakes_a_blocked_next(server):
   import threading  # pylint: disable=g-import-not-at-top
   import time  # pylint: disable=g-import-not-at-top
+
   iterator = reverb.NumpyIterator(f'localhost:{server.port}', 'my_table', 1)
   outcome = []
 

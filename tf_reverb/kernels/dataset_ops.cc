@@ -1,4 +1,4 @@
-// ReverbTrajectoryDataset and ReverbTimestepDataset (reverb-spec.md §2.10):
+// ReverbTrajectoryDataset and ReverbTimestepDataset (docs/concepts/datasets.md):
 // tf.data sources over a core Sampler, reached only through the C ABI
 // (tf_reverb_sampler_*; see core_api.h).
 //
@@ -23,18 +23,18 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <deque>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <memory>
-#include <thread>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/log/log.h"
 #include "absl/strings/string_view.h"
-#include "server/c_api.h"
+#include "server/c_api/c_api.h"
 #include "tensorflow/core/framework/cancellation.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/dataset.h"
@@ -52,36 +52,36 @@
 namespace tf_reverb {
 namespace {
 
-using ::tensorflow::data::DatasetBase;
 using ::tensorflow::DataType;
 using ::tensorflow::DataTypeVector;
-using ::tensorflow::data::IteratorContext;
 using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::PartialTensorShape;
 using ::tensorflow::Status;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
+using ::tensorflow::data::DatasetBase;
+using ::tensorflow::data::IteratorContext;
 
 constexpr int kNumInfoColumns = 5;
 constexpr int kCodeCancelled = 1;
 constexpr int kCodeDeadlineExceeded = 4;
 constexpr int kCodeOutOfRange = 11;
 
-#define REGISTER_REVERB_DATASET_OP(name, doc)                        \
-  REGISTER_OP(name)                                                  \
-      .Input("server_address: string")                               \
-      .Input("table: string")                                        \
-      .Attr("max_in_flight_samples_per_worker: int = 100")           \
-      .Attr("num_workers_per_iterator: int = -1")                    \
-      .Attr("max_samples_per_stream: int = -1")                      \
-      .Attr("rate_limiter_timeout_ms: int = -1")                     \
-      .Attr("max_samples: int = -1")                                 \
-      .Attr("dtypes: list(type) >= 5")                               \
-      .Attr("shapes: list(shape) >= 5")                              \
-      .Output("dataset: variant")                                    \
-      .SetIsStateful()                                               \
-      .SetShapeFn(tensorflow::shape_inference::ScalarShape)          \
+#define REGISTER_REVERB_DATASET_OP(name, doc)               \
+  REGISTER_OP(name)                                         \
+      .Input("server_address: string")                      \
+      .Input("table: string")                               \
+      .Attr("max_in_flight_samples_per_worker: int = 100")  \
+      .Attr("num_workers_per_iterator: int = -1")           \
+      .Attr("max_samples_per_stream: int = -1")             \
+      .Attr("rate_limiter_timeout_ms: int = -1")            \
+      .Attr("max_samples: int = -1")                        \
+      .Attr("dtypes: list(type) >= 5")                      \
+      .Attr("shapes: list(shape) >= 5")                     \
+      .Output("dataset: variant")                           \
+      .SetIsStateful()                                      \
+      .SetShapeFn(tensorflow::shape_inference::ScalarShape) \
       .Doc(doc)
 
 REGISTER_REVERB_DATASET_OP("ReverbTrajectoryDataset",
@@ -147,8 +147,8 @@ std::string FlatSpecsString(const FlatSpecs& specs) {
   std::string out = "[";
   for (size_t i = 0; i < specs.size(); ++i) {
     if (i > 0) out += ", ";
-    out += "(" + tensorflow::DataTypeString(specs[i].first) + ", " +
-           specs[i].second.DebugString() + ")";
+    out += "(" + tensorflow::DataTypeString(specs[i].first) + ", " + specs[i].second.DebugString() +
+           ")";
   }
   return out + "]";
 }
@@ -190,9 +190,7 @@ class ReverbDataset : public DatasetBase {
   int64_t CardinalityInternal(tensorflow::data::CardinalityOptions) const override {
     return tensorflow::data::kUnknownCardinality;
   }
-  Status InputDatasets(std::vector<const DatasetBase*>*) const override {
-    return Status();
-  }
+  Status InputDatasets(std::vector<const DatasetBase*>*) const override { return Status(); }
   Status CheckExternalState() const override {
     return tensorflow::errors::FailedPrecondition(
         DebugString(), " depends on a Reverb server and cannot be serialized.");
@@ -203,8 +201,7 @@ class ReverbDataset : public DatasetBase {
   TfReverbClient* client() const { return client_; }
 
  protected:
-  Status AsGraphDefInternal(tensorflow::data::SerializationContext* ctx,
-                            DatasetGraphDefBuilder* b,
+  Status AsGraphDefInternal(tensorflow::data::SerializationContext* ctx, DatasetGraphDefBuilder* b,
                             tensorflow::Node** output) const override {
     tensorflow::Node* address = nullptr;
     tensorflow::Node* table = nullptr;
@@ -263,9 +260,9 @@ void* AllocateColumn(void* opaque, int32_t column, int32_t dtype, int32_t rank,
   TensorShape shape;
   for (int i = 0; i < rank; ++i) shape.AddDim(dims[i]);
   if (column >= num_data) {
-    allocation->status = tensorflow::errors::InvalidArgument(
-        "Received a sample from table '", params.table, "' with more than the ", num_data,
-        " tensors requested.");
+    allocation->status = tensorflow::errors::InvalidArgument("Received a sample from table '",
+                                                             params.table, "' with more than the ",
+                                                             num_data, " tensors requested.");
     return nullptr;
   }
   const DataType requested_dtype = params.dtypes[kNumInfoColumns + column];
@@ -281,12 +278,11 @@ void* AllocateColumn(void* opaque, int32_t column, int32_t dtype, int32_t rank,
   if (!dtype_ok || !requested.IsCompatibleWith(compared) ||
       (params.timesteps && shape.dims() == 0)) {
     allocation->status = tensorflow::errors::InvalidArgument(
-        "Received incompatible tensor at flattened index ", column, " from table '",
-        params.table, "'.  Specification has (dtype, shape): ",
-        SpecString(requested_dtype, requested), ".  Tensor has (dtype, shape): ",
-        SpecString(static_cast<DataType>(dtype), params.timesteps
-                                                      ? compared
-                                                      : PartialTensorShape(shape)),
+        "Received incompatible tensor at flattened index ", column, " from table '", params.table,
+        "'.  Specification has (dtype, shape): ", SpecString(requested_dtype, requested),
+        ".  Tensor has (dtype, shape): ",
+        SpecString(static_cast<DataType>(dtype),
+                   params.timesteps ? compared : PartialTensorShape(shape)),
         ".");
     return nullptr;
   }
@@ -328,8 +324,7 @@ void* AllocateColumn(void* opaque, int32_t column, int32_t dtype, int32_t rank,
   return const_cast<char*>(tensor.tensor_data().data());
 }
 
-void SetStringElement(void* opaque, int32_t column, int64_t index, const char* data,
-                      size_t size) {
+void SetStringElement(void* opaque, int32_t column, int64_t index, const char* data, size_t size) {
   auto* allocation = static_cast<Allocation*>(opaque);
   const int64_t offset = allocation->dataset->params().batch_size > 0
                              ? allocation->row * allocation->item_shapes[column].num_elements()
@@ -339,8 +334,7 @@ void SetStringElement(void* opaque, int32_t column, int64_t index, const char* d
 
 class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDataset> {
  public:
-  explicit ReverbDatasetIterator(const Params& params)
-      : DatasetIterator<ReverbDataset>(params) {}
+  explicit ReverbDatasetIterator(const Params& params) : DatasetIterator<ReverbDataset>(params) {}
 
   ~ReverbDatasetIterator() override {
     if (deregister_) deregister_();
@@ -351,8 +345,7 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
   Status Initialize(IteratorContext* ctx) override {
     TF_RETURN_IF_ERROR(ValidateAgainstSignature());
     char error[kErrorSize] = {0};
-    sampler_ = dataset()->api()->sampler_new(dataset()->client(),
-                                             dataset()->params().table.c_str(),
+    sampler_ = dataset()->api()->sampler_new(dataset()->client(), dataset()->params().table.c_str(),
                                              &dataset()->params().options, error, kErrorSize);
     if (sampler_ == nullptr) return tensorflow::errors::InvalidArgument(error);
     const CoreApi* api = dataset()->api();
@@ -393,8 +386,7 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
       row_ = 0;
       if (rows_ <= 0) {
         return tensorflow::errors::InvalidArgument(
-            "Sampled trajectory from table '", dataset()->params().table,
-            "' has no timesteps.");
+            "Sampled trajectory from table '", dataset()->params().table, "' has no timesteps.");
       }
     }
     AppendInfo(info_, out);
@@ -427,9 +419,8 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
         },
         &serialized, error, kErrorSize);
     if (code == kCodeDeadlineExceeded) {
-      LOG(WARNING) << "Could not fetch the signature of table '" << params.table
-                   << "' from " << params.server_address
-                   << " in time; samples are validated as they arrive.";
+      LOG(WARNING) << "Could not fetch the signature of table '" << params.table << "' from "
+                   << params.server_address << " in time; samples are validated as they arrive.";
       return Status();
     }
     TF_RETURN_IF_ERROR(CoreStatus(code, error));
@@ -447,17 +438,16 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
     }
     if (requested.size() != flat.size()) {
       return tensorflow::errors::InvalidArgument(
-          "Inconsistent number of tensors requested from table '", params.table,
-          "'.  Requested ", requested.size(), " tensors, but table signature shows ",
-          flat.size(), " tensors.\nTable signature: ", FlatSpecsString(flat));
+          "Inconsistent number of tensors requested from table '", params.table, "'.  Requested ",
+          requested.size(), " tensors, but table signature shows ", flat.size(),
+          " tensors.\nTable signature: ", FlatSpecsString(flat));
     }
     for (size_t i = 0; i < flat.size(); ++i) {
       if (requested[i].first != flat[i].first ||
           !requested[i].second.IsCompatibleWith(flat[i].second)) {
         return tensorflow::errors::InvalidArgument(
-            "Requested incompatible tensor at flattened index ", i, " from table '",
-            params.table, "'.  Requested (dtype, shape): ",
-            SpecString(requested[i].first, requested[i].second),
+            "Requested incompatible tensor at flattened index ", i, " from table '", params.table,
+            "'.  Requested (dtype, shape): ", SpecString(requested[i].first, requested[i].second),
             ".  Signature (dtype, shape): ", SpecString(flat[i].first, flat[i].second),
             ".\nTable signature: ", FlatSpecsString(flat));
       }
@@ -468,9 +458,10 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
   // Fused batches are assembled by kAssemblyThreads background threads, each
   // decoding `batch_size` items straight into [batch_size, ...] tensors, and
   // up to kPrefetchBatches finished batches wait for GetNext. Each thread
-  // claims its batch's samples up front (so with max_samples only the last
-  // batch is partial); at the end a partial batch is emitted (sliced) unless
-  // drop_remainder.
+  // claims its batch's samples up front (so with max_samples only the batch
+  // claimed last is partial), and batches are handed out in claim order
+  // whichever thread finishes first, so that partial batch comes last; it is
+  // emitted (sliced) unless drop_remainder.
   static constexpr int kAssemblyThreads = 2;
   static constexpr int kPrefetchBatches = 2;
 
@@ -478,6 +469,8 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
     allocator_ = ctx->allocator({});
     tensorflow::mutex_lock lock(batch_mu_);
     budget_ = dataset()->params().options.max_samples;
+    ready_.clear();
+    next_claim_ = next_out_ = 0;
     running_ = kAssemblyThreads;
     for (int i = 0; i < kAssemblyThreads; ++i) {
       threads_.emplace_back([this] { RunAssembly(); });
@@ -499,6 +492,7 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
     const int64_t batch = dataset()->params().batch_size;
     while (true) {
       int64_t claimed = 0;
+      int64_t sequence = 0;
       {
         tensorflow::mutex_lock lock(batch_mu_);
         while (!stopping_ && !ended_ &&
@@ -508,6 +502,7 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
         claimed = budget_ < 0 ? batch : std::min(batch, budget_);
         if (stopping_ || ended_ || claimed == 0) break;
         if (budget_ >= 0) budget_ -= claimed;
+        sequence = next_claim_++;
         ++assembling_;
       }
       std::vector<Tensor> tensors;
@@ -515,7 +510,7 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
       Status status = AssembleBatch(claimed, &tensors, &ended);
       tensorflow::mutex_lock lock(batch_mu_);
       --assembling_;
-      if (!tensors.empty()) ready_.push_back(std::move(tensors));
+      ready_[sequence] = std::move(tensors);  // empty: nothing to hand out
       if (!status.ok() && batch_status_.ok()) batch_status_ = status;
       if (!status.ok() || ended) ended_ = true;
       batch_cv_.notify_all();
@@ -565,13 +560,22 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
 
   Status GetNextBatch(std::vector<Tensor>* out, bool* end_of_sequence) {
     tensorflow::mutex_lock lock(batch_mu_);
-    while (ready_.empty() && running_ > 0) batch_cv_.wait(lock);
     *end_of_sequence = false;
-    if (!ready_.empty()) {
-      *out = std::move(ready_.front());
-      ready_.pop_front();
-      batch_cv_.notify_all();
-      return Status();
+    while (true) {
+      // The next batch in claim order; every claimed batch is put into
+      // ready_ (perhaps empty) before its thread can end.
+      auto next = ready_.find(next_out_);
+      if (next != ready_.end()) {
+        std::vector<Tensor> batch = std::move(next->second);
+        ready_.erase(next);
+        ++next_out_;
+        batch_cv_.notify_all();
+        if (batch.empty()) continue;
+        *out = std::move(batch);
+        return Status();
+      }
+      if (running_ == 0 && next_out_ >= next_claim_) break;
+      batch_cv_.wait(lock);
     }
     TF_RETURN_IF_ERROR(batch_status_);
     *end_of_sequence = true;
@@ -585,9 +589,9 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
     allocation->allocator = allocator;
     char error[kErrorSize] = {0};
     int32_t num_columns = 0;
-    const int code = dataset()->api()->sampler_next(
-        sampler_, -1, info, &num_columns, &AllocateColumn, &SetStringElement, allocation,
-        error, kErrorSize);
+    const int code =
+        dataset()->api()->sampler_next(sampler_, -1, info, &num_columns, &AllocateColumn,
+                                       &SetStringElement, allocation, error, kErrorSize);
     *end_of_sequence = false;
     if (!allocation->status.ok()) return allocation->status;
     if (code == kCodeOutOfRange ||
@@ -596,15 +600,14 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
       return Status();
     }
     if (code == kCodeCancelled) {
-      return tensorflow::errors::Cancelled("The Reverb dataset iterator was cancelled: ",
-                                           error);
+      return tensorflow::errors::Cancelled("The Reverb dataset iterator was cancelled: ", error);
     }
     TF_RETURN_IF_ERROR(CoreStatus(code, error));
     const int requested = static_cast<int>(params.dtypes.size()) - kNumInfoColumns;
     if (num_columns != requested) {
       return tensorflow::errors::InvalidArgument(
-          "Inconsistent number of tensors received from table '", params.table,
-          "'.  Requested ", requested, " tensors, but the sample has ", num_columns, ".");
+          "Inconsistent number of tensors received from table '", params.table, "'.  Requested ",
+          requested, " tensors, but the sample has ", num_columns, ".");
     }
     return Status();
   }
@@ -635,7 +638,10 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
   std::vector<std::thread> threads_;
   tensorflow::mutex batch_mu_;
   tensorflow::condition_variable batch_cv_;
-  std::deque<std::vector<Tensor>> ready_ TF_GUARDED_BY(batch_mu_);
+  // Assembled batches by claim sequence number (empty: none to hand out).
+  std::map<int64_t, std::vector<Tensor>> ready_ TF_GUARDED_BY(batch_mu_);
+  int64_t next_claim_ TF_GUARDED_BY(batch_mu_) = 0;  // sequence of the next claim
+  int64_t next_out_ TF_GUARDED_BY(batch_mu_) = 0;    // sequence GetNext hands out next
   Status batch_status_ TF_GUARDED_BY(batch_mu_);
   bool stopping_ TF_GUARDED_BY(batch_mu_) = false;
   bool ended_ TF_GUARDED_BY(batch_mu_) = false;
@@ -664,20 +670,17 @@ class ReverbDatasetOp : public tensorflow::data::DatasetOpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("max_in_flight_samples_per_worker",
                                      &options_.max_in_flight_samples_per_worker));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("num_workers_per_iterator", &options_.num_workers));
-    OP_REQUIRES_OK(ctx,
-                   ctx->GetAttr("max_samples_per_stream", &options_.max_samples_per_stream));
-    OP_REQUIRES_OK(ctx,
-                   ctx->GetAttr("rate_limiter_timeout_ms", &options_.rate_limiter_timeout_ms));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("max_samples_per_stream", &options_.max_samples_per_stream));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("rate_limiter_timeout_ms", &options_.rate_limiter_timeout_ms));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("max_samples", &options_.max_samples));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("dtypes", &dtypes_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("shapes", &shapes_));
-    OP_REQUIRES(ctx, dtypes_.size() == shapes_.size(),
-                tensorflow::errors::InvalidArgument(
-                    "dtypes and shapes must have the same length, got ", dtypes_.size(),
-                    " and ", shapes_.size()));
-    const DataTypeVector info = {tensorflow::DT_UINT64, tensorflow::DT_DOUBLE,
-                                 tensorflow::DT_INT64, tensorflow::DT_DOUBLE,
-                                 tensorflow::DT_INT32};
+    OP_REQUIRES(
+        ctx, dtypes_.size() == shapes_.size(),
+        tensorflow::errors::InvalidArgument("dtypes and shapes must have the same length, got ",
+                                            dtypes_.size(), " and ", shapes_.size()));
+    const DataTypeVector info = {tensorflow::DT_UINT64, tensorflow::DT_DOUBLE, tensorflow::DT_INT64,
+                                 tensorflow::DT_DOUBLE, tensorflow::DT_INT32};
     for (int i = 0; i < kNumInfoColumns; ++i) {
       OP_REQUIRES(ctx, dtypes_[i] == info[i],
                   tensorflow::errors::InvalidArgument(
@@ -687,9 +690,9 @@ class ReverbDatasetOp : public tensorflow::data::DatasetOpKernel {
     if (!timesteps_) {
       OP_REQUIRES_OK(ctx, ctx->GetAttr("batch_size", &batch_size_));
       OP_REQUIRES_OK(ctx, ctx->GetAttr("drop_remainder", &drop_remainder_));
-      OP_REQUIRES(ctx, batch_size_ >= 0,
-                  tensorflow::errors::InvalidArgument("batch_size must be >= 0, got ",
-                                                      batch_size_));
+      OP_REQUIRES(
+          ctx, batch_size_ >= 0,
+          tensorflow::errors::InvalidArgument("batch_size must be >= 0, got ", batch_size_));
     }
     for (const PartialTensorShape& shape : shapes_) {
       if (batch_size_ == 0) {
