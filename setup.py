@@ -11,6 +11,7 @@ scripts/make_tf_kit.py wrote; scripts/build_wheel.sh sets it) the package gets
 one kernel library per TensorFlow minor instead, ``libtf_reverb_ops_tf<major>_<minor>.so``.
 """
 
+import ast
 import glob
 import os
 import re
@@ -29,8 +30,8 @@ PACKAGE = os.path.join(ROOT, 'tf_reverb')
 
 # Bazel target -> path inside the package.
 NATIVE_OUTPUTS = {
-    '//tf_reverb:pybind.so': 'pybind.so',
-    '//server:reverb_server': 'bin/reverb_server',
+  '//tf_reverb:pybind.so': 'pybind.so',
+  '//server/service:reverb_server': 'bin/reverb_server',
 }
 
 # Every kernel library of the build, one per configured TensorFlow; they go
@@ -40,6 +41,50 @@ KERNEL_GLOB = 'libtf_reverb_ops*.so'
 
 
 BAZEL_FLAGS = ['-c', 'opt']
+
+# The single source of the version (tf_reverb.__version__ is the same value).
+VERSION_FILE = os.path.join(PACKAGE, '_version.py')
+
+CLASSIFIERS = [
+  'Development Status :: 4 - Beta',
+  'Intended Audience :: Developers',
+  'Intended Audience :: Science/Research',
+  'License :: OSI Approved :: Apache Software License',
+  'Operating System :: POSIX :: Linux',
+  'Programming Language :: C++',
+  'Programming Language :: Python :: 3',
+  'Programming Language :: Python :: 3 :: Only',
+  'Programming Language :: Python :: 3.10',
+  'Programming Language :: Python :: 3.11',
+  'Programming Language :: Python :: 3.12',
+  'Programming Language :: Python :: 3.13',
+  'Topic :: Scientific/Engineering :: Artificial Intelligence',
+]
+
+
+def read_version(path: str = VERSION_FILE) -> str:
+  """The `__version__ = '...'` string literal of `path`, read without
+  importing it (tf_reverb cannot be imported before its native build)."""
+  with open(path, encoding='utf-8') as f:
+    tree = ast.parse(f.read(), path)
+  for node in tree.body:
+    if (
+      isinstance(node, ast.Assign)
+      and any(
+        isinstance(t, ast.Name) and t.id == '__version__' for t in node.targets
+      )
+      and isinstance(node.value, ast.Constant)
+      and isinstance(node.value.value, str)
+    ):
+      return node.value.value
+  raise RuntimeError(f'{path} assigns no __version__ string')
+
+
+def read_long_description() -> str:
+  """README.md, the package's long description (PyPI renders Markdown)."""
+  with open(os.path.join(ROOT, 'README.md'), encoding='utf-8') as f:
+    return f.read()
+
 
 # Where build_native writes Bazel's whole output (gitignored).
 BUILD_LOG = os.path.join(ROOT, 'build', 'native_build.log')
@@ -59,32 +104,42 @@ def _failing_label(output: str, action: str) -> str:
   if not source:
     return ''
   stem = re.escape(os.path.splitext(os.path.basename(source.group(1)))[0])
-  objects = re.search(rf'bazel-out/[^/\s]+/bin/(\S+)/_objs/([^/\s]+)/(\S+/)?{stem}\.',
-                      output)
+  objects = re.search(
+    rf'bazel-out/[^/\s]+/bin/(\S+)/_objs/([^/\s]+)/(\S+/)?{stem}\.', output
+  )
   return f'//{objects.group(1)}:{objects.group(2)}, ' if objects else ''
 
 
-def _build_failure_summary(output: str, command: List[str],
-                           returncode: int) -> str:
+def _build_failure_summary(
+  output: str, command: List[str], returncode: int
+) -> str:
   """What a failed Bazel build's output says failed: the failing actions and
   targets and the first compiler errors, for a message a user reads first."""
   failing, errors = [], []
   for line in output.splitlines():
     line = line.rstrip()
     # "ERROR: <path>/BUILD:12:11: Compiling server/x.cc failed: (Exit 1): ..."
-    action = re.match(r'ERROR: (\S+/)?(\S+BUILD(?:\.bazel)?:\d+:\d+): (.+? failed)', line)
+    action = re.match(
+      r'ERROR: (\S+/)?(\S+BUILD(?:\.bazel)?:\d+:\d+): (.+? failed)', line
+    )
     target = re.match(r'(?:ERROR: )?Target (//\S+) failed to build', line)
     if action:
-      failing.append(f'{action.group(3)} ({_failing_label(output, action.group(3))}'
-                     f'rule at {action.group(2)})')
+      failing.append(
+        f'{action.group(3)} ({_failing_label(output, action.group(3))}'
+        f'rule at {action.group(2)})'
+      )
     elif target:
       failing.append(f'target {target.group(1)}')
-    elif (re.search(r'\b(fatal )?error\b', line) and
-          'Build did NOT complete' not in line and
-          not line.startswith('ERROR: Build failed')):
+    elif (
+      re.search(r'\b(fatal )?error\b', line)
+      and 'Build did NOT complete' not in line
+      and not line.startswith('ERROR: Build failed')
+    ):
       errors.append(line)
-  lines = [f'The Bazel build of tf_reverb\'s native parts failed '
-           f'(`{" ".join(command)}` exited with {returncode}).']
+  lines = [
+    f'The Bazel build of tf_reverb\'s native parts failed '
+    f'(`{" ".join(command)}` exited with {returncode}).'
+  ]
   lines += [f'  failed: {item}' for item in dict.fromkeys(failing)]
   if errors:
     lines.append('  first errors:')
@@ -101,20 +156,34 @@ def _run_bazel_build(targets: List[str], env: Dict[str, str]) -> None:
   ``--jobs=1`` on a machine short of memory.
   """
   extra = shlex.split(os.environ.get('TF_REVERB_BAZEL_FLAGS', ''))
-  command = ['bazel', 'build', '--noshow_progress', *BAZEL_FLAGS, *extra,
-             *targets]
+  command = [
+    'bazel',
+    'build',
+    '--noshow_progress',
+    *BAZEL_FLAGS,
+    *extra,
+    *targets,
+  ]
   os.makedirs(os.path.dirname(BUILD_LOG), exist_ok=True)
   output = []
-  with open(BUILD_LOG, 'w') as log, subprocess.Popen(
-      command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-      stderr=subprocess.STDOUT, text=True, errors='replace') as bazel:
+  with (
+    open(BUILD_LOG, 'w') as log,
+    subprocess.Popen(
+      command,
+      cwd=ROOT,
+      env=env,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT,
+      text=True,
+      errors='replace',
+    ) as bazel,
+  ):
     for line in bazel.stdout:
       sys.stderr.write(line)
       log.write(line)
       output.append(line)
   if bazel.returncode != 0:
-    summary = _build_failure_summary(''.join(output), command,
-                                     bazel.returncode)
+    summary = _build_failure_summary(''.join(output), command, bazel.returncode)
     sys.stderr.write('\n' + summary + '\n')
     raise NativeBuildError(summary)
 
@@ -122,8 +191,11 @@ def _run_bazel_build(targets: List[str], env: Dict[str, str]) -> None:
 def kernel_targets(env: Dict[str, str]) -> List[str]:
   """The kernel library targets Bazel configures under this environment."""
   output = subprocess.check_output(
-      ['bazel', 'query', '--noshow_progress', f'labels(srcs, {KERNELS})'],
-      cwd=ROOT, env=env, text=True)
+    ['bazel', 'query', '--noshow_progress', f'labels(srcs, {KERNELS})'],
+    cwd=ROOT,
+    env=env,
+    text=True,
+  )
   return sorted(line for line in output.split() if line.startswith('//'))
 
 
@@ -134,8 +206,8 @@ def build_native() -> None:
   _run_bazel_build([*NATIVE_OUTPUTS, *kernels], env)
   # Not the bazel-bin symlink: it follows whichever build ran last.
   bazel_bin = subprocess.check_output(
-      ['bazel', 'info', *BAZEL_FLAGS, 'bazel-bin'], cwd=ROOT, env=env,
-      text=True).strip()
+    ['bazel', 'info', *BAZEL_FLAGS, 'bazel-bin'], cwd=ROOT, env=env, text=True
+  ).strip()
   # Kernels of an earlier build (other TF versions) must not linger.
   for stale in glob.glob(os.path.join(PACKAGE, 'ops', KERNEL_GLOB)):
     os.remove(stale)
@@ -167,8 +239,9 @@ def _tool(env_var: str, name: str, debian_package: str) -> str:
   path = os.environ.get(env_var) or shutil.which(name)
   if not path or not os.access(path, os.X_OK):
     raise RuntimeError(
-        f'{name} not found (set {env_var} or install the Debian package '
-        f'{debian_package}); it generates tf_reverb/proto/*_pb2*.py')
+      f'{name} not found (set {env_var} or install the Debian package '
+      f'{debian_package}); it generates tf_reverb/proto/*_pb2*.py'
+    )
   return path
 
 
@@ -180,9 +253,10 @@ def _check_protoc_version(protoc: str) -> None:
   oldest, too_new = PROTOC_VERSIONS
   if not oldest <= version < too_new:
     raise RuntimeError(
-        f'{protoc} is {output!r}; tf_reverb needs protoc >= 3.20 and < 26 '
-        '(e.g. Debian\'s protobuf-compiler 3.21.12) so that the generated '
-        'modules load under every protobuf runtime from 3.20 to 7.x')
+      f'{protoc} is {output!r}; tf_reverb needs protoc >= 3.20 and < 26 '
+      '(e.g. Debian\'s protobuf-compiler 3.21.12) so that the generated '
+      'modules load under every protobuf runtime from 3.20 to 7.x'
+    )
 
 
 def generate_protos() -> None:
@@ -197,36 +271,49 @@ def generate_protos() -> None:
   """
   protoc = _tool('PROTOC', 'protoc', 'protobuf-compiler')
   _check_protoc_version(protoc)
-  grpc_plugin = _tool('GRPC_PYTHON_PLUGIN', 'grpc_python_plugin',
-                      'protobuf-compiler-grpc')
+  grpc_plugin = _tool(
+    'GRPC_PYTHON_PLUGIN', 'grpc_python_plugin', 'protobuf-compiler-grpc'
+  )
   out_dir = os.path.join(PACKAGE, 'proto')
   protos = sorted(glob.glob(os.path.join(ROOT, 'proto', '*.proto')))
   # google/protobuf/timestamp.proto: beside protoc's own prefix
   # (/usr/include for /usr/bin/protoc, from libprotobuf-dev).
-  include = os.path.join(os.path.dirname(os.path.dirname(
-      os.path.realpath(protoc))), 'include')
+  include = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.realpath(protoc))), 'include'
+  )
   includes = [f'-I{ROOT}/proto', f'-I{include}']
   # Generate into a scratch directory and move the results in: a failed run
   # leaves the previous modules in place.
   scratch = tempfile.mkdtemp(prefix='tf_reverb_protos_')
   try:
-    subprocess.check_call([protoc, *includes, f'--python_out={scratch}',
-                           *protos])
-    subprocess.check_call([
-        protoc, *includes, f'--plugin=protoc-gen-grpc_python={grpc_plugin}',
+    subprocess.check_call(
+      [protoc, *includes, f'--python_out={scratch}', *protos]
+    )
+    subprocess.check_call(
+      [
+        protoc,
+        *includes,
+        f'--plugin=protoc-gen-grpc_python={grpc_plugin}',
         f'--grpc_python_out={scratch}',
-        os.path.join(ROOT, 'proto', 'reverb_service.proto')])
+        os.path.join(ROOT, 'proto', 'reverb_service.proto'),
+      ]
+    )
     generated = {}
     for path in sorted(glob.glob(os.path.join(scratch, '*_pb2*.py'))):
       with open(path) as f:
         text = f.read()
       if 'ValidateProtobufRuntimeVersion' in text:
-        raise RuntimeError(f'{protoc} emitted a runtime-version check into '
-                           f'{os.path.basename(path)}')
+        raise RuntimeError(
+          f'{protoc} emitted a runtime-version check into '
+          f'{os.path.basename(path)}'
+        )
       # protoc emits absolute imports of sibling modules; make them relative.
       generated[os.path.basename(path)] = re.sub(
-          r'^import (\w+_pb2) as', r'from . import \1 as', text,
-          flags=re.MULTILINE)
+        r'^import (\w+_pb2) as',
+        r'from . import \1 as',
+        text,
+        flags=re.MULTILINE,
+      )
     # Each module is replaced atomically (others may be importing them).
     for name, text in generated.items():
       staging = os.path.join(out_dir, f'.{name}.tmp')
@@ -262,44 +349,53 @@ class BuildPy(build_py.build_py):
     super().run()
     # An editable wheel carries only what lands in install_lib (its root);
     # a regular one the whole build_lib.
-    root = (self.get_finalized_command('install').install_lib
-            if getattr(self, 'editable_mode', False) else self.build_lib)
+    root = (
+      self.get_finalized_command('install').install_lib
+      if getattr(self, 'editable_mode', False)
+      else self.build_lib
+    )
     self.copy_file(os.path.join(ROOT, PTH_FILE), os.path.join(root, PTH_FILE))
 
 
 if __name__ == '__main__':
   setuptools.setup(
-      name='tf_reverb',
-      version='0.1.0',
-      description='Experience replay for reinforcement learning, Reverb-compatible.',
-      packages=setuptools.find_packages(include=['tf_reverb', 'tf_reverb.*']),
-      py_modules=['tf_reverb_as_reverb'],
-      package_data={
-          'tf_reverb': ['pybind.so', 'bin/reverb_server'],
-          'tf_reverb.ops': [KERNEL_GLOB],
-      },
-      python_requires='>=3.9',
-      install_requires=[
-          'numpy',
-          'dm-tree',
-          'portpicker',
-          'protobuf',
-          'absl-py',
+    name='tf_reverb',
+    version=read_version(),
+    description='Experience replay for reinforcement learning, Reverb-compatible.',
+    long_description=read_long_description(),
+    long_description_content_type='text/markdown',
+    license='Apache-2.0',
+    license_files=['LICENSE'],
+    classifiers=CLASSIFIERS,
+    packages=setuptools.find_packages(include=['tf_reverb', 'tf_reverb.*']),
+    py_modules=['tf_reverb_as_reverb'],
+    package_data={
+      # py.typed: the package's annotations are for type checkers (PEP 561).
+      'tf_reverb': ['pybind.so', 'bin/reverb_server', 'py.typed'],
+      'tf_reverb.ops': [KERNEL_GLOB],
+    },
+    python_requires='>=3.9',
+    install_requires=[
+      'numpy',
+      'dm-tree',
+      'portpicker',
+      'protobuf',
+      'absl-py',
+    ],
+    extras_require={
+      # The binary wheel carries kernels for TensorFlow 2.15-2.21 (the
+      # minors scripts/build_wheel.sh built); a source build compiles
+      # them against the TensorFlow present at build time.
+      'tensorflow': ['tensorflow>=2.15'],
+      # tf_reverb.ray (ReplayCluster); tests run with scripts/setup.sh's pin.
+      'ray': ['ray>=2.9'],
+    },
+    entry_points={
+      'console_scripts': [
+        'reverb_server = tf_reverb.server_executable.server_main:app_run_main',
       ],
-      extras_require={
-          # The binary wheel carries kernels for TensorFlow 2.15-2.21 (the
-          # minors scripts/build_wheel.sh built); a source build compiles
-          # them against the TensorFlow present at build time.
-          'tensorflow': ['tensorflow>=2.15'],
-          # tf_reverb.ray (ReplayCluster); tests run with scripts/setup.sh's pin.
-          'ray': ['ray>=2.9'],
-      },
-      entry_points={
-          'console_scripts': [
-              'reverb_server = tf_reverb.server_executable.server_main:app_run_main',
-          ],
-      },
-      cmdclass={'build_py': BuildPy},
-      distclass=BinaryDistribution,
-      zip_safe=False,
+    },
+    cmdclass={'build_py': BuildPy},
+    distclass=BinaryDistribution,
+    zip_safe=False,
   )

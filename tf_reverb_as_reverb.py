@@ -31,6 +31,8 @@ import sys
 from types import ModuleType
 from typing import Optional, Sequence
 
+__all__ = ['install_as_reverb']
+
 # Environment variable of the start-up hook: unset/empty/"0" does nothing,
 # "replace" replaces an installed dm-reverb, anything else installs the alias
 # unless a dm-reverb is installed (then `import reverb` raises ImportError
@@ -66,6 +68,7 @@ def _other_reverb_location() -> Optional[str]:
 def _describe_other_reverb(location: str) -> str:
   try:
     from importlib import metadata  # pylint: disable=g-import-not-at-top
+
     version = f'dm-reverb {metadata.version("dm-reverb")}'
   except Exception:  # pylint: disable=broad-except
     version = 'a module named reverb'
@@ -98,33 +101,38 @@ class _ReverbAliasFinder(importlib.abc.MetaPathFinder):
   def __init__(self, check_dm_reverb: bool):
     self._check_dm_reverb = check_dm_reverb
 
-  def find_spec(self,
-                fullname: str,
-                path: Optional[Sequence[str]] = None,
-                target: Optional[ModuleType] = None):
+  def find_spec(
+    self,
+    fullname: str,
+    path: Optional[Sequence[str]] = None,
+    target: Optional[ModuleType] = None,
+  ):
     if not _is_alias_name(fullname):
       return None
     if self._check_dm_reverb:
       location = _other_reverb_location()
       if location is not None:
         raise ImportError(
-            f'{ENV_VAR} asks for tf_reverb under the name reverb, but '
-            f'{_describe_other_reverb(location)}; refusing to shadow it. '
-            f'Set {ENV_VAR}=replace to use tf_reverb anyway, or uninstall '
-            'dm-reverb.', name=fullname)
+          f'{ENV_VAR} asks for tf_reverb under the name reverb, but '
+          f'{_describe_other_reverb(location)}; refusing to shadow it. '
+          f'Set {ENV_VAR}=replace to use tf_reverb anyway, or uninstall '
+          'dm-reverb.',
+          name=fullname,
+        )
       self._check_dm_reverb = False
-    target_name = _TARGET + fullname[len(_ALIAS):]
+    target_name = _TARGET + fullname[len(_ALIAS) :]
     try:
       module = importlib.import_module(target_name)
     except ModuleNotFoundError as e:
       if e.name != target_name:
         raise
       raise ModuleNotFoundError(
-          f'No module named {fullname!r}: tf_reverb has no {target_name!r}',
-          name=fullname) from None
+        f'No module named {fullname!r}: tf_reverb has no {target_name!r}',
+        name=fullname,
+      ) from None
     return importlib.util.spec_from_loader(
-        fullname, _AliasLoader(module),
-        is_package=hasattr(module, '__path__'))
+      fullname, _AliasLoader(module), is_package=hasattr(module, '__path__')
+    )
 
 
 def _installed_finder() -> Optional[_ReverbAliasFinder]:
@@ -150,9 +158,9 @@ def _drop_real_reverb_modules() -> None:
       del sys.modules[name]
 
 
-def install_as_reverb(*,
-                      replace_dm_reverb: bool = False,
-                      child_processes: bool = True) -> None:
+def install_as_reverb(
+  *, replace_dm_reverb: bool = False, child_processes: bool = True
+) -> None:
   """Makes ``import reverb`` (and ``reverb.<submodule>``) give tf_reverb.
 
   For code that cannot be edited (Acme, TF-Agents, rlds, Reverb programs).
@@ -174,22 +182,25 @@ def install_as_reverb(*,
       and `replace_dm_reverb` is False. Nothing is changed then.
   """
   imported = sys.modules.get(_ALIAS)
-  if (imported is not None and
-      not getattr(imported, '__name__', '').startswith(_TARGET)):
+  if imported is not None and not getattr(imported, '__name__', '').startswith(
+    _TARGET
+  ):
     if not replace_dm_reverb:
       raise RuntimeError(
-          'A real reverb (dm-reverb) is already imported from '
-          f'{getattr(imported, "__file__", None) or imported!r}; '
-          'install_as_reverb() refuses to shadow it. Call it before anything '
-          'imports reverb, or pass replace_dm_reverb=True.')
+        'A real reverb (dm-reverb) is already imported from '
+        f'{getattr(imported, "__file__", None) or imported!r}; '
+        'install_as_reverb() refuses to shadow it. Call it before anything '
+        'imports reverb, or pass replace_dm_reverb=True.'
+      )
     _drop_real_reverb_modules()
   if not replace_dm_reverb and _installed_finder() is None:
     location = _other_reverb_location()
     if location is not None:
       raise RuntimeError(
-          f'{_describe_other_reverb(location)}; install_as_reverb() refuses '
-          'to shadow it. Uninstall dm-reverb, or pass replace_dm_reverb=True '
-          'to use tf_reverb under the name reverb anyway.')
+        f'{_describe_other_reverb(location)}; install_as_reverb() refuses '
+        'to shadow it. Uninstall dm-reverb, or pass replace_dm_reverb=True '
+        'to use tf_reverb under the name reverb anyway.'
+      )
   importlib.import_module(_TARGET)
   _install_finder(check_dm_reverb=False)
   if child_processes:

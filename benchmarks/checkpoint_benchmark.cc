@@ -57,8 +57,8 @@ TableItem MakeItem(uint64_t key, const std::string& payload) {
   tensor.dtype = tf::DT_UINT8;
   tensor.shape = {1, static_cast<int64_t>(payload.size())};
   tensor.data = payload;
-  auto chunk = std::make_shared<const ChunkData>(
-      BuildChunk(key, {tensor}, key / 100, 0, 0, false).value());
+  auto chunk =
+      std::make_shared<const ChunkData>(BuildChunk(key, {tensor}, key / 100, 0, 0, false).value());
   auto item = std::make_shared<PrioritizedItem>();
   item->set_key(key);
   item->set_priority(1.0);
@@ -74,8 +74,8 @@ int64_t DirectoryBytes(const std::string& path) {
   return bytes;
 }
 
-void Measure(const std::string& label, const std::shared_ptr<Table>& table,
-             const std::string& root, bool concurrent_writer) {
+void Measure(const std::string& label, const std::shared_ptr<Table>& table, const std::string& root,
+             bool concurrent_writer) {
   fs::remove_all(root);
   Checkpointer checkpointer(root, {});
   std::atomic<bool> done{false};
@@ -110,8 +110,8 @@ void Measure(const std::string& label, const std::shared_ptr<Table>& table,
     return;
   }
   const double load_s = absl::ToDoubleSeconds(absl::Now() - load_start);
-  std::printf("%s: %lld items, %.1f MB on disk\n", label.c_str(),
-              static_cast<long long>(items), mb);
+  std::printf("%s: %lld items, %.1f MB on disk\n", label.c_str(), static_cast<long long>(items),
+              mb);
   std::printf("  checkpoint: %.2f s, %.0f items/s, %.1f MB/s\n", save_s, items / save_s,
               mb / save_s);
   std::printf("  restore:    %.2f s, %.0f items/s, %.1f MB/s (%lld items restored)\n", load_s,

@@ -91,10 +91,14 @@ void DrawFrame(int t, uint8_t* out) {
   for (int y = 0; y < 84; ++y) {
     for (int x = 0; x < 84; ++x) {
       uint8_t v;
-      if (y < 8) v = ((x / 4 + t / 16) % 5 == 0) ? 200 : 0;  // score strip
-      else if (y < 40) v = static_cast<uint8_t>(60 + y);     // gradient sky
-      else if (y < 70) v = 110;                               // play field
-      else v = (x % 8 < 4) ? 40 : 44;                         // textured floor
+      if (y < 8)
+        v = ((x / 4 + t / 16) % 5 == 0) ? 200 : 0;  // score strip
+      else if (y < 40)
+        v = static_cast<uint8_t>(60 + y);  // gradient sky
+      else if (y < 70)
+        v = 110;  // play field
+      else
+        v = (x % 8 < 4) ? 40 : 44;  // textured floor
       out[y * 84 + x] = v;
     }
   }
@@ -177,14 +181,15 @@ double Throughput(double seconds, int64_t bytes, F body) {
 
 void Run(double seconds) {
   std::mt19937 gen(42);
-  std::vector<Dataset> datasets = {RandomFloats(&gen, 64), RandomFloats(&gen, 4096), SmoothFloats(&gen), AtariFrames(),
-                                   RandomFrames(&gen), Actions(&gen)};
+  std::vector<Dataset> datasets = {RandomFloats(&gen, 64), RandomFloats(&gen, 4096),
+                                   SmoothFloats(&gen),     AtariFrames(),
+                                   RandomFrames(&gen),     Actions(&gen)};
   const std::vector<Codec> codecs = {{"snappy", CodecPolicy::kSnappy, 0},
                                      {"zstd-1", CodecPolicy::kZstd, 1},
                                      {"zstd-3", CodecPolicy::kZstd, 3},
                                      {"auto", CodecPolicy::kAuto, kDefaultZstdLevel}};
-  std::printf("%-36s %-7s %7s %12s %12s %10s\n", "data (one chunk)", "codec", "ratio",
-              "comp MB/s", "decomp MB/s", "1-row us");
+  std::printf("%-36s %-7s %7s %12s %12s %10s\n", "data (one chunk)", "codec", "ratio", "comp MB/s",
+              "decomp MB/s", "1-row us");
   for (const Dataset& d : datasets) {
     const int64_t raw = static_cast<int64_t>(d.chunks[0].data.size());
     for (const Codec& codec : codecs) {
@@ -200,15 +205,14 @@ void Run(double seconds) {
       }
       const double ratio = static_cast<double>(raw) * d.chunks.size() / compressed;
       const double comp = Throughput(seconds, raw, [&](int64_t i) {
-        auto chunk = BuildChunk(1, {d.chunks[i % d.chunks.size()]}, 1, 0, 0, false,
-                                codec.policy, codec.level);
+        auto chunk = BuildChunk(1, {d.chunks[i % d.chunks.size()]}, 1, 0, 0, false, codec.policy,
+                                codec.level);
         if (!chunk.ok()) std::abort();
       });
       std::string out(raw, '\0');
       const int64_t rows = d.chunks[0].num_rows();
       const double decomp = Throughput(seconds, raw, [&](int64_t i) {
-        if (!DecompressRowsInto(protos[i % protos.size()], false, picked, 0, rows,
-                                out.data())
+        if (!DecompressRowsInto(protos[i % protos.size()], false, picked, 0, rows, out.data())
                  .ok()) {
           std::abort();
         }
@@ -217,8 +221,8 @@ void Run(double seconds) {
       // length 1 (sequence items decode several rows, whole chunks above).
       const int64_t row_bytes = raw / rows;
       const double row_rate = Throughput(seconds, row_bytes, [&](int64_t i) {
-        if (!DecompressRowsInto(protos[i % protos.size()], false, picked, (i * 7) % rows,
-                                1, out.data())
+        if (!DecompressRowsInto(protos[i % protos.size()], false, picked, (i * 7) % rows, 1,
+                                out.data())
                  .ok()) {
           std::abort();
         }
@@ -227,8 +231,8 @@ void Run(double seconds) {
       const std::string name = codec.policy == CodecPolicy::kAuto
                                    ? (picked == kZstd ? "auto:zs" : "auto:sn")
                                    : codec.name;
-      std::printf("%-36s %-7s %7.2f %12.0f %12.0f %10.2f\n", d.name.c_str(), name.c_str(),
-                  ratio, comp, decomp, row_us);
+      std::printf("%-36s %-7s %7.2f %12.0f %12.0f %10.2f\n", d.name.c_str(), name.c_str(), ratio,
+                  comp, decomp, row_us);
     }
   }
 }

@@ -1,6 +1,6 @@
 // concurrent_load: many paced writer streams and a few sampler streams
 // against one Reverb server (ours or dm-reverb's: it speaks the wire protocol
-// of reverb-spec.md §4 directly), from one process with a handful of threads.
+// of docs/architecture/wire-protocol.md directly), from one process with a handful of threads.
 //
 // Each writer is one InsertStream that behaves like an actor calling
 // create_item + flush once per step: it sends one request holding a fresh
@@ -85,8 +85,7 @@ ABSL_FLAG(int, sample_batch, 32, "Samples per SampleStream request.");
 ABSL_FLAG(double, sample_rate, 0.0, "Samples per second per sampler (0: back to back).");
 ABSL_FLAG(int64_t, sample_timeout_ms, -1,
           "rate_limiter_timeout of each SampleStream request (-1: none).");
-ABSL_FLAG(int64_t, sample_total, 0,
-          "Samples per sampler in all (0: until the writers are done).");
+ABSL_FLAG(int64_t, sample_total, 0, "Samples per sampler in all (0: until the writers are done).");
 ABSL_FLAG(int, warmup_items, 0,
           "Items each writer inserts (and sees confirmed) before the clock starts: "
           "the streams and connections are up when measuring begins. Counted in "
@@ -209,8 +208,8 @@ struct Shared {
   int warmup_items = 0;
   std::atomic<bool> writers_done{false};
   std::atomic<bool> measuring{false};  // the clock started (warm-up over)
-  absl::Time start;      // sending starts
-  absl::Time stop_time;  // writers send no item scheduled after it (--seconds)
+  absl::Time start;                    // sending starts
+  absl::Time stop_time;                // writers send no item scheduled after it (--seconds)
   int64_t items_per_writer = 0;
   double rate = 0;
   std::string table;
@@ -371,8 +370,8 @@ class Writer : public grpc::ClientBidiReactor<InsertStreamRequest, InsertStreamR
   }
   absl::Time NextTime() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (shared_->rate <= 0) return absl::Now();
-    return first_ + absl::Seconds(static_cast<double>(sent_ - shared_->warmup_items) /
-                                  shared_->rate);
+    return first_ +
+           absl::Seconds(static_cast<double>(sent_ - shared_->warmup_items) / shared_->rate);
   }
   // Once the item is confirmed and its write completed: the next item at its
   // time, or the half-close.
@@ -417,8 +416,8 @@ class Writer : public grpc::ClientBidiReactor<InsertStreamRequest, InsertStreamR
 class Sampler : public grpc::ClientBidiReactor<SampleStreamRequest, SampleStreamResponse>,
                 public Paced {
  public:
-  Sampler(Shared* shared, ReverbService::Stub* stub, std::string table, int batch,
-          double rate, int64_t total)
+  Sampler(Shared* shared, ReverbService::Stub* stub, std::string table, int batch, double rate,
+          int64_t total)
       : shared_(shared), table_(std::move(table)), batch_(batch), rate_(rate), total_(total) {
     shared_->samplers_running.Add();
     context_.set_wait_for_ready(true);
@@ -613,8 +612,8 @@ int main(int argc, char** argv) {
           absl::GetFlag(FLAGS_sample_rate), absl::GetFlag(FLAGS_sample_total)));
     }
   }
-  Emit(absl::StrCat("{\"event\":\"open\",\"writers\":", num_writers, ",\"samplers\":",
-                    num_samplers, ",\"connections\":", connections, "}"));
+  Emit(absl::StrCat("{\"event\":\"open\",\"writers\":", num_writers, ",\"samplers\":", num_samplers,
+                    ",\"connections\":", connections, "}"));
   for (auto& sampler : samplers) sampler->Begin();
   // Warm-up: every stream up and one round trip done before the clock starts.
   const absl::Time warm_start = absl::Now();
@@ -627,8 +626,8 @@ int main(int argc, char** argv) {
     absl::SleepFor(absl::Milliseconds(5));
   }
   if (shared->warmup_items > 0) {
-    Emit(absl::StrCat("{\"event\":\"warm\",\"seconds\":",
-                      absl::ToDoubleSeconds(absl::Now() - warm_start), "}"));
+    Emit(absl::StrCat(
+        "{\"event\":\"warm\",\"seconds\":", absl::ToDoubleSeconds(absl::Now() - warm_start), "}"));
   }
 
   shared->start = absl::Now() + absl::Milliseconds(100);
@@ -638,7 +637,7 @@ int main(int argc, char** argv) {
 
   bool announced_first = num_writers == 0;
   while (!hung && !shared->writers_running.WaitUntil(
-      std::min(deadline, absl::Now() + absl::Milliseconds(20)))) {
+                      std::min(deadline, absl::Now() + absl::Milliseconds(20)))) {
     if (!announced_first && shared->writers_first_sent.load() == num_writers) {
       announced_first = true;
       Emit("{\"event\":\"first_sent\"}");
@@ -686,20 +685,16 @@ int main(int argc, char** argv) {
   const double send_seconds = absl::ToDoubleSeconds(writers_end - shared->start);
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  const double cpu_seconds =
-      usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
-      (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+  const double cpu_seconds = usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+                             (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
   Emit(absl::StrCat(
       "{\"event\":\"result\",\"writers\":", num_writers, ",\"samplers\":", num_samplers,
-      ",\"connections\":", connections, ",\"rate\":", shared->rate,
-      ",\"sent\":", shared->sent, ",\"confirmed\":", shared->confirmed,
-      ",\"warmup_confirmed\":", shared->warmup_confirmed,
+      ",\"connections\":", connections, ",\"rate\":", shared->rate, ",\"sent\":", shared->sent,
+      ",\"confirmed\":", shared->confirmed, ",\"warmup_confirmed\":", shared->warmup_confirmed,
       ",\"unexpected_keys\":", shared->unexpected_keys, ",\"samples\":", shared->samples,
       ",\"samples_measured\":", shared->samples_measured,
-      ",\"sample_requests\":", shared->sample_requests,
-      ",\"send_seconds\":", send_seconds,
-      ",\"seconds\":", absl::ToDoubleSeconds(end - shared->start),
-      ",\"cpu_seconds\":", cpu_seconds,
+      ",\"sample_requests\":", shared->sample_requests, ",\"send_seconds\":", send_seconds,
+      ",\"seconds\":", absl::ToDoubleSeconds(end - shared->start), ",\"cpu_seconds\":", cpu_seconds,
       ",\"writers_unfinished\":", shared->writers_running.count(),
       ",\"samplers_unfinished\":", shared->samplers_running.count(),
       ",\"hung\":", hung ? "true" : "false", ",\"errors\":[", absl::StrJoin(errors, ","),

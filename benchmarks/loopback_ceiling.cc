@@ -99,8 +99,7 @@ double StreamRate(const std::shared_ptr<grpc::Channel>& channel, double seconds,
   auto stream = std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>>(
       grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
           channel.get(),
-          grpc::internal::RpcMethod(kMethod, grpc::internal::RpcMethod::BIDI_STREAMING),
-          &context));
+          grpc::internal::RpcMethod(kMethod, grpc::internal::RpcMethod::BIDI_STREAMING), &context));
   grpc::Slice hello("go");
   grpc::ByteBuffer request(&hello, 1);
   stream->Write(request);
@@ -188,7 +187,7 @@ int main(int argc, char** argv) {
   double seconds = 2;
   size_t message_bytes = 10 * 84 * 84 * 4;
   size_t batch_rows = 64;
-  // What our client's channel advertises (server/client.cc); 0 for gRPC's
+  // What our client's channel advertises (server/client/client.cc); 0 for gRPC's
   // default (16 KiB).
   int max_frame_size = 1 << 20;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -212,8 +211,7 @@ int main(int argc, char** argv) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
     if (max_frame_size > 0) args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, max_frame_size);
-    auto channel =
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
     grpc::ChannelArguments default_args;
     default_args.SetMaxReceiveMessageSize(-1);
     // Another channel (the arguments differ), so another connection.

@@ -49,14 +49,17 @@ def run(binary: str, metrics: bool, items: int) -> float:
       break
   stop = threading.Event()
   if metrics_port:
+
     def scrape():  # every second: harsher than Prometheus' default 15 s
       while not stop.wait(1.0):
         try:
           with urllib.request.urlopen(
-              f'http://127.0.0.1:{metrics_port}/metrics', timeout=30) as r:
+            f'http://127.0.0.1:{metrics_port}/metrics', timeout=30
+          ) as r:
             r.read()
         except OSError:  # the run ended while a scrape was in flight
           return
+
     threading.Thread(target=scrape, daemon=True).start()
   try:
     client = reverb.Client(f'127.0.0.1:{port}')
@@ -94,8 +97,10 @@ def main():
   print(f'server CPU per item (insert + sample), median of {args.repeats}:')
   for name, values in results.items():
     median = statistics.median(values)
-    print(f'  {name:12} {median:7.2f} us  ({100 * (median / off - 1):+5.1f}% vs '
-          f'metrics off; runs {", ".join(f"{v:.2f}" for v in values)})')
+    print(
+      f'  {name:12} {median:7.2f} us  ({100 * (median / off - 1):+5.1f}% vs '
+      f'metrics off; runs {", ".join(f"{v:.2f}" for v in values)})'
+    )
 
 
 if __name__ == '__main__':

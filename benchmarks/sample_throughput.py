@@ -48,8 +48,8 @@ import side_by_side
 # name -> (step builder args): small ~ a low-dimensional control transition,
 # large ~ a stack of 4 Atari frames (random bytes: incompressible).
 SIZES = {
-    'small': dict(obs=(8,), dtype='float32'),
-    'large': dict(obs=(4, 84, 84), dtype='uint8'),
+  'small': dict(obs=(8,), dtype='float32'),
+  'large': dict(obs=(4, 84, 84), dtype='uint8'),
 }
 NUM_ITEMS = {'small': 1000, 'large': 200}
 BATCH = 64
@@ -68,16 +68,18 @@ def atari_frame(t, np):
   rows of bricks, a paddle and a ball that move with t; flat areas, so
   Snappy/zstd compress it well (as real Atari frames)."""
   frame = np.zeros((84, 84), np.uint8)
-  frame[0:6, :] = 142                           # score bar
-  frame[6:84, 0:3] = frame[6:84, 81:84] = 142   # walls
+  frame[0:6, :] = 142  # score bar
+  frame[6:84, 0:3] = frame[6:84, 81:84] = 142  # walls
   for row, value in enumerate((200, 180, 160, 140, 120, 100)):
-    frame[14 + 3 * row:16 + 3 * row, 3:81] = value
-    frame[14 + 3 * row:16 + 3 * row, 3 + (7 * t + 11 * row) % 70:
-          10 + (7 * t + 11 * row) % 70] = 0     # bricks knocked out
+    frame[14 + 3 * row : 16 + 3 * row, 3:81] = value
+    frame[
+      14 + 3 * row : 16 + 3 * row,
+      3 + (7 * t + 11 * row) % 70 : 10 + (7 * t + 11 * row) % 70,
+    ] = 0  # bricks knocked out
   x = 3 + (3 * t) % 66
-  frame[78:80, x:x + 12] = 200                  # paddle
+  frame[78:80, x : x + 12] = 200  # paddle
   by, bx = 34 + (5 * t) % 40, 3 + (4 * t) % 76
-  frame[by:by + 2, bx:bx + 2] = 255             # ball
+  frame[by : by + 2, bx : bx + 2] = 255  # ball
   return frame
 
 
@@ -94,9 +96,11 @@ def frame_table_name(kind):
 
 
 def frame_signature(tf):
-  return {'obs': tf.TensorSpec((FRAME_STEPS,) + FRAME_SHAPE, tf.uint8),
-          'action': tf.TensorSpec((FRAME_STEPS,), tf.int32),
-          'reward': tf.TensorSpec((FRAME_STEPS,), tf.float32)}
+  return {
+    'obs': tf.TensorSpec((FRAME_STEPS,) + FRAME_SHAPE, tf.uint8),
+    'action': tf.TensorSpec((FRAME_STEPS,), tf.int32),
+    'reward': tf.TensorSpec((FRAME_STEPS,), tf.float32),
+  }
 
 
 def frame_item_bytes():
@@ -120,14 +124,27 @@ def item_bytes(size, np):
 
 def tables(reverb):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return [reverb.Table(size, reverb.selectors.Uniform(), reverb.selectors.Fifo(),
-                       max_size=10_000, rate_limiter=reverb.rate_limiters.MinSize(1))
-          for size in SIZES] + [
-              reverb.Table(frame_table_name(kind), reverb.selectors.Uniform(),
-                           reverb.selectors.Fifo(), max_size=10_000,
-                           rate_limiter=reverb.rate_limiters.MinSize(1),
-                           signature=frame_signature(tf))
-              for kind in FRAME_KINDS]
+
+  return [
+    reverb.Table(
+      size,
+      reverb.selectors.Uniform(),
+      reverb.selectors.Fifo(),
+      max_size=10_000,
+      rate_limiter=reverb.rate_limiters.MinSize(1),
+    )
+    for size in SIZES
+  ] + [
+    reverb.Table(
+      frame_table_name(kind),
+      reverb.selectors.Uniform(),
+      reverb.selectors.Fifo(),
+      max_size=10_000,
+      rate_limiter=reverb.rate_limiters.MinSize(1),
+      signature=frame_signature(tf),
+    )
+    for kind in FRAME_KINDS
+  ]
 
 
 def import_reverb(impl):
@@ -159,18 +176,24 @@ def timed(fn, seconds):
 def measure_frames(reverb, client, address, impl, where, seconds):
   """Issue 15's workload on both frame kinds: the exact input pipeline."""
   import numpy as np  # pylint: disable=g-import-not-at-top
+
   results = []
   for kind in FRAME_KINDS:
     table = frame_table_name(kind)
-    with client.writer(max_sequence_length=FRAME_STEPS,
-                       chunk_length=FRAME_STEPS) as writer:
+    with client.writer(
+      max_sequence_length=FRAME_STEPS, chunk_length=FRAME_STEPS
+    ) as writer:
       for i in range(FRAME_ITEMS):
         for t in range(FRAME_STEPS):
           writer.append(frame_step(kind, i * FRAME_STEPS + t, np))
         writer.create_item(table, FRAME_STEPS, 1.0)
-    dataset = reverb.TrajectoryDataset.from_table_signature(
+    dataset = (
+      reverb.TrajectoryDataset.from_table_signature(
         address, table, max_in_flight_samples_per_worker=FRAME_IN_FLIGHT
-    ).batch(FRAME_BATCH, drop_remainder=True).prefetch(2)
+      )
+      .batch(FRAME_BATCH, drop_remainder=True)
+      .prefetch(2)
+    )
     iterator = iter(dataset)
 
     def batches():
@@ -179,29 +202,40 @@ def measure_frames(reverb, client, address, impl, where, seconds):
       return 4 * FRAME_BATCH
 
     rate = timed(batches, seconds)
-    results.append(dict(impl=impl, where=where, size=f'frames/{kind}',
-                        method='from_table_signature.batch(64).prefetch(2)',
-                        items_per_s=rate,
-                        mb_per_s=rate * frame_item_bytes() / 1e6))
-    del iterator
+    results.append(
+      dict(
+        impl=impl,
+        where=where,
+        size=f'frames/{kind}',
+        method='from_table_signature.batch(64).prefetch(2)',
+        items_per_s=rate,
+        mb_per_s=rate * frame_item_bytes() / 1e6,
+      )
+    )
+    iterator = None  # Release the dataset (batches() is not called again).
   return results
 
 
 def measure(impl, where, seconds, frames_only=False):
   """Measurements of one library with the server `where`."""
   import numpy as np  # pylint: disable=g-import-not-at-top
+
   reverb = import_reverb(impl)
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   process = None
   if where == 'same process':
     server = side_by_side.make_server(reverb, impl, tables(reverb))
     port = server.port
   else:
     import portpicker  # pylint: disable=g-import-not-at-top
+
     port = portpicker.pick_unused_port()
     process = subprocess.Popen(
-        [sys.executable, __file__, '--serve', str(port), '--impl', impl],
-        stdout=subprocess.PIPE, text=True)
+      [sys.executable, __file__, '--serve', str(port), '--impl', impl],
+      stdout=subprocess.PIPE,
+      text=True,
+    )
     assert process.stdout.readline().startswith('serving')
   address = f'localhost:{port}'
   client = reverb.Client(address)
@@ -216,7 +250,9 @@ def measure(impl, where, seconds, frames_only=False):
       step = make_step(size, 0, np)
       keys = sorted(step)
       dtypes = tuple(tf.as_dtype(np.asarray(step[k]).dtype) for k in keys)
-      shapes = tuple(tf.TensorShape((1,) + np.asarray(step[k]).shape) for k in keys)
+      shapes = tuple(
+        tf.TensorShape((1,) + np.asarray(step[k]).shape) for k in keys
+      )
       n = 256 if size == 'small' else 64
 
       def client_sample():
@@ -225,7 +261,7 @@ def measure(impl, where, seconds, frames_only=False):
         return n
 
       dataset = reverb.TrajectoryDataset(
-          address, size, dtypes, shapes, max_in_flight_samples_per_worker=100
+        address, size, dtypes, shapes, max_in_flight_samples_per_worker=100
       ).batch(BATCH)
       iterator = iter(dataset)
 
@@ -237,9 +273,11 @@ def measure(impl, where, seconds, frames_only=False):
       # The same pipeline consumed inside a tf.function, as a training loop
       # does: TF's per-call eager overhead (~0.2 ms per next()) is paid once
       # per 16 batches instead of once per batch.
-      graph_iterator = iter(reverb.TrajectoryDataset(
+      graph_iterator = iter(
+        reverb.TrajectoryDataset(
           address, size, dtypes, shapes, max_in_flight_samples_per_worker=100
-      ).batch(BATCH))
+        ).batch(BATCH)
+      )
 
       @tf.function
       def consume(it):
@@ -251,13 +289,18 @@ def measure(impl, where, seconds, frames_only=False):
       def trajectory_dataset_in_graph():
         return int(consume(graph_iterator))
 
-      runs = [('Client.sample', client_sample),
-              ('TrajectoryDataset(batch 64)', trajectory_dataset),
-              ('TrajectoryDataset(batch 64) in tf.function',
-               trajectory_dataset_in_graph)]
+      runs = [
+        ('Client.sample', client_sample),
+        ('TrajectoryDataset(batch 64)', trajectory_dataset),
+        (
+          'TrajectoryDataset(batch 64) in tf.function',
+          trajectory_dataset_in_graph,
+        ),
+      ]
       if impl != 'dm':
         numpy_iterator = reverb.NumpyIterator(
-            address, size, BATCH, max_in_flight_samples_per_worker=100)
+          address, size, BATCH, max_in_flight_samples_per_worker=100
+        )
 
         def numpy_batches():
           for _ in range(4):
@@ -267,9 +310,17 @@ def measure(impl, where, seconds, frames_only=False):
         runs.append(('NumpyIterator(batch 64)', numpy_batches))
       for method, fn in runs:
         rate = timed(fn, seconds)
-        results.append(dict(impl=impl, where=where, size=size, method=method,
-                            items_per_s=rate, mb_per_s=rate * mb))
-      del iterator, graph_iterator
+        results.append(
+          dict(
+            impl=impl,
+            where=where,
+            size=size,
+            method=method,
+            items_per_s=rate,
+            mb_per_s=rate * mb,
+          )
+        )
+      iterator = graph_iterator = None  # Release the datasets.
       if impl != 'dm':
         numpy_iterator.close()
   finally:
@@ -282,18 +333,34 @@ def measure(impl, where, seconds, frames_only=False):
 
 
 CEILING = os.environ.get('TF_REVERB_CEILING_BIN') or os.path.join(
-    side_by_side.ROOT, 'bazel-bin', 'benchmarks', 'loopback_ceiling')
+  side_by_side.ROOT, 'bazel-bin', 'benchmarks', 'loopback_ceiling'
+)
 
 
 def ceiling(seconds):
   """The loopback_ceiling figures (built with Bazel when missing)."""
   if not os.path.exists(CEILING):
-    subprocess.run(['bazel', 'build', '-c', 'opt', '//benchmarks:loopback_ceiling'],
-                   cwd=side_by_side.ROOT, check=True, capture_output=True)
-  out = subprocess.run([CEILING, '--seconds', str(seconds),
-                        '--message_bytes', str(frame_item_bytes()),
-                        '--batch', str(FRAME_BATCH)],
-                       capture_output=True, text=True, check=True, timeout=300)
+    subprocess.run(
+      ['bazel', 'build', '-c', 'opt', '//benchmarks:loopback_ceiling'],
+      cwd=side_by_side.ROOT,
+      check=True,
+      capture_output=True,
+    )
+  out = subprocess.run(
+    [
+      CEILING,
+      '--seconds',
+      str(seconds),
+      '--message_bytes',
+      str(frame_item_bytes()),
+      '--batch',
+      str(FRAME_BATCH),
+    ],
+    capture_output=True,
+    text=True,
+    check=True,
+    timeout=300,
+  )
   return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -308,22 +375,39 @@ def run_repeats(args, frames_only):
       pythons['dm'] = dm
     else:
       print('dm-reverb not available; measuring tf_reverb only')
-  env = dict(os.environ, PYTHONPATH=side_by_side.ROOT, TF_CPP_MIN_LOG_LEVEL='3',
-             TF_REVERB_BENCH_FRAMES_ONLY='1' if frames_only else '')
+  env = dict(
+    os.environ,
+    PYTHONPATH=side_by_side.ROOT,
+    TF_CPP_MIN_LOG_LEVEL='3',
+    TF_REVERB_BENCH_FRAMES_ONLY='1' if frames_only else '',
+  )
   repeats = []
   for _ in range(max(1, args.repeats)):
     by_key = {}
     limit = ceiling(args.seconds)
     for impl, python in pythons.items():
       out = subprocess.run(
-          [python, __file__, '--measure', '--impl', impl, '--seconds',
-           str(args.seconds)], capture_output=True, text=True,
-          env=side_by_side.environment(args, impl, env), check=False)
+        [
+          python,
+          __file__,
+          '--measure',
+          '--impl',
+          impl,
+          '--seconds',
+          str(args.seconds),
+        ],
+        capture_output=True,
+        text=True,
+        env=side_by_side.environment(args, impl, env),
+        check=False,
+      )
       if out.returncode != 0:
         print(f'{impl} failed:\n{out.stderr[-3000:]}')
         continue
       for result in json.loads(out.stdout.strip().splitlines()[-1]):
-        by_key[tuple(result[f] for f in ('impl', 'where', 'size', 'method'))] = result
+        by_key[
+          tuple(result[f] for f in ('impl', 'where', 'size', 'method'))
+        ] = result
     repeats.append((limit, by_key))
   return repeats
 
@@ -332,32 +416,46 @@ def print_frames(repeats):
   """Issue 15's table: medians over repeats of MB/s and of per-repeat ratios."""
   med = statistics.median
   ceilings = [c for c, _ in repeats]
-  print(f'ceiling (median of {len(repeats)}): loopback gRPC stream '
-        f'{med(c["grpc_mb_per_s"] for c in ceilings):.0f} MB/s (1 MiB HTTP/2 frames; '
-        f'{med(c["grpc_default_frames_mb_per_s"] for c in ceilings):.0f} with the default '
-        f'16 KiB), +copy into batch rows by the reader '
-        f'{med(c["grpc_copy_mb_per_s"] for c in ceilings):.0f} MB/s, '
-        f'memcpy {med(c["memcpy_mb_per_s"] for c in ceilings):.0f} MB/s')
-  print(f'{"server":14} {"frames":7} {"tf_reverb MB/s":>15} {"dm-reverb MB/s":>15} '
-        f'{"ratio":>7} {"of ceiling":>11}   (medians; per-repeat ratios; the '
-        f'ceiling is the loopback gRPC stream)')
+  print(
+    f'ceiling (median of {len(repeats)}): loopback gRPC stream '
+    f'{med(c["grpc_mb_per_s"] for c in ceilings):.0f} MB/s (1 MiB HTTP/2 frames; '
+    f'{med(c["grpc_default_frames_mb_per_s"] for c in ceilings):.0f} with the default '
+    f'16 KiB), +copy into batch rows by the reader '
+    f'{med(c["grpc_copy_mb_per_s"] for c in ceilings):.0f} MB/s, '
+    f'memcpy {med(c["memcpy_mb_per_s"] for c in ceilings):.0f} MB/s'
+  )
+  print(
+    f'{"server":14} {"frames":7} {"tf_reverb MB/s":>15} {"dm-reverb MB/s":>15} '
+    f'{"ratio":>7} {"of ceiling":>11}   (medians; per-repeat ratios; the '
+    f'ceiling is the loopback gRPC stream)'
+  )
   for where in ('same process', 'other process'):
     for kind in FRAME_KINDS:
-      key = (where, f'frames/{kind}', 'from_table_signature.batch(64).prefetch(2)')
-      ours = [(c, r[('ours',) + key]) for c, r in repeats if ('ours',) + key in r]
+      key = (
+        where,
+        f'frames/{kind}',
+        'from_table_signature.batch(64).prefetch(2)',
+      )
+      ours = [
+        (c, r[('ours',) + key]) for c, r in repeats if ('ours',) + key in r
+      ]
       if not ours:
         continue
       dms = [r.get(('dm',) + key) for _, r in repeats]
-      ratios = [r[('ours',) + key]['mb_per_s'] / r[('dm',) + key]['mb_per_s']
-                for _, r in repeats
-                if ('ours',) + key in r and ('dm',) + key in r]
+      ratios = [
+        r[('ours',) + key]['mb_per_s'] / r[('dm',) + key]['mb_per_s']
+        for _, r in repeats
+        if ('ours',) + key in r and ('dm',) + key in r
+      ]
       fractions = [o['mb_per_s'] / c['grpc_mb_per_s'] for c, o in ours]
       dm_mb = [d['mb_per_s'] for d in dms if d]
-      print(f'{where:14} {kind:7} {med(o["mb_per_s"] for _, o in ours):15.0f} '
-            f'{(f"{med(dm_mb):15.0f}" if dm_mb else f"{chr(45):>15}")} '
-            f'{(f"{med(ratios):6.2f}x" if ratios else f"{chr(45):>7}")} '
-            f'{med(fractions):10.0%}   '
-            f'({", ".join(f"{x:.2f}" for x in ratios)})')
+      print(
+        f'{where:14} {kind:7} {med(o["mb_per_s"] for _, o in ours):15.0f} '
+        f'{(f"{med(dm_mb):15.0f}" if dm_mb else f"{chr(45):>15}")} '
+        f'{(f"{med(ratios):6.2f}x" if ratios else f"{chr(45):>7}")} '
+        f'{med(fractions):10.0%}   '
+        f'({", ".join(f"{x:.2f}" for x in ratios)})'
+      )
 
 
 def main():
@@ -371,8 +469,12 @@ def main():
   if args.measure:
     results = []
     for where in ('same process', 'other process'):
-      results += measure(args.impl, where, args.seconds,
-                         frames_only=bool(os.environ.get('TF_REVERB_BENCH_FRAMES_ONLY')))
+      results += measure(
+        args.impl,
+        where,
+        args.seconds,
+        frames_only=bool(os.environ.get('TF_REVERB_BENCH_FRAMES_ONLY')),
+      )
     print(json.dumps(results))
     return
 
@@ -383,26 +485,39 @@ def main():
   by_key = {}  # the best of the repeats, per figure
   for _, results in repeats:
     for key, result in results.items():
-      if key not in by_key or result['items_per_s'] > by_key[key]['items_per_s']:
+      if (
+        key not in by_key or result['items_per_s'] > by_key[key]['items_per_s']
+      ):
         by_key[key] = result
-  print(f'{"server":14} {"size":6} {"method":28} {"tf_reverb items/s":>18} '
-        f'{"MB/s":>8} {"dm-reverb items/s":>18} {"MB/s":>8} {"ratio":>7}')
+  print(
+    f'{"server":14} {"size":6} {"method":28} {"tf_reverb items/s":>18} '
+    f'{"MB/s":>8} {"dm-reverb items/s":>18} {"MB/s":>8} {"ratio":>7}'
+  )
   for (impl, where, size, method), r in by_key.items():
     if impl != 'ours' or size.startswith('frames/'):
       continue
     dm = by_key.get(('dm', where, size, method))
-    dm_cols = (f'{dm["items_per_s"]:18,.0f} {dm["mb_per_s"]:8.1f} '
-               f'{r["items_per_s"] / dm["items_per_s"]:6.2f}x') if dm else (
-                   f'{"-":>18} {"-":>8} {"-":>7}')
-    print(f'{where:14} {size:6} {method:28} {r["items_per_s"]:18,.0f} '
-          f'{r["mb_per_s"]:8.1f} {dm_cols}')
+    dm_cols = (
+      (
+        f'{dm["items_per_s"]:18,.0f} {dm["mb_per_s"]:8.1f} '
+        f'{r["items_per_s"] / dm["items_per_s"]:6.2f}x'
+      )
+      if dm
+      else (f'{"-":>18} {"-":>8} {"-":>7}')
+    )
+    print(
+      f'{where:14} {size:6} {method:28} {r["items_per_s"]:18,.0f} '
+      f'{r["mb_per_s"]:8.1f} {dm_cols}'
+    )
   for where in ('same process', 'other process'):
     for size in SIZES:
       ours_ds = by_key.get(('ours', where, size, 'TrajectoryDataset(batch 64)'))
       ours_np = by_key.get(('ours', where, size, 'NumpyIterator(batch 64)'))
       if ours_ds and ours_np:
-        print(f'NumpyIterator / our TrajectoryDataset ({where}, {size}): '
-              f'{ours_np["items_per_s"] / ours_ds["items_per_s"]:.2f}x')
+        print(
+          f'NumpyIterator / our TrajectoryDataset ({where}, {size}): '
+          f'{ours_np["items_per_s"] / ours_ds["items_per_s"]:.2f}x'
+        )
   side_by_side.print_metrics_cost(by_key)
 
 

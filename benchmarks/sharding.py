@@ -35,8 +35,12 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))), 'tests'))
+sys.path.insert(
+  0,
+  os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'tests'
+  ),
+)
 from shard_processes import ShardProcess, ipv4_target  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 import tf_reverb as reverb  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -82,17 +86,23 @@ def run_inserts(target: str, writers: int, items: int) -> Dict[str, float]:
   for writer in handles:
     writer.close()
   flat = [x for per in latencies for x in per]
-  return {'items_per_s': writers * items / elapsed,
-          'insert_p50_ms': percentile(flat, 50) * 1e3,
-          'insert_p99_ms': percentile(flat, 99) * 1e3}
+  return {
+    'items_per_s': writers * items / elapsed,
+    'insert_p50_ms': percentile(flat, 50) * 1e3,
+    'insert_p99_ms': percentile(flat, 99) * 1e3,
+  }
 
 
 def run_samples(target: str, workers: int, batches: int) -> Dict[str, float]:
   latencies = []
-  with reverb.NumpyIterator(target, 'replay', batch_size=16,
-                            max_in_flight_samples_per_worker=16,
-                            num_workers_per_iterator=workers,
-                            max_samples=16 * batches) as iterator:
+  with reverb.NumpyIterator(
+    target,
+    'replay',
+    batch_size=16,
+    max_in_flight_samples_per_worker=16,
+    num_workers_per_iterator=workers,
+    max_samples=16 * batches,
+  ) as iterator:
     next(iterator)  # connections up
     began = time.perf_counter()
     last = began
@@ -102,15 +112,20 @@ def run_samples(target: str, workers: int, batches: int) -> Dict[str, float]:
       latencies.append(now - last)
       last = now
   elapsed = time.perf_counter() - began
-  return {'samples_per_s': 16 * (batches - 1) / elapsed,
-          'batch_p99_ms': percentile(latencies, 99) * 1e3}
+  return {
+    'samples_per_s': 16 * (batches - 1) / elapsed,
+    'batch_p99_ms': percentile(latencies, 99) * 1e3,
+  }
 
 
 def per_shard(shards: List[ShardProcess]) -> Dict[str, List[int]]:
-  infos = [reverb.Client(s.address).server_info(timeout=60)['replay']
-           for s in shards]
-  return {'items': [i.current_size for i in infos],
-          'samples': [i.rate_limiter_info.sample_stats.completed for i in infos]}
+  infos = [
+    reverb.Client(s.address).server_info(timeout=60)['replay'] for s in shards
+  ]
+  return {
+    'items': [i.current_size for i in infos],
+    'samples': [i.rate_limiter_info.sample_stats.completed for i in infos],
+  }
 
 
 def scaling(args) -> None:
@@ -125,18 +140,27 @@ def scaling(args) -> None:
         row = run_inserts(target, args.writers, args.items_per_writer)
         row.update(run_samples(target, args.sample_workers, args.batches))
         rows[n].append(row)
-    print(f'scaling (medians of {args.repeats}, {args.writers} writers, '
-          f'{args.sample_workers} sampler workers)')
-    print('shards  items/s  ins_p50_ms  ins_p99_ms  samples/s  batch_p99_ms  '
-          'items/shard (spread%)  samples/shard (spread%)')
+    print(
+      f'scaling (medians of {args.repeats}, {args.writers} writers, '
+      f'{args.sample_workers} sampler workers)'
+    )
+    print(
+      'shards  items/s  ins_p50_ms  ins_p99_ms  samples/s  batch_p99_ms  '
+      'items/shard (spread%)  samples/shard (spread%)'
+    )
     for n in args.shards:
-      med = {key: statistics.median(r[key] for r in rows[n]) for key in rows[n][0]}
+      med = {
+        key: statistics.median(r[key] for r in rows[n]) for key in rows[n][0]
+      }
       counts = per_shard(clusters[n])
-      print(f'{n:6d}  {med["items_per_s"]:7.0f}  '
-            f'{med["insert_p50_ms"]:10.2f}  {med["insert_p99_ms"]:10.2f}  '
-            f'{med["samples_per_s"]:9.0f}  {med["batch_p99_ms"]:12.2f}  '
-            f'{counts["items"]} ({spread(counts["items"]):.1f})  '
-            f'{counts["samples"]} ({spread(counts["samples"]):.1f})', flush=True)
+      print(
+        f'{n:6d}  {med["items_per_s"]:7.0f}  '
+        f'{med["insert_p50_ms"]:10.2f}  {med["insert_p99_ms"]:10.2f}  '
+        f'{med["samples_per_s"]:9.0f}  {med["batch_p99_ms"]:12.2f}  '
+        f'{counts["items"]} ({spread(counts["items"]):.1f})  '
+        f'{counts["samples"]} ({spread(counts["samples"]):.1f})',
+        flush=True,
+      )
   finally:
     for shards in clusters.values():
       for shard in shards:
@@ -150,20 +174,29 @@ def overhead(args) -> None:
     for repeat in range(args.repeats):
       order = ['plain', 'sharded'] if repeat % 2 == 0 else ['sharded', 'plain']
       for kind in order:
-        target = (shard.address if kind == 'plain' else
-                  f'dns:///127.0.0.1:{shard.port}')
+        target = (
+          shard.address if kind == 'plain' else f'dns:///127.0.0.1:{shard.port}'
+        )
         assert reverb.Client(target).sharded == (kind == 'sharded')
         row = run_inserts(target, args.writers, args.items_per_writer)
         row.update(run_samples(target, args.sample_workers, args.batches))
         results[kind].append(row)
-    print('\noverhead at 1 shard (medians of %d): sharded dns:/// vs plain '
-          'address' % args.repeats)
-    for key in ('items_per_s', 'insert_p99_ms', 'samples_per_s',
-                'batch_p99_ms'):
+    print(
+      '\noverhead at 1 shard (medians of %d): sharded dns:/// vs plain '
+      'address' % args.repeats
+    )
+    for key in (
+      'items_per_s',
+      'insert_p99_ms',
+      'samples_per_s',
+      'batch_p99_ms',
+    ):
       plain = statistics.median(r[key] for r in results['plain'])
       sharded = statistics.median(r[key] for r in results['sharded'])
-      print(f'  {key:14s} plain {plain:9.2f}  sharded {sharded:9.2f}  '
-            f'ratio {sharded / plain:.3f}')
+      print(
+        f'  {key:14s} plain {plain:9.2f}  sharded {sharded:9.2f}  '
+        f'ratio {sharded / plain:.3f}'
+      )
   finally:
     shard.kill()
 
@@ -185,8 +218,9 @@ def recovery(args) -> None:
         writer.flush(timeout_ms=120_000)
         confirmed[w].append(time.perf_counter())
 
-    threads = [threading.Thread(target=write, args=(w,))
-               for w in range(args.writers)]
+    threads = [
+      threading.Thread(target=write, args=(w,)) for w in range(args.writers)
+    ]
     for thread in threads:
       thread.start()
     # Which writers are on shard 0: the shard's queue holds their items.
@@ -221,13 +255,19 @@ def recovery(args) -> None:
     for writer in writers:
       writer.close()
     print('\nrecovery (2 shards, %d writers):' % args.writers)
-    print(f'  SIGKILL -> every writer confirming again: '
-          f'{(failover - killed_at) * 1e3:.0f} ms (latest writer)')
-    print(f'  restart of the process on the same port took '
-          f'{(listening_at - restarted_at) * 1e3:.0f} ms')
-    print(f'  restart listening -> a new stream lands on it: '
-          f'{(resumed - listening_at) * 1e3:.0f} ms ({probes} probe writers); '
-          f'SIGKILL -> traffic on it again: {(resumed - killed_at) * 1e3:.0f} ms')
+    print(
+      f'  SIGKILL -> every writer confirming again: '
+      f'{(failover - killed_at) * 1e3:.0f} ms (latest writer)'
+    )
+    print(
+      f'  restart of the process on the same port took '
+      f'{(listening_at - restarted_at) * 1e3:.0f} ms'
+    )
+    print(
+      f'  restart listening -> a new stream lands on it: '
+      f'{(resumed - listening_at) * 1e3:.0f} ms ({probes} probe writers); '
+      f'SIGKILL -> traffic on it again: {(resumed - killed_at) * 1e3:.0f} ms'
+    )
   finally:
     for shard in shards:
       shard.kill()
@@ -235,15 +275,19 @@ def recovery(args) -> None:
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('--shards', default='1,2,4',
-                      type=lambda s: [int(x) for x in s.split(',')])
+  parser.add_argument(
+    '--shards', default='1,2,4', type=lambda s: [int(x) for x in s.split(',')]
+  )
   parser.add_argument('--writers', type=int, default=8)
   parser.add_argument('--items_per_writer', type=int, default=500)
   parser.add_argument('--sample_workers', type=int, default=4)
   parser.add_argument('--batches', type=int, default=1000)
   parser.add_argument('--repeats', type=int, default=7)
-  parser.add_argument('--skip', default='',
-                      help='comma-separated parts to skip: scaling,overhead,recovery')
+  parser.add_argument(
+    '--skip',
+    default='',
+    help='comma-separated parts to skip: scaling,overhead,recovery',
+  )
   args = parser.parse_args()
   skip = set(args.skip.split(','))
   if 'scaling' not in skip:

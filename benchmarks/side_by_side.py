@@ -28,19 +28,25 @@ def parse_args() -> argparse.Namespace:
   parser.add_argument('--seconds', type=float, default=2.0)
   parser.add_argument('--repeats', type=int, default=3)
   parser.add_argument('--no_dm', action='store_true')
-  parser.add_argument('--dm_python',
-                      help='python of a venv with dm-reverb 0.14')
+  parser.add_argument(
+    '--dm_python', help='python of a venv with dm-reverb 0.14'
+  )
   parser.add_argument('--impl', default='ours')
   parser.add_argument('--serve', type=int)
   parser.add_argument('--measure', action='store_true')
-  parser.add_argument('--metrics', action='store_true',
-                      help='also measure tf_reverb with Prometheus metrics on '
-                      '(impl "ours+metrics": Server(metrics_port=0), scraped '
-                      'every second)')
-  parser.add_argument('--baseline',
-                      help='also measure the tf_reverb checkout at this path '
-                      '(its own .venv and build) as impl "baseline", e.g. the '
-                      'main branch, to see what this build costs or saves')
+  parser.add_argument(
+    '--metrics',
+    action='store_true',
+    help='also measure tf_reverb with Prometheus metrics on '
+    '(impl "ours+metrics": Server(metrics_port=0), scraped '
+    'every second)',
+  )
+  parser.add_argument(
+    '--baseline',
+    help='also measure the tf_reverb checkout at this path '
+    '(its own .venv and build) as impl "baseline", e.g. the '
+    'main branch, to see what this build costs or saves',
+  )
   return parser.parse_args()
 
 
@@ -59,7 +65,9 @@ def implementations(args: argparse.Namespace) -> Dict[str, str]:
   return pythons
 
 
-def environment(args: argparse.Namespace, impl: str, env: Dict[str, str]) -> Dict[str, str]:
+def environment(
+  args: argparse.Namespace, impl: str, env: Dict[str, str]
+) -> Dict[str, str]:
   """`env` with PYTHONPATH at the checkout `impl` is measured from."""
   if impl == 'baseline':
     return dict(env, PYTHONPATH=os.path.abspath(args.baseline))
@@ -87,8 +95,9 @@ def make_server(reverb: Any, impl: str, tables: Any, port: Any = None) -> Any:
 def print_metrics_cost(by_key: Dict[Tuple[Any, ...], Dict[str, Any]]) -> None:
   """items/s of ours+metrics relative to ours, per figure (when measured)."""
   for impl, reference, title in (
-      ('ours+metrics', 'ours', 'metrics on vs off'),
-      ('ours', 'baseline', 'this build (metrics off) vs --baseline')):
+    ('ours+metrics', 'ours', 'metrics on vs off'),
+    ('ours', 'baseline', 'this build (metrics off) vs --baseline'),
+  ):
     rows = [(key, r) for key, r in by_key.items() if key[0] == impl]
     ratios = []
     for key, r in rows:
@@ -99,9 +108,11 @@ def print_metrics_cost(by_key: Dict[Tuple[Any, ...], Dict[str, Any]]) -> None:
         print(f'{title} (best of the repeats each):')
       ratio = r['items_per_s'] / off['items_per_s']
       ratios.append(ratio)
-      print(f'  {" / ".join(str(k) for k in key[1:]):60} {reference} '
-            f'{off["items_per_s"]:12,.0f}  {impl} {r["items_per_s"]:12,.0f}  '
-            f'{100 * (ratio - 1):+6.1f}%')
+      print(
+        f'  {" / ".join(str(k) for k in key[1:]):60} {reference} '
+        f'{off["items_per_s"]:12,.0f}  {impl} {r["items_per_s"]:12,.0f}  '
+        f'{100 * (ratio - 1):+6.1f}%'
+      )
     if ratios:
       ratios.sort()
       print(f'  median change {100 * (ratios[len(ratios) // 2] - 1):+.1f}%')
@@ -116,16 +127,21 @@ def dm_python(args: argparse.Namespace) -> Any:
     return os.environ['TF_REVERB_DM_PYTHON']
   try:
     # Prints nothing where dm-reverb cannot exist (no Python 3.8-3.11).
-    lines = subprocess.check_output(
-        ['bash', os.path.join(ROOT, 'scripts', 'setup_dm_reverb.sh')],
-        text=True).strip().splitlines()
+    lines = (
+      subprocess.check_output(
+        ['bash', os.path.join(ROOT, 'scripts', 'setup_dm_reverb.sh')], text=True
+      )
+      .strip()
+      .splitlines()
+    )
   except (subprocess.CalledProcessError, OSError):
     return None
   return lines[-1] if lines else None
 
 
-def best_results(script: str, args: argparse.Namespace,
-                 key_fields: Tuple[str, ...]) -> Dict[Tuple[Any, ...], Dict[str, Any]]:
+def best_results(
+  script: str, args: argparse.Namespace, key_fields: Tuple[str, ...]
+) -> Dict[Tuple[Any, ...], Dict[str, Any]]:
   """Runs `script --measure` per implementation, --repeats times in turns.
 
   Returns:
@@ -144,9 +160,20 @@ def best_results(script: str, args: argparse.Namespace,
   for _ in range(max(1, args.repeats)):
     for impl, python in pythons.items():
       out = subprocess.run(
-          [python, script, '--measure', '--impl', impl, '--seconds',
-           str(args.seconds)], capture_output=True, text=True,
-          env=environment(args, impl, env), check=False)
+        [
+          python,
+          script,
+          '--measure',
+          '--impl',
+          impl,
+          '--seconds',
+          str(args.seconds),
+        ],
+        capture_output=True,
+        text=True,
+        env=environment(args, impl, env),
+        check=False,
+      )
       if out.returncode != 0:
         print(f'{impl} failed:\n{out.stderr[-3000:]}')
         continue

@@ -32,9 +32,12 @@ BINARY = os.path.join(ROOT, 'tf_reverb', 'bin', 'reverb_server')
 
 
 def start_server(args):
-  process = subprocess.Popen([BINARY, '--port=0', '--host=127.0.0.1', *args],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True)
+  process = subprocess.Popen(
+    [BINARY, '--port=0', '--host=127.0.0.1', *args],
+    stdout=subprocess.PIPE,
+    stderr=subprocess.STDOUT,
+    text=True,
+  )
   for line in process.stdout:
     match = re.search(r'event=started port=(\d+)', line)
     if match:
@@ -55,9 +58,14 @@ def measure(address, credentials, items, item_kib):
     writer.flush()
   write = megabytes / (time.perf_counter() - start)
   start = time.perf_counter()
-  iterator = reverb.NumpyIterator(address, 'my_table', batch_size=16,
-                                  max_samples=items, credentials=credentials,
-                                  max_in_flight_samples_per_worker=32)
+  iterator = reverb.NumpyIterator(
+    address,
+    'my_table',
+    batch_size=16,
+    max_samples=items,
+    credentials=credentials,
+    max_in_flight_samples_per_worker=32,
+  )
   received = sum(batch.data[0].shape[0] for batch in iterator)
   assert received == items, received
   sample = megabytes / (time.perf_counter() - start)
@@ -74,13 +82,17 @@ def main():
   with tempfile.TemporaryDirectory() as directory:
     pki = tls_certs.make_pki(directory)
     modes = {
-        'plaintext': ([], None),
-        'tls': ([f'--tls_cert_file={pki.server_cert}',
-                 f'--tls_key_file={pki.server_key}'] +
-                ([f'--tls_client_ca_file={pki.ca}'] if flags.mutual else []),
-                reverb.ChannelCredentials.from_files(
-                    pki.ca, *((pki.client_cert, pki.client_key)
-                              if flags.mutual else ()))),
+      'plaintext': ([], None),
+      'tls': (
+        [
+          f'--tls_cert_file={pki.server_cert}',
+          f'--tls_key_file={pki.server_key}',
+        ]
+        + ([f'--tls_client_ca_file={pki.ca}'] if flags.mutual else []),
+        reverb.ChannelCredentials.from_files(
+          pki.ca, *((pki.client_cert, pki.client_key) if flags.mutual else ())
+        ),
+      ),
     }
     best = {mode: (0.0, 0.0) for mode in modes}
     for repeat in range(flags.repeats):
@@ -89,16 +101,22 @@ def main():
         args, credentials = modes[mode]
         process, port = start_server(args)
         try:
-          write, sample = measure(f'localhost:{port}', credentials, flags.items,
-                                  flags.item_kib)
+          write, sample = measure(
+            f'localhost:{port}', credentials, flags.items, flags.item_kib
+          )
         finally:
           process.terminate()
           process.communicate(timeout=60)
-        print(f'repeat {repeat} {mode:9s} write {write:8.1f} MB/s  '
-              f'sample {sample:8.1f} MB/s', flush=True)
+        print(
+          f'repeat {repeat} {mode:9s} write {write:8.1f} MB/s  '
+          f'sample {sample:8.1f} MB/s',
+          flush=True,
+        )
         best[mode] = (max(best[mode][0], write), max(best[mode][1], sample))
-  print(f'\n{flags.items} items of {flags.item_kib} KiB, best of '
-        f'{flags.repeats}{" (mutual TLS)" if flags.mutual else ""}:')
+  print(
+    f'\n{flags.items} items of {flags.item_kib} KiB, best of '
+    f'{flags.repeats}{" (mutual TLS)" if flags.mutual else ""}:'
+  )
   for mode, (write, sample) in best.items():
     print(f'  {mode:9s} write {write:8.1f} MB/s  sample {sample:8.1f} MB/s')
   (pw, ps), (tw, ts) = best['plaintext'], best['tls']

@@ -40,14 +40,23 @@ def import_reverb(impl):
 
 
 def tables(reverb):
-  return [reverb.Table(size, reverb.selectors.Uniform(), reverb.selectors.Fifo(),
-                       max_size=1000, rate_limiter=reverb.rate_limiters.MinSize(1))
-          for size in SEQUENCE]
+  return [
+    reverb.Table(
+      size,
+      reverb.selectors.Uniform(),
+      reverb.selectors.Fifo(),
+      max_size=1000,
+      rate_limiter=reverb.rate_limiters.MinSize(1),
+    )
+    for size in SEQUENCE
+  ]
 
 
 def serve(impl, port):
   reverb = import_reverb(impl)
-  server = side_by_side.make_server(reverb, impl, tables(reverb), port)  # pylint: disable=unused-variable
+  _server = side_by_side.make_server(
+    reverb, impl, tables(reverb), port
+  )  # Serves until killed.
   print('serving', flush=True)
   while True:
     time.sleep(3600)
@@ -56,12 +65,22 @@ def serve(impl, port):
 def steps(size, np, n=64):
   rng = np.random.default_rng(0)
   if size == 'small':
-    return [{'obs': rng.normal(size=(4,)).astype(np.float32),
-             'action': np.int32(i % 4), 'reward': np.float32(i)}
-            for i in range(n)]
-  return [{'obs': rng.integers(0, 256, (84, 84, 4), dtype=np.uint8),
-           'action': np.int32(i % 4), 'reward': np.float32(i)}
-          for i in range(n)]
+    return [
+      {
+        'obs': rng.normal(size=(4,)).astype(np.float32),
+        'action': np.int32(i % 4),
+        'reward': np.float32(i),
+      }
+      for i in range(n)
+    ]
+  return [
+    {
+      'obs': rng.integers(0, 256, (84, 84, 4), dtype=np.uint8),
+      'action': np.int32(i % 4),
+      'reward': np.float32(i),
+    }
+    for i in range(n)
+  ]
 
 
 def timed(fn, seconds):
@@ -75,11 +94,14 @@ def timed(fn, seconds):
 def measure(impl, seconds):
   import numpy as np  # pylint: disable=g-import-not-at-top
   import portpicker  # pylint: disable=g-import-not-at-top
+
   reverb = import_reverb(impl)
   port = portpicker.pick_unused_port()
   process = subprocess.Popen(
-      [sys.executable, __file__, '--serve', str(port), '--impl', impl],
-      stdout=subprocess.PIPE, text=True)
+    [sys.executable, __file__, '--serve', str(port), '--impl', impl],
+    stdout=subprocess.PIPE,
+    text=True,
+  )
   assert process.stdout.readline().startswith('serving')
   client = reverb.Client(f'localhost:{port}')
   client.server_info(timeout=60)
@@ -95,8 +117,9 @@ def measure(impl, seconds):
           for i in range(n):
             writer.append(data[i % len(data)])
             if i + 1 >= length:
-              writer.create_item(size, 1.0, {
-                  k: writer.history[k][-length:] for k in data[0]})
+              writer.create_item(
+                size, 1.0, {k: writer.history[k][-length:] for k in data[0]}
+              )
         return n - length + 1
 
       def legacy_writer():
@@ -112,15 +135,24 @@ def measure(impl, seconds):
           client.insert(data[i % len(data)], {size: 1.0})
         return n
 
-      runs = [('TrajectoryWriter', trajectory_writer),
-              ('legacy Writer', legacy_writer)]
+      runs = [
+        ('TrajectoryWriter', trajectory_writer),
+        ('legacy Writer', legacy_writer),
+      ]
       if size == 'small':
         runs.append(('Client.insert', insert))
       for method, fn in runs:
         items = timed(fn, seconds)
         # Each item adds one new step.
-        results.append(dict(impl=impl, size=size, method=method,
-                            items_per_s=items, mb_per_s=items * step_mb))
+        results.append(
+          dict(
+            impl=impl,
+            size=size,
+            method=method,
+            items_per_s=items,
+            mb_per_s=items * step_mb,
+          )
+        )
   finally:
     process.kill()
     process.wait()
@@ -136,16 +168,20 @@ def main():
     print(json.dumps(measure(args.impl, args.seconds)))
     return
   by_key = side_by_side.best_results(__file__, args, ('impl', 'size', 'method'))
-  print(f'{"workload":8} {"method":18} {"ours items/s":>13} {"ours MB/s":>10} '
-        f'{"dm items/s":>11} {"dm MB/s":>8} {"ratio":>6}')
+  print(
+    f'{"workload":8} {"method":18} {"ours items/s":>13} {"ours MB/s":>10} '
+    f'{"dm items/s":>11} {"dm MB/s":>8} {"ratio":>6}'
+  )
   for (impl, size, method), r in by_key.items():
     if impl != 'ours':
       continue
     dm = by_key.get(('dm', size, method))
     ratio = f'{r["items_per_s"] / dm["items_per_s"]:.2f}' if dm else '-'
-    print(f'{size:8} {method:18} {r["items_per_s"]:13,.0f} {r["mb_per_s"]:10.1f} '
-          f'{(dm or {}).get("items_per_s", 0):11,.0f} '
-          f'{(dm or {}).get("mb_per_s", 0):8.1f} {ratio:>6}')
+    print(
+      f'{size:8} {method:18} {r["items_per_s"]:13,.0f} {r["mb_per_s"]:10.1f} '
+      f'{(dm or {}).get("items_per_s", 0):11,.0f} '
+      f'{(dm or {}).get("mb_per_s", 0):8.1f} {ratio:>6}'
+    )
   side_by_side.print_metrics_cost(by_key)
 
 

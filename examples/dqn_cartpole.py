@@ -98,29 +98,34 @@ def transition_signature():
   time dimension of 1.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   return {
-      'observation': tf.TensorSpec([1, OBSERVATION_SIZE], tf.float32),
-      'action': tf.TensorSpec([1], tf.int64),
-      'reward': tf.TensorSpec([1], tf.float32),
-      'discount': tf.TensorSpec([1], tf.float32),
-      'next_observation': tf.TensorSpec([1, OBSERVATION_SIZE], tf.float32),
+    'observation': tf.TensorSpec([1, OBSERVATION_SIZE], tf.float32),
+    'action': tf.TensorSpec([1], tf.int64),
+    'reward': tf.TensorSpec([1], tf.float32),
+    'discount': tf.TensorSpec([1], tf.float32),
+    'next_observation': tf.TensorSpec([1, OBSERVATION_SIZE], tf.float32),
   }
 
 
 def make_q_network():
   """The Keras Q-network shared by actors and learner."""
   import keras  # pylint: disable=g-import-not-at-top
-  return keras.Sequential([
+
+  return keras.Sequential(
+    [
       keras.Input((OBSERVATION_SIZE,)),
       keras.layers.Dense(64, activation='relu'),
       keras.layers.Dense(64, activation='relu'),
       keras.layers.Dense(NUM_ACTIONS),
-  ])
+    ]
+  )
 
 
 def limit_threads():
   """Two cores serve four processes: one TF thread each."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   tf.config.threading.set_intra_op_parallelism_threads(1)
   tf.config.threading.set_inter_op_parallelism_threads(1)
 
@@ -134,8 +139,9 @@ def ignore_sigint():
 # Actor.
 
 
-def actor_main(index: int, address: str, config: Dict[str, Any],
-               stop: Any, stats: Any) -> None:
+def actor_main(
+  index: int, address: str, config: Dict[str, Any], stop: Any, stats: Any
+) -> None:
   """Runs episodes, inserting each transition with the graph-mode insert op."""
   ignore_sigint()
   limit_threads()
@@ -176,12 +182,14 @@ def actor_main(index: int, address: str, config: Dict[str, Any],
     # not consume), so a load only waits for the server's answer.
     nonlocal published
     if not published:
-      published = client.server_info(timeout=RPC_TIMEOUT_S)[
-          WEIGHTS].current_size > 0
+      published = (
+        client.server_info(timeout=RPC_TIMEOUT_S)[WEIGHTS].current_size > 0
+      )
       if not published:
         return False
-    keras_callbacks.load_latest_weights(client, WEIGHTS, model,
-                                        timeout=RPC_TIMEOUT_S)
+    keras_callbacks.load_latest_weights(
+      client, WEIGHTS, model, timeout=RPC_TIMEOUT_S
+    )
     return True
 
   steps = config['initial_steps'] // config['num_actors']
@@ -199,17 +207,22 @@ def actor_main(index: int, address: str, config: Dict[str, Any],
     while not done and not stop.is_set():
       fraction = min(1.0, steps / config['epsilon_decay_steps'])
       epsilon = 1.0 + fraction * (config['final_epsilon'] - 1.0)
-      action = int(policy(tf.constant(observation, tf.float32),
-                          tf.constant(epsilon, tf.float32)))
+      action = int(
+        policy(
+          tf.constant(observation, tf.float32), tf.constant(epsilon, tf.float32)
+        )
+      )
       next_observation, reward, terminated, truncated, _ = env.step(action)
       try:
-        insert({
+        insert(
+          {
             'observation': tf.constant(observation, tf.float32),
             'action': tf.constant(action, tf.int64),
             'reward': tf.constant(reward, tf.float32),
             'discount': tf.constant(0.0 if terminated else 1.0, tf.float32),
             'next_observation': tf.constant(next_observation, tf.float32),
-        })
+          }
+        )
       except tf.errors.OpError:
         return  # the server is shutting down
       observation = next_observation
@@ -218,8 +231,9 @@ def actor_main(index: int, address: str, config: Dict[str, Any],
       done = terminated or truncated
     if done:
       episode += 1
-      stats.put(('episode', index, episode_return, steps, epsilon, loaded,
-                 time.time()))
+      stats.put(
+        ('episode', index, episode_return, steps, epsilon, loaded, time.time())
+      )
   # Inserts nothing more: the learner may stop while this process exits
   # (TensorFlow's teardown takes seconds on a busy machine).
   stats.put(('actor_stopped', index))
@@ -229,8 +243,9 @@ def actor_main(index: int, address: str, config: Dict[str, Any],
 # Learner.
 
 
-def learner_main(address: str, config: Dict[str, Any], stop: Any,
-                 stats: Any) -> None:
+def learner_main(
+  address: str, config: Dict[str, Any], stop: Any, stats: Any
+) -> None:
   """Trains with Keras from a TrajectoryDataset; publishes weights."""
   ignore_sigint()
   limit_threads()
@@ -242,8 +257,9 @@ def learner_main(address: str, config: Dict[str, Any], stop: Any,
   # pylint: enable=g-import-not-at-top
 
   # Priority updates go to every shard (a key unknown to one is ignored).
-  priority_clients = [reverb.TFClient(a)
-                      for a in config['shard_addresses'] or [address]]
+  priority_clients = [
+    reverb.TFClient(a) for a in config['shard_addresses'] or [address]
+  ]
   gamma = config['discount']
 
   class DQNLearner(keras.Model):
@@ -261,21 +277,29 @@ def learner_main(address: str, config: Dict[str, Any], stop: Any,
     def train_step(self, data):
       keys, t = data
       next_action = tf.argmax(self.q_network(t['next_observation']), axis=1)
-      next_q = tf.gather(self.target_network(t['next_observation']),
-                         next_action, axis=1, batch_dims=1)
+      next_q = tf.gather(
+        self.target_network(t['next_observation']),
+        next_action,
+        axis=1,
+        batch_dims=1,
+      )
       target = tf.stop_gradient(t['reward'] + gamma * t['discount'] * next_q)
       with tf.GradientTape() as tape:
-        q = tf.gather(self.q_network(t['observation']), t['action'], axis=1,
-                      batch_dims=1)
+        q = tf.gather(
+          self.q_network(t['observation']), t['action'], axis=1, batch_dims=1
+        )
         td_error = target - q
-        loss = tf.reduce_mean(keras.losses.Huber(reduction=None)(
-            target[:, None], q[:, None]))
+        loss = tf.reduce_mean(
+          keras.losses.Huber(reduction=None)(target[:, None], q[:, None])
+        )
       variables = self.q_network.trainable_variables
       self.optimizer.apply_gradients(
-          zip(tape.gradient(loss, variables), variables))
+        zip(tape.gradient(loss, variables), variables)
+      )
       for tf_client in priority_clients:
         tf_client.update_priorities(
-            REPLAY, keys, tf.cast(tf.abs(td_error) + 1e-3, tf.float64))
+          REPLAY, keys, tf.cast(tf.abs(td_error) + 1e-3, tf.float64)
+        )
       return {'loss': loss, 'td_error': tf.reduce_mean(tf.abs(td_error))}
 
   def squeeze(sample):
@@ -289,21 +313,28 @@ def learner_main(address: str, config: Dict[str, Any], stop: Any,
   # stops, so a wait never ends training and a learner waiting for data
   # that will not come (the actors have stopped) still stops.
   samples = reverb.TrajectoryDataset.from_table_signature(
-      server_address=address, table=REPLAY,
-      max_in_flight_samples_per_worker=2 * config['batch_size'],
-      num_workers_per_iterator=config['sampler_workers'],
-      max_samples_per_stream=config['samples_per_stream'],
-      rate_limiter_timeout_ms=STOP_POLL_MS).map(squeeze)
+    server_address=address,
+    table=REPLAY,
+    max_in_flight_samples_per_worker=2 * config['batch_size'],
+    num_workers_per_iterator=config['sampler_workers'],
+    max_samples_per_stream=config['samples_per_stream'],
+    rate_limiter_timeout_ms=STOP_POLL_MS,
+  ).map(squeeze)
   until_stopped = tf.data.Dataset.range(1 << 62).take_while(
-      lambda _: tf.reshape(
-          tf.py_function(lambda: not stop.is_set(), [], tf.bool), []))
-  dataset = (until_stopped.flat_map(lambda _: samples)
-             .batch(config['batch_size'], drop_remainder=True)
-             .prefetch(2))
+    lambda _: tf.reshape(
+      tf.py_function(lambda: not stop.is_set(), [], tf.bool), []
+    )
+  )
+  dataset = (
+    until_stopped.flat_map(lambda _: samples)
+    .batch(config['batch_size'], drop_remainder=True)
+    .prefetch(2)
+  )
 
   learner = DQNLearner()
-  learner.compile(optimizer=keras.optimizers.Adam(config['learning_rate']),
-                  jit_compile=False)
+  learner.compile(
+    optimizer=keras.optimizers.Adam(config['learning_rate']), jit_compile=False
+  )
   learner.build((None, OBSERVATION_SIZE))
   weights_path = config['learner_weights']
   if config['resume'] and os.path.exists(weights_path):
@@ -322,8 +353,15 @@ def learner_main(address: str, config: Dict[str, Any], stop: Any,
       if self.batches % config['target_update_every'] == 0:
         learner.target_network.set_weights(learner.q_network.get_weights())
       if self.batches % 50 == 0:
-        stats.put(('learner', self.batches, float(logs['loss']), time.time(),
-                   publisher.version))
+        stats.put(
+          (
+            'learner',
+            self.batches,
+            float(logs['loss']),
+            time.time(),
+            publisher.version,
+          )
+        )
       if stop.is_set():
         self.model.stop_training = True
 
@@ -334,8 +372,11 @@ def learner_main(address: str, config: Dict[str, Any], stop: Any,
       super().set_model(model.q_network)
 
   publisher = QNetworkPublisher(
-      reverb.Client(config['weights_address'] or address), WEIGHTS,
-      every_n_batches=config['publish_every'], every_n_epochs=None)
+    reverb.Client(config['weights_address'] or address),
+    WEIGHTS,
+    every_n_batches=config['publish_every'],
+    every_n_epochs=None,
+  )
   coordinator = Coordinator()
   with warnings.catch_warnings():
     # The dataset ends on purpose when the run stops (above); Keras reports
@@ -345,11 +386,17 @@ def learner_main(address: str, config: Dict[str, Any], stop: Any,
     # coordinator) ends it; with more epochs Keras would start the next one.
     # shuffle=False: the replay table decides what is sampled (Keras warns
     # that it cannot shuffle a tf.data.Dataset).
-    learner.fit(dataset, epochs=1, verbose=0, shuffle=False,
-                callbacks=[publisher, coordinator])
+    learner.fit(
+      dataset,
+      epochs=1,
+      verbose=0,
+      shuffle=False,
+      callbacks=[publisher, coordinator],
+    )
   learner.q_network.save_weights(weights_path)
-  stats.put(('learner_done', coordinator.batches, publisher.version,
-             time.time()))
+  stats.put(
+    ('learner_done', coordinator.batches, publisher.version, time.time())
+  )
 
 
 # ---------------------------------------------------------------------------
@@ -361,34 +408,43 @@ def server_config(config: Dict[str, Any]) -> Dict[str, Any]:
   # pylint: disable=g-import-not-at-top
   import tf_reverb as reverb
   from tf_reverb import reverb_types
+
   # pylint: enable=g-import-not-at-top
   limiter = reverb.rate_limiters.SampleToInsertRatio(
-      samples_per_insert=config['samples_per_insert'],
-      min_size_to_sample=config['min_replay_size'],
-      error_buffer=config['min_replay_size'] * config['samples_per_insert'])
+    samples_per_insert=config['samples_per_insert'],
+    min_size_to_sample=config['min_replay_size'],
+    error_buffer=config['min_replay_size'] * config['samples_per_insert'],
+  )
   signature = reverb_types.encode_signature(transition_signature())
   return {
-      'port': 0,
-      'tables': [{
-          'table_name': REPLAY,
-          'sampler': {'prioritized': {'priority_exponent': 0.6}},
-          'remover': {'fifo': True},
-          'max_size': config['replay_size'],
-          'rate_limiter': {
-              'samples_per_insert': limiter.samples_per_insert,
-              'min_size_to_sample': limiter.min_size_to_sample,
-              'min_diff': limiter.min_diff,
-              'max_diff': limiter.max_diff,
-          },
-          'signature': base64.b64encode(signature).decode(),
-      }, {
-          'table_name': WEIGHTS,  # keras_callbacks.weights_table's layout
-          'sampler': {'lifo': True},
-          'remover': {'fifo': True},
-          'max_size': 1,
-          'rate_limiter': {'samples_per_insert': 1.0, 'min_size_to_sample': 1,
-                           'min_diff': -1e300, 'max_diff': 1e300},
-      }],
+    'port': 0,
+    'tables': [
+      {
+        'table_name': REPLAY,
+        'sampler': {'prioritized': {'priority_exponent': 0.6}},
+        'remover': {'fifo': True},
+        'max_size': config['replay_size'],
+        'rate_limiter': {
+          'samples_per_insert': limiter.samples_per_insert,
+          'min_size_to_sample': limiter.min_size_to_sample,
+          'min_diff': limiter.min_diff,
+          'max_diff': limiter.max_diff,
+        },
+        'signature': base64.b64encode(signature).decode(),
+      },
+      {
+        'table_name': WEIGHTS,  # keras_callbacks.weights_table's layout
+        'sampler': {'lifo': True},
+        'remover': {'fifo': True},
+        'max_size': 1,
+        'rate_limiter': {
+          'samples_per_insert': 1.0,
+          'min_size_to_sample': 1,
+          'min_diff': -1e300,
+          'max_diff': 1e300,
+        },
+      },
+    ],
   }
 
 
@@ -424,11 +480,13 @@ class RayEvent:
 
   def set(self) -> None:
     import ray  # pylint: disable=g-import-not-at-top
+
     ray.get(self._flag.set.remote(), timeout=RPC_TIMEOUT_S)
     self._seen = True
 
   def is_set(self) -> bool:
     import ray  # pylint: disable=g-import-not-at-top
+
     if not self._seen and time.monotonic() - self._checked > 0.2:
       self._seen = ray.get(self._flag.is_set.remote(), timeout=RPC_TIMEOUT_S)
       self._checked = time.monotonic()
@@ -460,6 +518,7 @@ class RayProcess:
 
   def _collect(self, timeout: float) -> None:
     import ray  # pylint: disable=g-import-not-at-top
+
     if self.exitcode is not None or self._result is None:
       return
     ready, _ = ray.wait([self._result], timeout=timeout)
@@ -481,6 +540,7 @@ class RayProcess:
 
   def terminate(self) -> None:
     import ray  # pylint: disable=g-import-not-at-top
+
     ray.kill(self._actor)
     if self.exitcode is None:
       self.exitcode = -signal.SIGTERM
@@ -503,22 +563,33 @@ class Run:
     elif not args.resume:
       for name in os.listdir(self.run_dir):  # a fresh run starts empty
         if name in ('checkpoints', 'learner.weights.h5', 'state.json'):
-          subprocess.run(['rm', '-rf', os.path.join(self.run_dir, name)],
-                         check=True)
+          subprocess.run(
+            ['rm', '-rf', os.path.join(self.run_dir, name)], check=True
+          )
     self.config = dict(
-        num_actors=args.actors, seed=args.seed, resume=args.resume,
-        initial_steps=previous.get('env_steps', 0),
-        epsilon_decay_steps=args.epsilon_decay_steps, final_epsilon=0.05,
-        discount=0.99, batch_size=64, learning_rate=1e-3,
-        target_update_every=200, publish_every=50, samples_per_insert=8.0,
-        min_replay_size=500, replay_size=50_000,
-        learner_weights=os.path.join(self.run_dir, 'learner.weights.h5'),
-        # Set by start_server in --ray mode: shard 0 carries the weights,
-        # priority updates go to every shard, the learner samples every
-        # shard with several workers on streams re-created every few batches.
-        weights_address=None, shard_addresses=None,
-        sampler_workers=2 * args.shards if args.ray else -1,
-        samples_per_stream=4 * 64 if args.ray else -1)
+      num_actors=args.actors,
+      seed=args.seed,
+      resume=args.resume,
+      initial_steps=previous.get('env_steps', 0),
+      epsilon_decay_steps=args.epsilon_decay_steps,
+      final_epsilon=0.05,
+      discount=0.99,
+      batch_size=64,
+      learning_rate=1e-3,
+      target_update_every=200,
+      publish_every=50,
+      samples_per_insert=8.0,
+      min_replay_size=500,
+      replay_size=50_000,
+      learner_weights=os.path.join(self.run_dir, 'learner.weights.h5'),
+      # Set by start_server in --ray mode: shard 0 carries the weights,
+      # priority updates go to every shard, the learner samples every
+      # shard with several workers on streams re-created every few batches.
+      weights_address=None,
+      shard_addresses=None,
+      sampler_workers=2 * args.shards if args.ray else -1,
+      samples_per_stream=4 * 64 if args.ray else -1,
+    )
     self.cluster = None
     self.shard_counts: List[Dict[str, int]] = []
     self.returns: List[float] = list(previous.get('returns', []))
@@ -544,16 +615,23 @@ class Run:
       self.start_cluster()
       return
     from tf_reverb.server_executable import server_main  # pylint: disable=g-import-not-at-top
+
     config_path = os.path.join(self.run_dir, 'server.json')
     with open(config_path, 'w') as f:
       json.dump(server_config(self.config), f)
     self.checkpoint_dir = os.path.join(self.run_dir, 'checkpoints')
     self.server_log = open(os.path.join(self.run_dir, 'server.log'), 'w')
     self.server = subprocess.Popen(
-        [server_main.BINARY_PATH, f'--config_file={config_path}',
-         f'--checkpoint_dir={self.checkpoint_dir}',
-         f'--checkpoint_interval_seconds={self.args.checkpoint_interval}'],
-        stderr=subprocess.PIPE, text=True, start_new_session=True)
+      [
+        server_main.BINARY_PATH,
+        f'--config_file={config_path}',
+        f'--checkpoint_dir={self.checkpoint_dir}',
+        f'--checkpoint_interval_seconds={self.args.checkpoint_interval}',
+      ],
+      stderr=subprocess.PIPE,
+      text=True,
+      start_new_session=True,
+    )
     for line in self.server.stderr:
       self._log_server_line(line)
       match = re.search(r'event=started port=(\d+)', line)
@@ -564,8 +642,10 @@ class Run:
       raise RuntimeError('reverb_server did not start; see server.log')
     # Keep draining the server's log so it never blocks on a full pipe.
     import threading  # pylint: disable=g-import-not-at-top
+
     threading.Thread(target=self._copy_server_log, daemon=True).start()
     import tf_reverb as reverb  # pylint: disable=g-import-not-at-top
+
     self.client = reverb.Client(self.address)
 
   def start_cluster(self) -> None:
@@ -576,17 +656,23 @@ class Run:
     import ray  # pylint: disable=g-import-not-at-top
     import tf_reverb as reverb  # pylint: disable=g-import-not-at-top
     from tf_reverb.ray import ReplayCluster  # pylint: disable=g-import-not-at-top
+
     # Logical CPUs: one per shard, actor and the learner (oversubscribed on a
     # small machine; they mostly wait on each other).
-    ray.init(num_cpus=self.args.shards + self.args.actors + 1,
-             include_dashboard=False, logging_level=logging.WARNING,
-             log_to_driver=False)
+    ray.init(
+      num_cpus=self.args.shards + self.args.actors + 1,
+      include_dashboard=False,
+      logging_level=logging.WARNING,
+      log_to_driver=False,
+    )
     self.checkpoint_dir = os.path.join(self.run_dir, 'checkpoints')
     self.cluster = ReplayCluster(
-        server_config(self.config)['tables'], num_shards=self.args.shards,
-        checkpoint_dir=self.checkpoint_dir,
-        checkpoint_interval_seconds=self.args.checkpoint_interval,
-        resources_per_shard={'num_cpus': 1})
+      server_config(self.config)['tables'],
+      num_shards=self.args.shards,
+      checkpoint_dir=self.checkpoint_dir,
+      checkpoint_interval_seconds=self.args.checkpoint_interval,
+      resources_per_shard={'num_cpus': 1},
+    )
     self.address = self.cluster.address
     self.shard_addresses = self.cluster.shard_addresses
     self.config['weights_address'] = self.shard_addresses[0]
@@ -607,6 +693,7 @@ class Run:
   def start_workers(self) -> None:
     if self.args.ray:
       import ray.util.queue  # pylint: disable=g-import-not-at-top
+
       self.stop_actors, self.stop_learner = RayEvent(), RayEvent()
       self.stats = ray.util.queue.Queue()  # its Empty is a queue.Empty
       process = RayProcess
@@ -619,19 +706,30 @@ class Run:
     # --ray: actor i inserts into shard i mod N (see the module docstring).
     insert_addresses = getattr(self, 'shard_addresses', None) or [self.address]
     self.actors = [
-        process(target=actor_main, name=f'actor-{i}',
-                args=(i, insert_addresses[i % len(insert_addresses)],
-                      self.config, self.stop_actors, self.stats))
-        for i in range(self.args.actors)
+      process(
+        target=actor_main,
+        name=f'actor-{i}',
+        args=(
+          i,
+          insert_addresses[i % len(insert_addresses)],
+          self.config,
+          self.stop_actors,
+          self.stats,
+        ),
+      )
+      for i in range(self.args.actors)
     ]
     self.learner = process(
-        target=learner_main, name='learner',
-        args=(self.address, self.config, self.stop_learner, self.stats))
+      target=learner_main,
+      name='learner',
+      args=(self.address, self.config, self.stop_learner, self.stats),
+    )
     for process in self.actors + [self.learner]:
       process.start()
 
-  def _wait(self, processes: List[Any], while_alive: Any = None,
-            done: Any = None) -> None:
+  def _wait(
+    self, processes: List[Any], while_alive: Any = None, done: Any = None
+  ) -> None:
     """Waits until `processes` exit (or `while_alive` does, or `done()`).
 
     Drains the stats meanwhile, which keeps their pipe from filling up: a
@@ -639,9 +737,12 @@ class Run:
     deadline only catches a hung process.
     """
     deadline = time.time() + PROCESS_EXIT_TIMEOUT_S
-    while (any(p.is_alive() for p in processes) and time.time() < deadline and
-           (while_alive is None or while_alive.is_alive()) and
-           not (done and done())):
+    while (
+      any(p.is_alive() for p in processes)
+      and time.time() < deadline
+      and (while_alive is None or while_alive.is_alive())
+      and not (done and done())
+    ):
       for process in processes:
         process.join(timeout=0.1)
       self.drain_stats()
@@ -656,16 +757,24 @@ class Run:
     are done; their deadlines only catch a hung process.
     """
     self.stop_actors.set()
-    self._wait(self.actors, while_alive=self.learner,
-               done=lambda: all(i in self.actors_stopped or not p.is_alive()
-                                for i, p in enumerate(self.actors)))
+    self._wait(
+      self.actors,
+      while_alive=self.learner,
+      done=lambda: all(
+        i in self.actors_stopped or not p.is_alive()
+        for i, p in enumerate(self.actors)
+      ),
+    )
     stopped_by_us = []
     if not self.learner.is_alive():
       # Nothing samples any more, so an actor's insert may wait for the rate
       # limiter forever (TFClient.insert has no timeout and rides out server
       # restarts); the actors' finished episodes are reported already.
-      stopped_by_us = [p for i, p in enumerate(self.actors)
-                       if p.is_alive() and i not in self.actors_stopped]
+      stopped_by_us = [
+        p
+        for i, p in enumerate(self.actors)
+        if p.is_alive() and i not in self.actors_stopped
+      ]
       for process in stopped_by_us:
         process.terminate()
     self.stop_learner.set()
@@ -692,11 +801,16 @@ class Run:
         process.join()
     self.drain_stats()
     # A process that failed while stopping failed the run too.
-    self.failed += [p.name for p in self.actors + [self.learner]
-                    if p.exitcode != 0 and p.name not in self.failed and
-                    p not in stopped_by_us]
+    self.failed += [
+      p.name
+      for p in self.actors + [self.learner]
+      if p.exitcode != 0
+      and p.name not in self.failed
+      and p not in stopped_by_us
+    ]
     if self.cluster is not None:
       import ray  # pylint: disable=g-import-not-at-top
+
       ray.shutdown()
 
   # -- progress ---------------------------------------------------------------
@@ -714,8 +828,9 @@ class Run:
         _, actor, episode_return, steps, _, loaded, _ = message
         self.returns.append(episode_return)
         # An actor counts from its share of a resumed run's steps.
-        self.actor_steps[actor] = steps - (self.config['initial_steps'] //
-                                           self.config['num_actors'])
+        self.actor_steps[actor] = steps - (
+          self.config['initial_steps'] // self.config['num_actors']
+        )
         self.env_steps = self.initial_env_steps + sum(self.actor_steps.values())
         self.return_steps.append(self.env_steps)
         self.weights_loaded += int(loaded)
@@ -735,29 +850,42 @@ class Run:
     clients = self.shard_clients if self.cluster is not None else [self.client]
     infos = [c.server_info(timeout=RPC_TIMEOUT_S)[REPLAY] for c in clients]
     self.shard_counts = [
-        {'inserted': info.rate_limiter_info.insert_stats.completed,
-         'sampled': info.rate_limiter_info.sample_stats.completed,
-         'replay_size': info.current_size} for info in infos]
-    counts = {'time': time.time(),
-              'inserted': sum(c['inserted'] for c in self.shard_counts),
-              'sampled': sum(c['sampled'] for c in self.shard_counts)}
+      {
+        'inserted': info.rate_limiter_info.insert_stats.completed,
+        'sampled': info.rate_limiter_info.sample_stats.completed,
+        'replay_size': info.current_size,
+      }
+      for info in infos
+    ]
+    counts = {
+      'time': time.time(),
+      'inserted': sum(c['inserted'] for c in self.shard_counts),
+      'sampled': sum(c['sampled'] for c in self.shard_counts),
+    }
     self.inserted, self.sampled = counts['inserted'], counts['sampled']
     self.replay_size = sum(c['replay_size'] for c in self.shard_counts)
     return counts
 
   def done(self) -> str:
     """Why the run should end now, or '' to go on."""
-    if (len(self.returns) >= 20 and
-        self.mean_return() >= self.args.target_return):
+    if (
+      len(self.returns) >= 20 and self.mean_return() >= self.args.target_return
+    ):
       return f'the mean return reached {self.args.target_return:g}'
-    if (self.args.max_env_steps is not None and
-        self.env_steps - self.initial_env_steps >= self.args.max_env_steps):
+    if (
+      self.args.max_env_steps is not None
+      and self.env_steps - self.initial_env_steps >= self.args.max_env_steps
+    ):
       return f'{self.args.max_env_steps} environment steps were played'
-    if (self.args.episodes is not None and
-        len(self.returns) - self.initial_episodes >= self.args.episodes):
+    if (
+      self.args.episodes is not None
+      and len(self.returns) - self.initial_episodes >= self.args.episodes
+    ):
       return f'{self.args.episodes} episodes were played'
-    if (self.args.minutes is not None and
-        time.time() - self.start >= self.args.minutes * 60):
+    if (
+      self.args.minutes is not None
+      and time.time() - self.start >= self.args.minutes * 60
+    ):
       return f'the {self.args.minutes:g}-minute budget is spent'
     return ''
 
@@ -769,25 +897,33 @@ class Run:
       self.drain_stats()
       dead = [p.name for p in self.actors + [self.learner] if not p.is_alive()]
       if dead:
-        print(f'\n{", ".join(dead)} stopped unexpectedly; shutting down',
-              file=sys.stderr)
+        print(
+          f'\n{", ".join(dead)} stopped unexpectedly; shutting down',
+          file=sys.stderr,
+        )
         self.failed = dead
         break
       counts = self.poll_server()
       if previous is not None:
         dt = counts['time'] - previous['time']
-        self.rates.append({
+        self.rates.append(
+          {
             'time': counts['time'] - self.start,
             'inserts_per_s': (counts['inserted'] - previous['inserted']) / dt,
             'samples_per_s': (counts['sampled'] - previous['sampled']) / dt,
-        })
+          }
+        )
         rate = self.rates[-1]
-        print(f'\r[{counts["time"] - self.start:5.0f}s] steps '
-              f'{self.env_steps:7d} episodes {len(self.returns):5d} '
-              f'return(last 20) {self.mean_return():6.1f} | inserts/s '
-              f'{rate["inserts_per_s"]:6.0f} samples/s '
-              f'{rate["samples_per_s"]:7.0f} | replay {self.replay_size:6d} '
-              f'| learner steps {self.learner_batches:6d}', end='', flush=True)
+        print(
+          f'\r[{counts["time"] - self.start:5.0f}s] steps '
+          f'{self.env_steps:7d} episodes {len(self.returns):5d} '
+          f'return(last 20) {self.mean_return():6.1f} | inserts/s '
+          f'{rate["inserts_per_s"]:6.0f} samples/s '
+          f'{rate["samples_per_s"]:7.0f} | replay {self.replay_size:6d} '
+          f'| learner steps {self.learner_batches:6d}',
+          end='',
+          flush=True,
+        )
       previous = counts
       reason = self.done()
       if reason:
@@ -798,44 +934,66 @@ class Run:
 
   def save_state(self) -> None:
     with open(self.state_path, 'w') as f:
-      json.dump({'env_steps': self.env_steps, 'returns': self.returns,
-                 'return_steps': self.return_steps,
-                 'weights_loaded': self.weights_loaded}, f)
+      json.dump(
+        {
+          'env_steps': self.env_steps,
+          'returns': self.returns,
+          'return_steps': self.return_steps,
+          'weights_loaded': self.weights_loaded,
+        },
+        f,
+      )
 
   def checkpoints(self) -> List[str]:
     """Complete checkpoints (of every shard in --ray mode), oldest first."""
     directories = [self.checkpoint_dir]
     if self.cluster is not None:
-      directories = [os.path.join(self.checkpoint_dir, f'shard-{i}')
-                     for i in range(self.args.shards)]
+      directories = [
+        os.path.join(self.checkpoint_dir, f'shard-{i}')
+        for i in range(self.args.shards)
+      ]
     found = []
     for directory in directories:
       if os.path.isdir(directory):
-        found += [os.path.join(directory, d) for d in os.listdir(directory)
-                  if os.path.exists(os.path.join(directory, d, 'DONE'))]
+        found += [
+          os.path.join(directory, d)
+          for d in os.listdir(directory)
+          if os.path.exists(os.path.join(directory, d, 'DONE'))
+        ]
     return sorted(found, key=os.path.basename)
 
   def plot(self, path: str) -> None:
     import matplotlib  # pylint: disable=g-import-not-at-top
+
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
     figure, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7))
     returns = np.asarray(self.returns)
     if len(returns):
       window = min(20, len(returns))
       smooth = np.convolve(returns, np.ones(window) / window, mode='valid')
-      top.plot(self.return_steps, returns, '.', alpha=0.3, label='episode return')
-      top.plot(self.return_steps[window - 1:], smooth,
-               label=f'mean of last {window}')
-    top.axhline(RANDOM_POLICY_RETURN, color='grey', ls='--', label='random policy')
+      top.plot(
+        self.return_steps, returns, '.', alpha=0.3, label='episode return'
+      )
+      top.plot(
+        self.return_steps[window - 1 :], smooth, label=f'mean of last {window}'
+      )
+    top.axhline(
+      RANDOM_POLICY_RETURN, color='grey', ls='--', label='random policy'
+    )
     top.set_xlabel('environment steps')
     top.set_ylabel('return')
     top.set_title('DQN on CartPole-v1 with tf_reverb')
     top.legend(loc='upper left')
     if self.rates:
       times = [r['time'] for r in self.rates]
-      bottom.plot(times, [r['inserts_per_s'] for r in self.rates], label='inserts/s')
-      bottom.plot(times, [r['samples_per_s'] for r in self.rates], label='samples/s')
+      bottom.plot(
+        times, [r['inserts_per_s'] for r in self.rates], label='inserts/s'
+      )
+      bottom.plot(
+        times, [r['samples_per_s'] for r in self.rates], label='samples/s'
+      )
     bottom.set_xlabel('seconds')
     bottom.set_ylabel('items per second')
     bottom.legend(loc='upper left')
@@ -846,83 +1004,121 @@ class Run:
     elapsed = time.time() - self.start
     checkpoints = self.checkpoints()
     summary = {
-        'elapsed_seconds': elapsed,
-        'env_steps': self.env_steps,
-        'episodes': len(self.returns),
-        'mean_return_last_20': self.mean_return(),
-        'best_mean_return_20': max(
-            (float(np.mean(self.returns[i - 20:i]))
-             for i in range(20, len(self.returns) + 1)), default=0.0),
-        'random_policy_return': RANDOM_POLICY_RETURN,
-        'items_inserted': getattr(self, 'inserted', 0),
-        'samples_consumed': getattr(self, 'sampled', 0),
-        'learner_steps': self.learner_batches,
-        'priority_updates': self.learner_batches * self.config['batch_size'],
-        'weights_published': self.weights_published,
-        'weights_loaded': self.weights_loaded,
-        'replay_size': getattr(self, 'replay_size', 0),
-        'checkpoints': checkpoints,
-        'failed_processes': self.failed,
-        'shards': [dict(counts, address=address) for counts, address in zip(
-            self.shard_counts, getattr(self, 'shard_addresses', []))]
-                  if self.cluster is not None else [],
-        'plot': os.path.join(self.run_dir, 'learning_curve.png'),
+      'elapsed_seconds': elapsed,
+      'env_steps': self.env_steps,
+      'episodes': len(self.returns),
+      'mean_return_last_20': self.mean_return(),
+      'best_mean_return_20': max(
+        (
+          float(np.mean(self.returns[i - 20 : i]))
+          for i in range(20, len(self.returns) + 1)
+        ),
+        default=0.0,
+      ),
+      'random_policy_return': RANDOM_POLICY_RETURN,
+      'items_inserted': getattr(self, 'inserted', 0),
+      'samples_consumed': getattr(self, 'sampled', 0),
+      'learner_steps': self.learner_batches,
+      'priority_updates': self.learner_batches * self.config['batch_size'],
+      'weights_published': self.weights_published,
+      'weights_loaded': self.weights_loaded,
+      'replay_size': getattr(self, 'replay_size', 0),
+      'checkpoints': checkpoints,
+      'failed_processes': self.failed,
+      'shards': [
+        dict(counts, address=address)
+        for counts, address in zip(
+          self.shard_counts, getattr(self, 'shard_addresses', [])
+        )
+      ]
+      if self.cluster is not None
+      else [],
+      'plot': os.path.join(self.run_dir, 'learning_curve.png'),
     }
     with open(os.path.join(self.run_dir, 'summary.json'), 'w') as f:
       json.dump(summary, f, indent=2)
     self.plot(summary['plot'])
     print(
-        f'\nIn {elapsed / 60:.1f} minutes, {self.args.actors} actors played '
-        f'{summary["episodes"]} episodes ({self.env_steps} steps) and inserted '
-        f'{summary["items_inserted"]} transitions into the reverb_server; the '
-        f'learner consumed {summary["samples_consumed"]} samples in '
-        f'{self.learner_batches} Keras training steps, updated '
-        f'{summary["priority_updates"]} priorities and published its weights '
-        f'{self.weights_published} times (actors loaded them '
-        f'{self.weights_loaded} times). The mean return over the last 20 '
-        f'episodes is {summary["mean_return_last_20"]:.1f} (random policy: '
-        f'~{RANDOM_POLICY_RETURN:.0f}; best 20-episode mean '
-        f'{summary["best_mean_return_20"]:.1f}). The replay table holds '
-        f'{summary["replay_size"]} items; the latest checkpoint is '
-        f'{checkpoints[-1] if checkpoints else "missing"}. Learning curve: '
-        f'{summary["plot"]}')
+      f'\nIn {elapsed / 60:.1f} minutes, {self.args.actors} actors played '
+      f'{summary["episodes"]} episodes ({self.env_steps} steps) and inserted '
+      f'{summary["items_inserted"]} transitions into the reverb_server; the '
+      f'learner consumed {summary["samples_consumed"]} samples in '
+      f'{self.learner_batches} Keras training steps, updated '
+      f'{summary["priority_updates"]} priorities and published its weights '
+      f'{self.weights_published} times (actors loaded them '
+      f'{self.weights_loaded} times). The mean return over the last 20 '
+      f'episodes is {summary["mean_return_last_20"]:.1f} (random policy: '
+      f'~{RANDOM_POLICY_RETURN:.0f}; best 20-episode mean '
+      f'{summary["best_mean_return_20"]:.1f}). The replay table holds '
+      f'{summary["replay_size"]} items; the latest checkpoint is '
+      f'{checkpoints[-1] if checkpoints else "missing"}. Learning curve: '
+      f'{summary["plot"]}'
+    )
     for i, shard in enumerate(summary['shards']):
-      print(f'Shard {i} ({shard["address"]}): {shard["inserted"]} items '
-            f'inserted, {shard["sampled"]} samples, {shard["replay_size"]} '
-            'items held')
+      print(
+        f'Shard {i} ({shard["address"]}): {shard["inserted"]} items '
+        f'inserted, {shard["sampled"]} samples, {shard["replay_size"]} '
+        'items held'
+      )
     return summary
 
 
 def parse_args() -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--actors', type=int, default=2)
-  parser.add_argument('--quick', action='store_true',
-                      help='a short run: at most 20000 steps, stops at a '
-                      'mean return of 100 (under 3 minutes here)')
-  parser.add_argument('--resume', action='store_true',
-                      help="continue from the run's last checkpoint")
-  parser.add_argument('--max_env_steps', type=int, default=None,
-                      help='stop after this many environment steps in this '
-                      'invocation (default 200000, or 20000 with --quick)')
-  parser.add_argument('--episodes', type=int, default=None,
-                      help='stop after this many episodes in this invocation '
-                      '(default: no limit)')
-  parser.add_argument('--minutes', type=float, default=None,
-                      help='also stop after this many minutes (default: no '
-                      'time limit)')
-  parser.add_argument('--target_return', type=float, default=None,
-                      help='stop once the mean of the last 20 returns reaches '
-                      'this (default 195, or 100 with --quick)')
+  parser.add_argument(
+    '--quick',
+    action='store_true',
+    help='a short run: at most 20000 steps, stops at a '
+    'mean return of 100 (under 3 minutes here)',
+  )
+  parser.add_argument(
+    '--resume',
+    action='store_true',
+    help="continue from the run's last checkpoint",
+  )
+  parser.add_argument(
+    '--max_env_steps',
+    type=int,
+    default=None,
+    help='stop after this many environment steps in this '
+    'invocation (default 200000, or 20000 with --quick)',
+  )
+  parser.add_argument(
+    '--episodes',
+    type=int,
+    default=None,
+    help='stop after this many episodes in this invocation (default: no limit)',
+  )
+  parser.add_argument(
+    '--minutes',
+    type=float,
+    default=None,
+    help='also stop after this many minutes (default: no time limit)',
+  )
+  parser.add_argument(
+    '--target_return',
+    type=float,
+    default=None,
+    help='stop once the mean of the last 20 returns reaches '
+    'this (default 195, or 100 with --quick)',
+  )
   parser.add_argument('--epsilon_decay_steps', type=int, default=None)
   parser.add_argument('--checkpoint_interval', type=int, default=30)
   parser.add_argument('--run_dir', default='runs/dqn_cartpole')
   parser.add_argument('--seed', type=int, default=0)
-  parser.add_argument('--ray', action='store_true',
-                      help='actors and learner as Ray actors, the replay '
-                      'data in a tf_reverb.ray.ReplayCluster')
-  parser.add_argument('--shards', type=int, default=None,
-                      help='servers of the ReplayCluster (--ray only; '
-                      'default 2)')
+  parser.add_argument(
+    '--ray',
+    action='store_true',
+    help='actors and learner as Ray actors, the replay '
+    'data in a tf_reverb.ray.ReplayCluster',
+  )
+  parser.add_argument(
+    '--shards',
+    type=int,
+    default=None,
+    help='servers of the ReplayCluster (--ray only; default 2)',
+  )
   args = parser.parse_args()
   if args.shards is not None and not args.ray:
     parser.error('--shards needs --ray')
@@ -945,11 +1141,15 @@ def main() -> None:
   print(f'Run directory: {run.run_dir}')
   run.start_server()
   if args.ray:
-    print(f'ReplayCluster of {args.shards} shards at {run.address}; '
-          f'starting {args.actors} actors and the learner as Ray actors')
+    print(
+      f'ReplayCluster of {args.shards} shards at {run.address}; '
+      f'starting {args.actors} actors and the learner as Ray actors'
+    )
   else:
-    print(f'reverb_server listening at {run.address}; starting {args.actors} '
-          'actors and the learner')
+    print(
+      f'reverb_server listening at {run.address}; starting {args.actors} '
+      'actors and the learner'
+    )
   run.start_workers()
   try:
     run.watch()

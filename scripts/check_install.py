@@ -61,10 +61,12 @@ sys.meta_path[:] = [f for f in sys.meta_path
 """
 
 # What to do when a part fails.
-_ADVICE = ('The native build did not complete: run `bash scripts/setup.sh` in '
-           'the checkout (it stops at the first build error and shows it; '
-           "Bazel's whole output is in build/native_build.log), or "
-           '`pip install --no-build-isolation .` with this Python.')
+_ADVICE = (
+  'The native build did not complete: run `bash scripts/setup.sh` in '
+  'the checkout (it stops at the first build error and shows it; '
+  "Bazel's whole output is in build/native_build.log), or "
+  '`pip install --no-build-isolation .` with this Python.'
+)
 
 
 def _probe(code: str, package_dir: Optional[str]) -> Tuple[int, str]:
@@ -73,20 +75,32 @@ def _probe(code: str, package_dir: Optional[str]) -> Tuple[int, str]:
   if package_dir:
     code = _BYPASS_EDITABLE_FINDERS + code
     env['PYTHONPATH'] = os.pathsep.join(
-        filter(None, [package_dir, env.get('PYTHONPATH')]))
+      filter(None, [package_dir, env.get('PYTHONPATH')])
+    )
   # Not the checkout's directory: the installed package is what is checked.
-  done = subprocess.run([sys.executable, '-c', code], capture_output=True,
-                        text=True, env=env, cwd='/', timeout=600)
-  output = (done.stdout.strip() if done.returncode == 0 else
-            (done.stderr.strip() or done.stdout.strip()))
+  done = subprocess.run(
+    [sys.executable, '-c', code],
+    capture_output=True,
+    text=True,
+    env=env,
+    cwd='/',
+    timeout=600,
+  )
+  output = (
+    done.stdout.strip()
+    if done.returncode == 0
+    else (done.stderr.strip() or done.stdout.strip())
+  )
   return done.returncode, output.splitlines()[-1] if output else ''
 
 
 def check(package_dir: Optional[str] = None) -> List[str]:
   """Checks each native part; returns the failures, one line each."""
   failures = []
-  parts = [('core extension (tf_reverb.pybind)', _CORE_PROBE),
-           ('server binary (reverb_server)', _BINARY_PROBE)]
+  parts = [
+    ('core extension (tf_reverb.pybind)', _CORE_PROBE),
+    ('server binary (reverb_server)', _BINARY_PROBE),
+  ]
   status, _ = _probe(_HAS_TENSORFLOW_PROBE, package_dir)
   if status == 0:
     parts.append(('TensorFlow kernels (tf_reverb.ops)', _KERNELS_PROBE))

@@ -22,12 +22,20 @@ def main(kit: str) -> None:
   if os.path.exists(kit):
     shutil.rmtree(kit)
   os.makedirs(kit)
-  shutil.copytree(tf.sysconfig.get_include(), os.path.join(kit, 'include'),
-                  ignore=shutil.ignore_patterns('*.so', '*.so.*'))
-  shutil.copy2(os.path.join(tf.sysconfig.get_lib(), 'libtensorflow_framework.so.2'),
-               os.path.join(kit, 'libtensorflow_framework.so.2'))
-  defines = [flag[2:] for flag in tf.sysconfig.get_compile_flags()
-             if flag.startswith('-D')]
+  shutil.copytree(
+    tf.sysconfig.get_include(),
+    os.path.join(kit, 'include'),
+    ignore=shutil.ignore_patterns('*.so', '*.so.*'),
+  )
+  shutil.copy2(
+    os.path.join(tf.sysconfig.get_lib(), 'libtensorflow_framework.so.2'),
+    os.path.join(kit, 'libtensorflow_framework.so.2'),
+  )
+  defines = [
+    flag[2:]
+    for flag in tf.sysconfig.get_compile_flags()
+    if flag.startswith('-D')
+  ]
   with open(os.path.join(kit, 'tf_config.txt'), 'w') as config:
     config.write(f'{tf.__version__}\n{" ".join(defines)}\n')
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test: the C++ tests (Bazel cc_test), the include check
-# (scripts/check_includes.py), a smoke run of every fuzz
+# (scripts/check_includes.py), the lint and format check (scripts/lint.sh:
+# ruff, clang-format), a smoke run of every fuzz
 # target (scripts/fuzz.sh: clang, ASan+UBSan, a fixed number of inputs each),
-# the Python tests (pytest), and the binary wheel's proof (scripts/build_wheel.sh --ends builds a wheel
+# the Python tests (pytest; tests/test_docs.py builds the documentation site
+# with --strict, runs every Python block of its pages and the README, checks
+# its links and opens it in headless Chromium), and the binary wheel's proof (scripts/build_wheel.sh --ends builds a wheel
 # with kernels for the oldest and the newest TensorFlow this Python has;
 # scripts/test_wheel.sh installs it into fresh venvs with each of them and
 # with no TensorFlow, and smoke-tests it from outside the checkout), and the
@@ -11,7 +14,7 @@
 # summary of each part.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh || exit 1
+bash scripts/setup.sh --docs || exit 1
 export PYTHON_BIN_PATH=$PWD/.venv/bin/python
 # A real dm-reverb for the wire-compatibility tests (tests/test_dm_reverb_interop.py).
 # Where dm-reverb 0.14 cannot exist (no Python 3.8-3.11, e.g. Debian 13) those
@@ -37,6 +40,10 @@ cc_status=${PIPESTATUS[0]}
 echo "=== Includes (scripts/check_includes.py: clang's include-cleaner over every C++ file) ==="
 .venv/bin/python scripts/check_includes.py 2>&1 | tail -n 30
 includes_status=${PIPESTATUS[0]}
+
+echo "=== Lint (scripts/lint.sh: ruff check, ruff format --check, clang-format) ==="
+bash scripts/lint.sh 2>&1 | tail -n 30
+lint_status=${PIPESTATUS[0]}
 
 echo "=== Fuzz smoke (scripts/fuzz.sh --runs 20000: each libFuzzer target, ASan+UBSan) ==="
 bash scripts/fuzz.sh --runs 20000 2>&1 | tail -n 15
@@ -78,6 +85,7 @@ fi
 echo "=== Summary ==="
 echo "C++ tests: $([ "$cc_status" -eq 0 ] && echo passed || echo "FAILED (bazel exit code $cc_status)")"
 echo "Includes: $([ "$includes_status" -eq 0 ] && echo passed || echo "FAILED (scripts/check_includes.py exit code $includes_status)")"
+echo "Lint: $([ "$lint_status" -eq 0 ] && echo passed || echo "FAILED (scripts/lint.sh exit code $lint_status)")"
 echo "Fuzz smoke: $([ "$fuzz_status" -eq 0 ] && echo passed || echo "FAILED (scripts/fuzz.sh exit code $fuzz_status)")"
 echo "Python tests: $([ "$py_status" -eq 0 ] && echo passed || echo "FAILED (pytest exit code $py_status)")"
 echo "Wheel: $([ "$wheel_status" -eq 0 ] && echo passed || echo "FAILED (exit code $wheel_status)")"
@@ -86,6 +94,6 @@ if [ -n "$other_skip" ]; then
 else
   echo "$other_name: $([ "$other_status" -eq 0 ] && echo passed || echo "FAILED (scripts/debian_chroot.sh exit code $other_status)")"
 fi
-for status in "$cc_status" "$includes_status" "$fuzz_status" "$py_status" "$wheel_status" "$other_status"; do
+for status in "$cc_status" "$includes_status" "$lint_status" "$fuzz_status" "$py_status" "$wheel_status" "$other_status"; do
   [ "$status" -eq 0 ] || exit "$status"
 done

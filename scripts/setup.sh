@@ -2,9 +2,21 @@
 # Idempotent set-up on a fresh Debian 12 or 13: system packages, a virtualenv
 # with the Python requirements, and the Bazel build of the native parts. Quick
 # when everything is already in place. The same package names serve both.
+#
+#   bash scripts/setup.sh          what both README commands need
+#   bash scripts/setup.sh --docs   also Debian's chromium, for the browser
+#                                  test of the documentation site (the test
+#                                  command passes it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+DOCS_BROWSER=0
+for arg in "$@"; do
+  case "$arg" in
+    --docs) DOCS_BROWSER=1 ;;
+    *) echo "setup.sh: unknown argument $arg (--docs is the only one)" >&2; exit 2 ;;
+  esac
+done
 
 log() { echo "[setup] $*" >&2; }
 
@@ -14,6 +26,7 @@ APT_PACKAGES=(
   libabsl-dev pkg-config g++ python3-venv python3-dev openssl
   prometheus-cpp-dev prometheus iproute2
 )
+[ "$DOCS_BROWSER" -eq 1 ] && APT_PACKAGES+=(chromium)
 missing=()
 for package in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
@@ -45,9 +58,14 @@ fi
 
 # Test-only extras, each installed when its pinned version is missing: Ray
 # for tf_reverb.ray and tests/test_ray_cluster.py (the optional extra
-# tf_reverb[ray]; a release with wheels for Python 3.11 and 3.13), and
-# kubernetes-validate for tests/test_kubernetes_manifests.py.
-for pinned in ray==2.50.1 kubernetes-validate==1.37.0; do
+# tf_reverb[ray]; a release with wheels for Python 3.11 and 3.13),
+# kubernetes-validate for tests/test_kubernetes_manifests.py, the
+# documentation site's tools (scripts/build_docs.sh: MkDocs, its Material
+# theme, mkdocstrings) and the linters the test command runs (ruff,
+# clang-format; pinned, since their verdicts change between releases).
+for pinned in ray==2.50.1 kubernetes-validate==1.37.0 mkdocs==1.6.1 \
+    mkdocs-material==9.8.2 mkdocstrings==1.0.8 mkdocstrings-python==2.0.11 \
+    ruff==0.17.6 clang-format==23.1.5; do
   name=${pinned%%==*}
   if [ "$("$VENV_PY" -c "import importlib.metadata as m; print(m.version('$name'))" 2>/dev/null)" != "${pinned##*==}" ]; then
     log "installing $pinned"

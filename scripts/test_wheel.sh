@@ -2,12 +2,18 @@
 # Proof of the binary wheel on clean environments.
 #
 #   scripts/test_wheel.sh [--all | --tf "2.15 2.21"] [--wheel dist/X.whl]
-#                         [--no-notf] [--keep]
+#                         [--python 3.X | --all-pythons] [--no-notf] [--keep]
+#
+# The venvs are of PYTHON (default python3), or with --python 3.X of that
+# CPython (scripts/find_python.sh), and the wheel is the newest
+# dist/tf_reverb-*-cp3X-*.whl of that Python unless --wheel names one.
+# --all-pythons proves each Python's newest wheel in dist/ in turn (3.10 to
+# 3.13; a Python without a wheel fails) and ends with a line per Python.
 #
 # For each TensorFlow minor in the list (default: the oldest and the newest
 # the wheel has kernels for, e.g. 2.15 and 2.21; --all: every one it has
 # kernels for) it creates a fresh venv
-# under .wheel-build/smoke-venvs/tfX (recreated every run; the pip cache is
+# under .wheel-build/smoke-venvs/cp3X-tfX (recreated every run; the pip cache is
 # reused), pip-installs only the wheel and tensorflow-cpu==X.*, and from a
 # scratch directory outside the checkout runs tests/wheel/smoke.py (import
 # without TF, reverb_server round trip, TFClient in tf.function,
@@ -27,6 +33,12 @@ ALL=0
 WHEEL=""
 NOTF=1
 KEEP=0
+PYTHON_MINOR=""
+ALL_PYTHONS=0
+PASSTHROUGH=()
+for arg in "$@"; do
+  case "$arg" in --all|--no-notf|--keep) PASSTHROUGH+=("$arg") ;; esac
+done
 while (($#)); do
   case "$1" in
     --all) ALL=1 ;;
@@ -36,20 +48,51 @@ while (($#)); do
     --wheel=*) WHEEL=${1#--wheel=} ;;
     --no-notf) NOTF=0 ;;
     --keep) KEEP=1 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --python) PYTHON_MINOR=$2; shift ;;
+    --python=*) PYTHON_MINOR=${1#--python=} ;;
+    --all-pythons) ALL_PYTHONS=1 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "test_wheel.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
 done
 
-PYTHON=${PYTHON:-python3}
+if [ "$ALL_PYTHONS" -eq 1 ]; then
+  if [ -n "$PYTHON_MINOR" ] || [ -n "$WHEEL" ] || [ -n "$TF_VERSIONS" ]; then
+    echo "test_wheel.sh: --all-pythons takes none of --python, --wheel, --tf" >&2
+    exit 2
+  fi
+  status=0
+  summary=()
+  for minor in $(bash "$ROOT/scripts/find_python.sh" --supported); do
+    t0=$(date +%s)
+    if out=$(bash "$0" --python "$minor" "${PASSTHROUGH[@]}"); then
+      echo "$out"
+      summary+=("Python $minor: $(tail -n 1 <<<"$out") ($(( $(date +%s) - t0 ))s)")
+    else
+      rc=$?
+      echo "$out"
+      [ "$status" -eq 0 ] && status=$rc
+      summary+=("Python $minor: FAILED, $(tail -n 1 <<<"$out") ($(( $(date +%s) - t0 ))s)")
+    fi
+  done
+  echo "=== wheel smoke, every Python ==="
+  printf '%s\n' "${summary[@]}"
+  exit "$status"
+fi
+
+if [ -n "$PYTHON_MINOR" ]; then
+  PYTHON=$(bash "$ROOT/scripts/find_python.sh" "$PYTHON_MINOR") || exit 2
+else
+  PYTHON=${PYTHON:-python3}
+fi
 PY_TAG=$("$PYTHON" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
 if [ -z "$WHEEL" ]; then
   # The newest wheel in dist/ for this Python.
   WHEEL=$(ls -t "$ROOT"/dist/tf_reverb-*-"$PY_TAG"-*.whl 2>/dev/null | head -n 1 || true)
   if [ -z "$WHEEL" ]; then
     echo "test_wheel.sh: no dist/tf_reverb-*-$PY_TAG-*.whl; build one with" \
-         "scripts/build_wheel.sh or pass --wheel" >&2
+         "scripts/build_wheel.sh --python ${PY_TAG:2:1}.${PY_TAG:3} or pass --wheel" >&2
     exit 2
   fi
 fi
@@ -104,7 +147,7 @@ failed=0
 # run_env NAME TF_REQUIREMENT(empty: no TF): one fresh venv, its result line.
 run_env() {
   local name=$1 tf_requirement=$2
-  local venv=$VENVS/$name logfile=$VENVS/$name.log
+  local venv=$VENVS/$PY_TAG-$name logfile=$VENVS/$PY_TAG-$name.log
   local status=PASS detail="" t0 t1 t2 t3
   rm -rf "$venv"
   : > "$logfile"
@@ -115,7 +158,7 @@ run_env() {
   log "$name: pip install $(basename "$WHEEL") ${tf_requirement}"
   if ! "$venv/bin/python" -m pip install -q --disable-pip-version-check \
         --no-input "${requirements[@]}" >>"$logfile" 2>&1; then
-    RESULTS+=("$(printf '%-6s FAIL  pip install failed (see %s)' "$name" "$logfile")")
+    RESULTS+=("$(printf '%-12s FAIL  pip install failed (see %s)' "$PY_TAG-$name" "$logfile")")
     failed=$((failed + 1))
     return 0
   fi
@@ -155,8 +198,8 @@ EOF
     detail=" | $(awk '/^FAIL / && n++ < 3 {printf "%s; ", substr($0, 1, 160)}' <<<"$smoke_out")"
     detail+="$(awk '/^FAIL / && n++ < 1 {sub(/^FAIL .*\//, ""); printf "%s", substr($0, 1, 120)}' <<<"$libs_out")"
   fi
-  RESULTS+=("$(printf '%-6s %s  %s; %s; install %ss smoke %ss libs %ss; %s%s' \
-      "$name" "$status" "${smoke_line:-smoke: no summary}" \
+  RESULTS+=("$(printf '%-12s %s  %s; %s; install %ss smoke %ss libs %ss; %s%s' \
+      "$PY_TAG-$name" "$status" "${smoke_line:-smoke: no summary}" \
       "${libs_line:-libs: no summary}" $((t1 - t0)) $((t2 - t1)) $((t3 - t2)) \
       "$versions" "$detail")")
   if [ "$status" = PASS ]; then

@@ -19,17 +19,26 @@ SERVER_BINARY = os.path.join(ROOT, 'tf_reverb', 'bin', 'reverb_server')
 # and otherwise says why not in TF_REVERB_DM_UNAVAILABLE.
 DM_PYTHON = os.environ.get('TF_REVERB_DM_PYTHON') or None
 requires_dm_reverb = pytest.mark.skipif(
-    not DM_PYTHON,
-    reason='needs dm-reverb 0.14: ' + (
-        os.environ.get('TF_REVERB_DM_UNAVAILABLE') or
-        'TF_REVERB_DM_PYTHON is not set (scripts/run_tests.sh sets it; or '
-        'set it to the python of a venv with dm-reverb 0.14)'))
+  not DM_PYTHON,
+  reason='needs dm-reverb 0.14: '
+  + (
+    os.environ.get('TF_REVERB_DM_UNAVAILABLE')
+    or 'TF_REVERB_DM_PYTHON is not set (scripts/run_tests.sh sets it; or '
+    'set it to the python of a venv with dm-reverb 0.14)'
+  ),
+)
 
 
 def uniform_table(name='my_table', max_size=1000, **kwargs):
   """A uniform/FIFO table with MinSize(1)."""
-  return reverb.Table(name, reverb.selectors.Uniform(), reverb.selectors.Fifo(),
-                      max_size, reverb.rate_limiters.MinSize(1), **kwargs)
+  return reverb.Table(
+    name,
+    reverb.selectors.Uniform(),
+    reverb.selectors.Fifo(),
+    max_size,
+    reverb.rate_limiters.MinSize(1),
+    **kwargs,
+  )
 
 
 @pytest.fixture(params=['in_process', 'binary'])
@@ -51,10 +60,15 @@ def server():
 
 def run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
   """Runs `code` in a fresh interpreter; fails the test on a non-zero exit."""
-  result = subprocess.run([sys.executable, '-c', code], capture_output=True,
-                          text=True, timeout=timeout)
+  result = subprocess.run(
+    [sys.executable, '-c', code],
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+  )
   assert result.returncode == 0, (
-      f'subprocess failed ({result.returncode}):\n{result.stdout}\n{result.stderr}')
+    f'subprocess failed ({result.returncode}):\n{result.stdout}\n{result.stderr}'
+  )
   return result
 
 
@@ -63,8 +77,11 @@ class BinaryServer:
 
   def __init__(self, *args: str):
     self.process = subprocess.Popen(
-        [SERVER_BINARY, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True)
+      [SERVER_BINARY, *args],
+      stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT,
+      text=True,
+    )
     self.lines = []
     self.port = None
     deadline = time.time() + 120  # only a hung start reaches it

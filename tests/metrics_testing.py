@@ -11,7 +11,9 @@ from typing import Dict, List, Optional, Tuple
 from conftest import SERVER_BINARY
 
 # name{label="value",...} value  (the text format's sample lines)
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\d+)?$')
+_SAMPLE = re.compile(
+  r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\d+)?$'
+)
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 Sample = Tuple[str, Tuple[Tuple[str, str], ...]]
@@ -41,8 +43,9 @@ class MetricsText:
 
 def scrape(port: int) -> MetricsText:
   """GET http://127.0.0.1:port/metrics, parsed."""
-  with urllib.request.urlopen(f'http://127.0.0.1:{port}/metrics',
-                              timeout=30) as response:
+  with urllib.request.urlopen(
+    f'http://127.0.0.1:{port}/metrics', timeout=30
+  ) as response:
     assert response.status == 200
     assert response.headers['Content-Type'].startswith('text/plain')
     return MetricsText(response.read().decode())
@@ -53,8 +56,11 @@ class MetricsServer:
 
   def __init__(self, *args: str):
     self.process = subprocess.Popen(
-        [SERVER_BINARY, '--port=0', '--metrics_port=0', *args],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+      [SERVER_BINARY, '--port=0', '--metrics_port=0', *args],
+      stdout=subprocess.DEVNULL,
+      stderr=subprocess.PIPE,
+      text=True,
+    )
     self.lines: List[str] = []
     self.port: Optional[int] = None
     self.metrics_port: Optional[int] = None
@@ -66,7 +72,9 @@ class MetricsServer:
         return
       if '"event":"started"' in line:
         self.port = int(re.search(r'"port":(\d+)', line).group(1))
-        self.metrics_port = int(re.search(r'"metrics_port":(\d+)', line).group(1))
+        self.metrics_port = int(
+          re.search(r'"metrics_port":(\d+)', line).group(1)
+        )
         return
     self.process.kill()
     self.process.wait()

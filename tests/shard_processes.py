@@ -19,8 +19,10 @@ SERVER_BINARY = os.path.join(ROOT, 'tf_reverb', 'bin', 'reverb_server')
 # The tables every shard serves: a queue drained to list a shard's items
 # exactly once, a uniform replay table, and a max-heap whose top item shows
 # priority updates.
-_MIN_SIZE_1 = ('rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 '
-               'min_diff: -1e9 max_diff: 1e9 }')
+_MIN_SIZE_1 = (
+  'rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 '
+  'min_diff: -1e9 max_diff: 1e9 }'
+)
 SHARD_CONFIG = f'''
 tables {{ table_name: "queue" sampler {{ fifo: true }} remover {{ fifo: true }}
          max_size: 1000000 max_times_sampled: 1 {_MIN_SIZE_1} }}
@@ -34,14 +36,19 @@ tables {{ table_name: "heap" sampler {{ heap {{ min_heap: false }} }}
 class ShardProcess:
   """One reverb_server process listening on 127.0.0.1:`port` (0: any)."""
 
-  def __init__(self, port: int = 0, checkpoint_dir: Optional[str] = None,
-               config: str = SHARD_CONFIG):
+  def __init__(
+    self,
+    port: int = 0,
+    checkpoint_dir: Optional[str] = None,
+    config: str = SHARD_CONFIG,
+  ):
     args = [SERVER_BINARY, f'--config={config}', f'--port={port}']
     if checkpoint_dir:
       args.append(f'--checkpoint_dir={checkpoint_dir}')
     self.checkpoint_dir = checkpoint_dir
     self.process = subprocess.Popen(
-        args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+      args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     self.lines: List[str] = []
     self.port = -1
     started = threading.Event()
@@ -60,8 +67,9 @@ class ShardProcess:
     # A hang guard only: the server reports its port as soon as it listens.
     if not started.wait(120) or self.port < 0:
       self.kill()
-      raise AssertionError('reverb_server did not start:\n' +
-                           ''.join(self.lines))
+      raise AssertionError(
+        'reverb_server did not start:\n' + ''.join(self.lines)
+      )
 
   @property
   def pid(self) -> int:

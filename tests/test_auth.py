@@ -49,17 +49,24 @@ def wait_for_log(server, event: str) -> str:
 
 
 def size(address: str, token: str) -> int:
-  return reverb.Client(address, auth_token=token).server_info()['my_table'].current_size
+  return (
+    reverb.Client(address, auth_token=token)
+    .server_info()['my_table']
+    .current_size
+  )
 
 
 def test_token_accepted_and_rejected_binary_server(binary_server, token_file):
-  server = binary_server('--port=0', '--host=127.0.0.1',
-                         f'--auth_token_file={token_file}')
+  server = binary_server(
+    '--port=0', '--host=127.0.0.1', f'--auth_token_file={token_file}'
+  )
   good = reverb.Client(server.address, auth_token=OLD_TOKEN)
   good.insert(np.arange(2), {'my_table': 1.0})
   assert next(good.sample('my_table'))[0].data[0].tolist() == [0, 1]
-  for client in (reverb.Client(server.address, auth_token=WRONG_TOKEN),
-                 reverb.Client(server.address)):
+  for client in (
+    reverb.Client(server.address, auth_token=WRONG_TOKEN),
+    reverb.Client(server.address),
+  ):
     with pytest.raises(errors.UnauthenticatedError) as raised:
       client.insert(np.arange(2), {'my_table': 1.0})
     assert WRONG_TOKEN not in str(raised.value)
@@ -82,8 +89,9 @@ def test_token_accepted_and_rejected_binary_server(binary_server, token_file):
 
 
 def test_sighup_rotates_tokens_without_restart(binary_server, token_file):
-  server = binary_server('--port=0', '--host=127.0.0.1',
-                         f'--auth_token_file={token_file}')
+  server = binary_server(
+    '--port=0', '--host=127.0.0.1', f'--auth_token_file={token_file}'
+  )
   old = reverb.Client(server.address, auth_token=OLD_TOKEN)
   old.insert(np.zeros(1), {'my_table': 1.0})
   write_tokens(token_file, NEW_TOKEN)
@@ -93,7 +101,8 @@ def test_sighup_rotates_tokens_without_restart(binary_server, token_file):
   # (streams opened before the rotation run until they end).
   with pytest.raises(errors.UnauthenticatedError):
     reverb.Client(server.address, auth_token=OLD_TOKEN).insert(
-        np.zeros(1), {'my_table': 1.0})
+      np.zeros(1), {'my_table': 1.0}
+    )
   del old
   assert size(server.address, NEW_TOKEN) == 1
   # A broken file keeps the tokens in force.
@@ -107,14 +116,16 @@ def test_sighup_rotates_tokens_without_restart(binary_server, token_file):
 
 
 def test_in_process_server_with_tokens_and_reload(tmp_path, token_file):
-  with reverb.Server([uniform_table()], host='127.0.0.1',
-                     auth_token_file=token_file) as server:
+  with reverb.Server(
+    [uniform_table()], host='127.0.0.1', auth_token_file=token_file
+  ) as server:
     address = f'localhost:{server.port}'
     # The in-process shortcut is off: samplers pass the token check too.
     with pytest.raises(errors.UnauthenticatedError):
       next(reverb.Client(address).sample('my_table'))
     server.localhost_client(auth_token=OLD_TOKEN).insert(
-        np.zeros(1), {'my_table': 1.0})
+      np.zeros(1), {'my_table': 1.0}
+    )
     write_tokens(token_file, NEW_TOKEN)
     assert server.reload_auth_tokens() == 1
     with pytest.raises(errors.UnauthenticatedError):
@@ -123,25 +134,32 @@ def test_in_process_server_with_tokens_and_reload(tmp_path, token_file):
 
 
 def test_health_check_needs_no_token(binary_server, token_file):
-  server = binary_server('--port=0', '--host=127.0.0.1',
-                         f'--auth_token_file={token_file}')
+  server = binary_server(
+    '--port=0', '--host=127.0.0.1', f'--auth_token_file={token_file}'
+  )
   with grpc.insecure_channel(server.address) as channel:
-    check = channel.unary_unary('/grpc.health.v1.Health/Check',
-                                request_serializer=lambda x: x,
-                                response_deserializer=lambda x: x)
+    check = channel.unary_unary(
+      '/grpc.health.v1.Health/Check',
+      request_serializer=lambda x: x,
+      response_deserializer=lambda x: x,
+    )
     assert check(b'', timeout=30) == b'\x08\x01'  # status: SERVING
-    info = channel.unary_unary('/deepmind.reverb.ReverbService/ServerInfo',
-                               request_serializer=lambda x: x,
-                               response_deserializer=lambda x: x)
+    info = channel.unary_unary(
+      '/deepmind.reverb.ReverbService/ServerInfo',
+      request_serializer=lambda x: x,
+      response_deserializer=lambda x: x,
+    )
     with pytest.raises(grpc.RpcError) as raised:
       info(b'', timeout=30)
     assert raised.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
 def test_tf_ops_and_dataset_take_the_token_from_the_environment(
-    binary_server, token_file):
-  server = binary_server('--port=0', '--host=127.0.0.1',
-                         f'--auth_token_file={token_file}')
+  binary_server, token_file
+):
+  server = binary_server(
+    '--port=0', '--host=127.0.0.1', f'--auth_token_file={token_file}'
+  )
   code = f'''
 import os
 import tensorflow as tf
@@ -165,8 +183,13 @@ except tf.errors.UnauthenticatedError as e:
 print('ok')
 '''
   env = dict(os.environ, TF_REVERB_AUTH_TOKEN=OLD_TOKEN)
-  result = subprocess.run([sys.executable, '-c', code], env=env,
-                          capture_output=True, text=True, timeout=300)
+  result = subprocess.run(
+    [sys.executable, '-c', code],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert result.returncode == 0 and 'ok' in result.stdout, result.stderr
   assert 'refused' in result.stdout
   assert size(server.address, OLD_TOKEN) == 2
@@ -174,24 +197,37 @@ print('ok')
 
 def test_tls_and_token_together(tmp_path, token_file):
   pki = tls_certs.make_pki(str(tmp_path))
-  with reverb.Server([uniform_table()], auth_token_file=token_file,
-                     credentials=reverb.ServerCredentials.from_files(
-                         pki.server_cert, pki.server_key)) as server:
+  with reverb.Server(
+    [uniform_table()],
+    auth_token_file=token_file,
+    credentials=reverb.ServerCredentials.from_files(
+      pki.server_cert, pki.server_key
+    ),
+  ) as server:
     address = f'localhost:{server.port}'
     credentials = reverb.ChannelCredentials.from_files(pki.ca)
-    reverb.Client(address, credentials=credentials,
-                  auth_token=OLD_TOKEN).insert(np.zeros(1), {'my_table': 1.0})
+    reverb.Client(
+      address, credentials=credentials, auth_token=OLD_TOKEN
+    ).insert(np.zeros(1), {'my_table': 1.0})
     with pytest.raises(errors.UnauthenticatedError):
-      reverb.Client(address, credentials=credentials,
-                    auth_token=WRONG_TOKEN).insert(np.zeros(1), {'my_table': 1.0})
-    assert reverb.Client(address, credentials=credentials, auth_token=OLD_TOKEN
-                        ).server_info()['my_table'].current_size == 1
+      reverb.Client(
+        address, credentials=credentials, auth_token=WRONG_TOKEN
+      ).insert(np.zeros(1), {'my_table': 1.0})
+    assert (
+      reverb.Client(address, credentials=credentials, auth_token=OLD_TOKEN)
+      .server_info()['my_table']
+      .current_size
+      == 1
+    )
 
 
 def test_tokens_without_tls_need_a_loopback_host(token_file):
-  result = subprocess.run([SERVER_BINARY, '--port=0',
-                           f'--auth_token_file={token_file}'],
-                          capture_output=True, text=True, timeout=60)
+  result = subprocess.run(
+    [SERVER_BINARY, '--port=0', f'--auth_token_file={token_file}'],
+    capture_output=True,
+    text=True,
+    timeout=60,
+  )
   assert result.returncode == 1
   assert 'loopback' in result.stderr and OLD_TOKEN not in result.stderr
   with pytest.raises(ValueError, match='loopback'):
@@ -213,8 +249,9 @@ def listening_addresses(port: int):
         host, hex_port = local.split(':')
         if int(hex_port, 16) == port and state == '0A':
           v4_mapped = '0000000000000000FFFF0000'
-          found.append(host[len(v4_mapped):]
-                       if host.startswith(v4_mapped) else host)
+          found.append(
+            host[len(v4_mapped) :] if host.startswith(v4_mapped) else host
+          )
   return found
 
 
@@ -229,4 +266,6 @@ def test_bind_address_binary_and_in_process(binary_server):
   assert 'without TLS' in warning
   with reverb.Server([uniform_table()], host='127.0.0.1') as server:
     assert listening_addresses(server.port) == ['0100007F']
-    reverb.Client(f'127.0.0.1:{server.port}').insert(np.zeros(1), {'my_table': 1.0})
+    reverb.Client(f'127.0.0.1:{server.port}').insert(
+      np.zeros(1), {'my_table': 1.0}
+    )

@@ -13,8 +13,13 @@ import tf_reverb as reverb
 
 
 def fifo_table(name='t', max_size=1000, rate_limiter=None):
-  return reverb.Table(name, reverb.selectors.Fifo(), reverb.selectors.Fifo(),
-                      max_size, rate_limiter or reverb.rate_limiters.MinSize(1))
+  return reverb.Table(
+    name,
+    reverb.selectors.Fifo(),
+    reverb.selectors.Fifo(),
+    max_size,
+    rate_limiter or reverb.rate_limiters.MinSize(1),
+  )
 
 
 def test_round_trip_keeps_items_order_priorities_and_counters(tmp_path, capfd):
@@ -29,8 +34,10 @@ def test_round_trip_keeps_items_order_priorities_and_counters(tmp_path, capfd):
   assert os.path.exists(os.path.join(path, 'DONE'))
 
   table = fifo_table(max_size=7)
-  with reverb.Server([table], checkpointer=reverb.checkpointers.DefaultCheckpointer(
-      str(tmp_path))) as server:
+  with reverb.Server(
+    [table],
+    checkpointer=reverb.checkpointers.DefaultCheckpointer(str(tmp_path)),
+  ) as server:
     warning = capfd.readouterr().err
     assert 'event=config_differs table=t kept=checkpoint' in warning
     assert 'max_size: table has 7, checkpoint has 1000' in warning
@@ -39,23 +46,29 @@ def test_round_trip_keeps_items_order_priorities_and_counters(tmp_path, capfd):
     assert info.max_size == 1000  # the checkpoint's configuration by default
     assert info.rate_limiter_info.insert_stats.completed == 5
     assert info.rate_limiter_info.sample_stats.completed == 2
-    head = next(reverb.Client(f'localhost:{server.port}').sample(
-        't', emit_timesteps=False))
+    head = next(
+      reverb.Client(f'localhost:{server.port}').sample(
+        't', emit_timesteps=False
+      )
+    )
     assert head.data[0].tolist() == [[0, 0, 0]]
     assert head.info.times_sampled == 3
     assert head.info.priority == 1.0
 
 
 def test_keep_table_config_applies_the_new_definition(tmp_path):
-  with reverb.Server([fifo_table()], checkpointer=reverb.checkpointers.
-                     DefaultCheckpointer(str(tmp_path))) as server:
+  with reverb.Server(
+    [fifo_table()],
+    checkpointer=reverb.checkpointers.DefaultCheckpointer(str(tmp_path)),
+  ) as server:
     client = reverb.Client(f'localhost:{server.port}')
     for i in range(5):
       client.insert(i, {'t': 1.0})
     client.checkpoint()
   table = fifo_table(max_size=2, rate_limiter=reverb.rate_limiters.MinSize(3))
   checkpointer = reverb.checkpointers.DefaultCheckpointer(
-      str(tmp_path), keep_table_config=True)
+    str(tmp_path), keep_table_config=True
+  )
   with reverb.Server([table], checkpointer=checkpointer):
     info = table.info
     assert info.max_size == 2 and info.current_size == 2
@@ -71,17 +84,22 @@ def test_default_checkpointer_and_group_validation():
 
 
 def test_checkpoint_with_an_unknown_table_fails_server_construction(tmp_path):
-  with reverb.Server([fifo_table('a')], checkpointer=reverb.checkpointers.
-                     DefaultCheckpointer(str(tmp_path))) as server:
+  with reverb.Server(
+    [fifo_table('a')],
+    checkpointer=reverb.checkpointers.DefaultCheckpointer(str(tmp_path)),
+  ) as server:
     reverb.Client(f'localhost:{server.port}').checkpoint()
   with pytest.raises(ValueError, match="Trying to load table 'a'"):
-    reverb.Server([fifo_table('b')], checkpointer=reverb.checkpointers.
-                  DefaultCheckpointer(str(tmp_path)))
+    reverb.Server(
+      [fifo_table('b')],
+      checkpointer=reverb.checkpointers.DefaultCheckpointer(str(tmp_path)),
+    )
 
 
 def test_corrupt_checkpoint_names_the_file_and_can_fall_back(tmp_path):
   checkpointer = reverb.checkpointers.DefaultCheckpointer(
-      str(tmp_path), keep_latest=3)
+    str(tmp_path), keep_latest=3
+  )
   with reverb.Server([fifo_table()], checkpointer=checkpointer) as server:
     client = reverb.Client(f'localhost:{server.port}')
     client.insert(1, {'t': 1.0})
@@ -93,11 +111,17 @@ def test_corrupt_checkpoint_names_the_file_and_can_fall_back(tmp_path):
     f.seek(20)
     f.write(b'\xff\xff')
   with pytest.raises(RuntimeError, match='chunks.tfrecord.*corrupt'):
-    reverb.Server([fifo_table()], checkpointer=reverb.checkpointers.
-                  DefaultCheckpointer(str(tmp_path)))
+    reverb.Server(
+      [fifo_table()],
+      checkpointer=reverb.checkpointers.DefaultCheckpointer(str(tmp_path)),
+    )
   table = fifo_table()
-  with reverb.Server([table], checkpointer=reverb.checkpointers.DefaultCheckpointer(
-      str(tmp_path), fall_back_to_older=True)):
+  with reverb.Server(
+    [table],
+    checkpointer=reverb.checkpointers.DefaultCheckpointer(
+      str(tmp_path), fall_back_to_older=True
+    ),
+  ):
     assert table.info.current_size == 1
 
 
@@ -109,8 +133,10 @@ def _insert_confirmed(address, values):
 
 def _priorities(address, n):
   client = reverb.Client(address)
-  return {int(s.data[0][0]): s.info.priority
-          for s in client.sample('my_table', n, emit_timesteps=False)}
+  return {
+    int(s.data[0][0]): s.info.priority
+    for s in client.sample('my_table', n, emit_timesteps=False)
+  }
 
 
 def test_binary_survives_kill_9_after_a_checkpoint(binary_server, tmp_path):
@@ -138,13 +164,19 @@ def test_binary_final_checkpoint_on_sigterm(binary_server, tmp_path):
 
 
 def test_binary_periodic_checkpoints(binary_server, tmp_path):
-  server = binary_server('--port=0', f'--checkpoint_dir={tmp_path}',
-                         '--checkpoint_interval_seconds=1')
+  server = binary_server(
+    '--port=0',
+    f'--checkpoint_dir={tmp_path}',
+    '--checkpoint_interval_seconds=1',
+  )
   _insert_confirmed(server.address, range(3))
   deadline = time.time() + 120
   while time.time() < deadline:
-    done = [d for d in os.listdir(tmp_path)
-            if os.path.exists(os.path.join(tmp_path, d, 'DONE'))]
+    done = [
+      d
+      for d in os.listdir(tmp_path)
+      if os.path.exists(os.path.join(tmp_path, d, 'DONE'))
+    ]
     if done:
       break
     time.sleep(0.2)
@@ -152,7 +184,8 @@ def test_binary_periodic_checkpoints(binary_server, tmp_path):
 
 
 def test_kill_9_while_checkpointing_leaves_the_previous_checkpoint(
-    binary_server, tmp_path):
+  binary_server, tmp_path
+):
   server = binary_server('--port=0', f'--checkpoint_dir={tmp_path}')
   client = reverb.Client(server.address)
   frame = np.random.default_rng(0).integers(0, 255, (64, 1024), np.uint8)
@@ -195,7 +228,8 @@ def test_binary_answers_grpc_health_checks(binary_server):
   server = binary_server('--port=0')
   with grpc.insecure_channel(server.address) as channel:
     check = channel.unary_unary(
-        '/grpc.health.v1.Health/Check',
-        request_serializer=lambda _: b'',
-        response_deserializer=lambda data: data)
+      '/grpc.health.v1.Health/Check',
+      request_serializer=lambda _: b'',
+      response_deserializer=lambda data: data,
+    )
     assert check(None, timeout=60) == b'\x08\x01'  # status: SERVING

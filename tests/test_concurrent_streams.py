@@ -1,7 +1,7 @@
 """Hundreds of concurrent streams on one reverb_server binary (issue 15).
 
 Raw InsertStreams and SampleStreams (grpc.aio, the wire protocol of
-reverb-spec.md §4.3-4.4) from one asyncio loop, over several TCP
+docs/architecture/wire-protocol.md) from one asyncio loop, over several TCP
 connections. Bounded by items and streams, not by time: every stream inserts
 a fixed number of items, each sampler takes a fixed number of samples, and
 the checks run at points the streams reach (every stream open with a request
@@ -26,7 +26,6 @@ import struct
 import threading
 
 import grpc
-import pytest
 
 import tf_reverb as reverb
 from tf_reverb.proto import reverb_service_pb2
@@ -47,21 +46,45 @@ DT_FLOAT = 1
 def _config(queue: bool) -> str:
   big = 1.7976931348623157e308
   if queue:  # reverb.rate_limiters.Queue(QUEUE_SIZE) with a FIFO queue table
-    table = {'table_name': 'q', 'sampler': {'fifo': True},
-             'remover': {'fifo': True}, 'max_size': QUEUE_SIZE,
-             'max_times_sampled': 1,
-             'rate_limiter': {'samples_per_insert': 1, 'min_size_to_sample': 1,
-                              'min_diff': 0, 'max_diff': QUEUE_SIZE}}
+    table = {
+      'table_name': 'q',
+      'sampler': {'fifo': True},
+      'remover': {'fifo': True},
+      'max_size': QUEUE_SIZE,
+      'max_times_sampled': 1,
+      'rate_limiter': {
+        'samples_per_insert': 1,
+        'min_size_to_sample': 1,
+        'min_diff': 0,
+        'max_diff': QUEUE_SIZE,
+      },
+    }
   else:  # uniform, FIFO remover, MinSize(1)
-    table = {'table_name': 'q', 'sampler': {'uniform': True},
-             'remover': {'fifo': True}, 'max_size': 100_000,
-             'rate_limiter': {'samples_per_insert': 1, 'min_size_to_sample': 1,
-                              'min_diff': -big, 'max_diff': big}}
+    table = {
+      'table_name': 'q',
+      'sampler': {'uniform': True},
+      'remover': {'fifo': True},
+      'max_size': 100_000,
+      'rate_limiter': {
+        'samples_per_insert': 1,
+        'min_size_to_sample': 1,
+        'min_diff': -big,
+        'max_diff': big,
+      },
+    }
   # Nobody inserts into 'idle': its samplers wait.
-  idle = {'table_name': 'idle', 'sampler': {'uniform': True},
-          'remover': {'fifo': True}, 'max_size': 10,
-          'rate_limiter': {'samples_per_insert': 1, 'min_size_to_sample': 1,
-                           'min_diff': -big, 'max_diff': big}}
+  idle = {
+    'table_name': 'idle',
+    'sampler': {'uniform': True},
+    'remover': {'fifo': True},
+    'max_size': 10,
+    'rate_limiter': {
+      'samples_per_insert': 1,
+      'min_size_to_sample': 1,
+      'min_diff': -big,
+      'max_diff': big,
+    },
+  }
   return json.dumps({'port': 0, 'tables': [table, idle]})
 
 
@@ -75,18 +98,22 @@ def _request(rng: random.Random, episode: int, step: int):
   """One chunk of one [1, 4] float32 step and a squeezed item over it."""
   chunk_key, item_key = rng.getrandbits(64), rng.getrandbits(64)
   values = struct.pack('<4f', step, step + 0.25, step + 0.5, step + 0.75)
-  chunk = schema_pb2.ChunkData(chunk_key=chunk_key, data_tensors_len=1,
-                               data_uncompressed_size=len(values))
+  chunk = schema_pb2.ChunkData(
+    chunk_key=chunk_key, data_tensors_len=1, data_uncompressed_size=len(values)
+  )
   chunk.sequence_range.episode_id = episode
   chunk.sequence_range.start = chunk.sequence_range.end = step
-  tensor = chunk.data.tensors.add(dtype=DT_FLOAT,
-                                  tensor_content=_snappy_literal(values))
+  tensor = chunk.data.tensors.add(
+    dtype=DT_FLOAT, tensor_content=_snappy_literal(values)
+  )
   tensor.tensor_shape.dim.add(size=1)
   tensor.tensor_shape.dim.add(size=4)
   item = schema_pb2.PrioritizedItem(key=item_key, table='q', priority=1.0)
   column = item.flat_trajectory.columns.add(squeeze=True)
   column.chunk_slices.add(chunk_key=chunk_key, offset=0, length=1, index=0)
-  return reverb_service_pb2.InsertStreamRequest(chunks=[chunk], items=[item]), item_key
+  return reverb_service_pb2.InsertStreamRequest(
+    chunks=[chunk], items=[item]
+  ), item_key
 
 
 class ThreadMonitor:
@@ -119,13 +146,17 @@ class ThreadMonitor:
 
 def _channels(address: str):
   # Each its own subchannel pool: its own TCP connection.
-  return [grpc.aio.insecure_channel(address, options=[
-      ('grpc.use_local_subchannel_pool', 1)])
-          for _ in range(CONNECTIONS)]
+  return [
+    grpc.aio.insecure_channel(
+      address, options=[('grpc.use_local_subchannel_pool', 1)]
+    )
+    for _ in range(CONNECTIONS)
+  ]
 
 
-async def _writer(stub, index: int, first_sent: asyncio.Event, counters: dict,
-                  go: asyncio.Event):
+async def _writer(
+  stub, index: int, first_sent: asyncio.Event, counters: dict, go: asyncio.Event
+):
   """Inserts ITEMS_PER_STREAM items, each confirmed before the next (as an
   actor's create_item + flush); returns (sent keys, confirmed keys, code)."""
   rng = random.Random(index)
@@ -156,8 +187,9 @@ async def _sampler(stub, total: int):
   keys = []
   while len(keys) < total:
     n = min(SAMPLE_BATCH, total - len(keys))
-    await call.write(reverb_service_pb2.SampleStreamRequest(table='q',
-                                                            num_samples=n))
+    await call.write(
+      reverb_service_pb2.SampleStreamRequest(table='q', num_samples=n)
+    )
     got = 0
     while got < n:
       response = await call.read()
@@ -177,14 +209,18 @@ async def _run(address: str, monitor: ThreadMonitor, queue: bool):
   first_sent, go = asyncio.Event(), asyncio.Event()
   counters = {'first_sent': 0}
   total = STREAMS * ITEMS_PER_STREAM
-  writers = [asyncio.ensure_future(
-      _writer(stubs[i % CONNECTIONS], i, first_sent, counters, go))
-             for i in range(STREAMS)]
+  writers = [
+    asyncio.ensure_future(
+      _writer(stubs[i % CONNECTIONS], i, first_sent, counters, go)
+    )
+    for i in range(STREAMS)
+  ]
   samplers = []
   if not queue:  # samplers run alongside (never blocked: MinSize(1))
-    samplers = [asyncio.ensure_future(_sampler(stubs[i % CONNECTIONS],
-                                               total // SAMPLERS))
-                for i in range(SAMPLERS)]
+    samplers = [
+      asyncio.ensure_future(_sampler(stubs[i % CONNECTIONS], total // SAMPLERS))
+      for i in range(SAMPLERS)
+    ]
   await first_sent.wait()
   # Every connection answers a unary call sent after its streams' first
   # requests: the server has read those requests (HTTP/2 keeps a
@@ -200,15 +236,22 @@ async def _run(address: str, monitor: ThreadMonitor, queue: bool):
     blocked_info = _table(info, 'q')
   go.set()
   if queue:  # now drain: the samplers release the blocked inserters
-    samplers = [asyncio.ensure_future(_sampler(stubs[i % CONNECTIONS],
-                                               total // SAMPLERS))
-                for i in range(SAMPLERS)]
+    samplers = [
+      asyncio.ensure_future(_sampler(stubs[i % CONNECTIONS], total // SAMPLERS))
+      for i in range(SAMPLERS)
+    ]
   writer_results = await asyncio.gather(*writers)
   sampler_results = await asyncio.gather(*samplers)
   info = await stubs[0].ServerInfo(reverb_service_pb2.ServerInfoRequest())
   for channel in channels:
     await channel.close()
-  return at_open, blocked_info, writer_results, sampler_results, _table(info, 'q')
+  return (
+    at_open,
+    blocked_info,
+    writer_results,
+    sampler_results,
+    _table(info, 'q'),
+  )
 
 
 def _table(info, name: str):
@@ -224,7 +267,9 @@ def _check(run_result, monitor: ThreadMonitor):
     assert sorted(confirmed) == sorted(sent)  # each key once, on its stream
     all_sent += sent
     all_confirmed += confirmed
-  assert len(set(all_sent)) == total and sorted(all_confirmed) == sorted(all_sent)
+  assert len(set(all_sent)) == total and sorted(all_confirmed) == sorted(
+    all_sent
+  )
   sampled = []
   for keys, code in sampler_results:
     assert code == grpc.StatusCode.OK
@@ -233,8 +278,12 @@ def _check(run_result, monitor: ThreadMonitor):
   limiter = table.rate_limiter_info
   assert limiter.insert_stats.completed == total  # nothing lost, nothing twice
   assert limiter.sample_stats.completed == total
-  assert at_open <= MAX_SERVER_THREADS, f'{at_open} threads with {STREAMS} streams open'
-  assert monitor.highest <= MAX_SERVER_THREADS, f'{monitor.highest} server threads'
+  assert at_open <= MAX_SERVER_THREADS, (
+    f'{at_open} threads with {STREAMS} streams open'
+  )
+  assert monitor.highest <= MAX_SERVER_THREADS, (
+    f'{monitor.highest} server threads'
+  )
   return sampled
 
 
@@ -247,8 +296,9 @@ def _serve(binary_server, queue: bool):
 def test_many_insert_streams_with_samplers(binary_server):
   server, monitor = _serve(binary_server, queue=False)
   try:
-    result = asyncio.run(asyncio.wait_for(
-        _run(server.address, monitor, queue=False), HANG_GUARD_S))
+    result = asyncio.run(
+      asyncio.wait_for(_run(server.address, monitor, queue=False), HANG_GUARD_S)
+    )
   finally:
     monitor.stop()
   _check(result, monitor)
@@ -259,8 +309,9 @@ def test_many_insert_streams_with_samplers(binary_server):
 def test_inserters_blocked_by_the_rate_limiter_hold_no_threads(binary_server):
   server, monitor = _serve(binary_server, queue=True)
   try:
-    result = asyncio.run(asyncio.wait_for(
-        _run(server.address, monitor, queue=True), HANG_GUARD_S))
+    result = asyncio.run(
+      asyncio.wait_for(_run(server.address, monitor, queue=True), HANG_GUARD_S)
+    )
   finally:
     monitor.stop()
   _, blocked, _, _, table = result
@@ -297,16 +348,18 @@ async def _sigterm_while_blocked(server, monitor: ThreadMonitor):
   samples = []
   for i in range(SAMPLERS):
     call = stubs[i % CONNECTIONS].SampleStream()
-    await call.write(reverb_service_pb2.SampleStreamRequest(table='idle',
-                                                            num_samples=1))
+    await call.write(
+      reverb_service_pb2.SampleStreamRequest(table='idle', num_samples=1)
+    )
     samples.append(call)
   for stub in stubs:  # the server has read every request (see _run)
     info = await stub.ServerInfo(reverb_service_pb2.ServerInfoRequest())
   blocked = _table(info, 'q')
   at_blocked = monitor.now()
   loop = asyncio.get_running_loop()
-  exit_code = loop.run_in_executor(None, lambda: server.terminate(
-      timeout=HANG_GUARD_S))
+  exit_code = loop.run_in_executor(
+    None, lambda: server.terminate(timeout=HANG_GUARD_S)
+  )
   codes = await asyncio.gather(*[_outcome(c) for c in inserts + samples])
   for channel in channels:
     await channel.close()
@@ -314,12 +367,15 @@ async def _sigterm_while_blocked(server, monitor: ThreadMonitor):
 
 
 def test_sigterm_with_blocked_streams_stops_cleanly(binary_server):
-  server = binary_server(f'--config={_config(queue=True)}', '--drain_seconds=0.5')
+  server = binary_server(
+    f'--config={_config(queue=True)}', '--drain_seconds=0.5'
+  )
   reverb.Client(server.address).server_info(timeout=120)
   monitor = ThreadMonitor(server.process.pid)
   try:
-    blocked, at_blocked, codes, exit_code = asyncio.run(asyncio.wait_for(
-        _sigterm_while_blocked(server, monitor), HANG_GUARD_S))
+    blocked, at_blocked, codes, exit_code = asyncio.run(
+      asyncio.wait_for(_sigterm_while_blocked(server, monitor), HANG_GUARD_S)
+    )
   finally:
     monitor.stop()
   assert blocked.current_size == QUEUE_SIZE  # the rest waited in the limiter
@@ -327,7 +383,10 @@ def test_sigterm_with_blocked_streams_stops_cleanly(binary_server):
   assert exit_code == 0, ''.join(server.lines)
   assert any('event=stopped' in line for line in server.lines)
   # Every stream was ended by the server going away, none left hanging.
-  unexpected = [c for c in codes
-                if c not in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)]
+  unexpected = [
+    c
+    for c in codes
+    if c not in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
+  ]
   assert not unexpected, unexpected[:5]
   assert len(codes) == STREAMS + SAMPLERS

@@ -20,13 +20,15 @@ TIMESTEP_SHAPES = {'obs': tf.TensorShape([2]), 'step': tf.TensorShape([])}
 
 
 def trajectory_dataset(address, **kwargs):
-  return reverb.TrajectoryDataset(address, 'my_table', DTYPES,
-                                  TRAJECTORY_SHAPES, 2, **kwargs)
+  return reverb.TrajectoryDataset(
+    address, 'my_table', DTYPES, TRAJECTORY_SHAPES, 2, **kwargs
+  )
 
 
 def timestep_dataset(address, **kwargs):
-  return reverb.TimestepDataset(address, 'my_table', DTYPES, TIMESTEP_SHAPES,
-                                2, **kwargs)
+  return reverb.TimestepDataset(
+    address, 'my_table', DTYPES, TIMESTEP_SHAPES, 2, **kwargs
+  )
 
 
 def assert_trajectory(info_priority, data):
@@ -40,8 +42,12 @@ def test_datasets_are_v1_and_v2_datasets(server):
   for dataset in (trajectory_dataset(address), timestep_dataset(address)):
     assert isinstance(dataset, tf.compat.v1.data.Dataset)
     assert isinstance(dataset, tf.data.Dataset)
-    for derived in (dataset.batch(2), dataset.map(lambda s: s.data),
-                    dataset.prefetch(1), dataset.take(1)):
+    for derived in (
+      dataset.batch(2),
+      dataset.map(lambda s: s.data),
+      dataset.prefetch(1),
+      dataset.take(1),
+    ):
       assert isinstance(derived, tf.compat.v1.data.Dataset)
   fused = trajectory_dataset(address).batch(2)
   assert isinstance(fused, reverb.TrajectoryDataset)
@@ -86,7 +92,7 @@ def test_one_shot_iterator_on_timestep_dataset(address, style):
       with pytest.raises(tf.errors.OutOfRangeError):
         session.run(element)
   for item in range(3):
-    item_rows = rows[item * T:(item + 1) * T]
+    item_rows = rows[item * T : (item + 1) * T]
     assert len({int(r.info.key) for r in item_rows}) == 1
     assert [int(r.data['step']) for r in item_rows] == list(range(T))
     value = item_rows[0].info.priority - 1
@@ -96,8 +102,9 @@ def test_one_shot_iterator_on_timestep_dataset(address, style):
 
 @pytest.mark.parametrize('make', ['fused_batch', 'dataset_batch', 'map'])
 @pytest.mark.parametrize('iterator_kind', ['initializable', 'one_shot'])
-def test_iterators_on_transformed_trajectory_datasets(address, make,
-                                                      iterator_kind):
+def test_iterators_on_transformed_trajectory_datasets(
+  address, make, iterator_kind
+):
   fill(address)
   with tf.Graph().as_default():
     dataset = trajectory_dataset(address, max_samples=8)
@@ -107,7 +114,8 @@ def test_iterators_on_transformed_trajectory_datasets(address, make,
       dataset = dataset.batch(4, drop_remainder=True, num_parallel_calls=2)
     else:
       dataset = dataset.map(
-          lambda s: (s.info.priority, s.data['obs'] * 2.0, s.data['step']))
+        lambda s: (s.info.priority, s.data['obs'] * 2.0, s.data['step'])
+      )
     if iterator_kind == 'initializable':
       iterator = dataset.make_initializable_iterator()
     else:
@@ -116,7 +124,9 @@ def test_iterators_on_transformed_trajectory_datasets(address, make,
     with tf.compat.v1.Session() as session:
       if iterator_kind == 'initializable':
         session.run(iterator.initializer)
-      values = [session.run(element) for _ in range(2 if 'batch' in make else 8)]
+      values = [
+        session.run(element) for _ in range(2 if 'batch' in make else 8)
+      ]
       with pytest.raises(tf.errors.OutOfRangeError):
         session.run(element)
   for value in values:
@@ -127,15 +137,19 @@ def test_iterators_on_transformed_trajectory_datasets(address, make,
     else:
       assert value.data['obs'].shape == (4, T, 2)
       for i in range(4):
-        assert_trajectory(value.info.priority[i],
-                          {k: v[i] for k, v in value.data.items()})
+        assert_trajectory(
+          value.info.priority[i], {k: v[i] for k, v in value.data.items()}
+        )
 
 
 def test_initializable_iterator_on_mapped_timestep_dataset(address):
   fill(address, n=2)
   with tf.Graph().as_default():
-    dataset = timestep_dataset(address, max_samples=2).map(
-        lambda s: s.data['step']).batch(T)
+    dataset = (
+      timestep_dataset(address, max_samples=2)
+      .map(lambda s: s.data['step'])
+      .batch(T)
+    )
     iterator = tf.compat.v1.data.make_initializable_iterator(dataset)
     element = iterator.get_next()
     with tf.compat.v1.Session() as session:
@@ -147,17 +161,26 @@ def test_initializable_iterator_on_mapped_timestep_dataset(address):
 
 
 def test_from_table_signature_in_a_v1_graph():
-  with reverb.Server([reverb.Table(
-      'sig', reverb.selectors.Uniform(), reverb.selectors.Fifo(), 10,
-      reverb.rate_limiters.MinSize(1),
-      signature={'x': tf.TensorSpec([2], tf.int32)})]) as sig_server:
+  with reverb.Server(
+    [
+      reverb.Table(
+        'sig',
+        reverb.selectors.Uniform(),
+        reverb.selectors.Fifo(),
+        10,
+        reverb.rate_limiters.MinSize(1),
+        signature={'x': tf.TensorSpec([2], tf.int32)},
+      )
+    ]
+  ) as sig_server:
     sig_address = f'localhost:{sig_server.port}'
-    reverb.Client(sig_address).insert({'x': np.array([4, 5], np.int32)},
-                                      {'sig': 1.0})
+    reverb.Client(sig_address).insert(
+      {'x': np.array([4, 5], np.int32)}, {'sig': 1.0}
+    )
     with tf.Graph().as_default():
       dataset = reverb.TimestepDataset.from_table_signature(
-          sig_address, 'sig', max_in_flight_samples_per_worker=1,
-          max_samples=1)
+        sig_address, 'sig', max_in_flight_samples_per_worker=1, max_samples=1
+      )
       assert isinstance(dataset, tf.compat.v1.data.Dataset)
       element = dataset.make_one_shot_iterator().get_next()
       with tf.compat.v1.Session() as session:
@@ -179,9 +202,11 @@ def test_eager_and_tf_function_still_work(address):
     return result
 
   assert int(total(trajectory_dataset(address, max_samples=4).batch(2))) == (
-      4 * sum(range(T)))
+    4 * sum(range(T))
+  )
   assert int(total(timestep_dataset(address, max_samples=2).batch(T))) == (
-      2 * sum(range(T)))
+    2 * sum(range(T))
+  )
 
 
 def test_initializable_iterator_with_a_fed_server_address(server):
@@ -189,8 +214,9 @@ def test_initializable_iterator_with_a_fed_server_address(server):
   fill(address, n=1)
   with tf.Graph().as_default():
     fed_address = tf.compat.v1.placeholder(tf.string, [])
-    dataset = reverb.TrajectoryDataset(fed_address, 'my_table', DTYPES,
-                                       TRAJECTORY_SHAPES, 1, max_samples=1)
+    dataset = reverb.TrajectoryDataset(
+      fed_address, 'my_table', DTYPES, TRAJECTORY_SHAPES, 1, max_samples=1
+    )
     iterator = dataset.make_initializable_iterator()
     element = iterator.get_next()
     with tf.compat.v1.Session() as session:

@@ -13,7 +13,6 @@ import subprocess
 
 import numpy as np
 import portpicker
-import pytest
 
 import tf_reverb as reverb
 from conftest import DM_PYTHON
@@ -26,8 +25,15 @@ pytestmark = requires_dm_reverb
 
 def test_dm_reverb_client_against_our_server(server):
   result = subprocess.run(
-      [DM_PYTHON, os.path.join(INTEROP, 'dm_reverb_client.py'),
-       f'localhost:{server.port}'], capture_output=True, text=True, timeout=300)
+    [
+      DM_PYTHON,
+      os.path.join(INTEROP, 'dm_reverb_client.py'),
+      f'localhost:{server.port}',
+    ],
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert result.returncode == 0, result.stdout + result.stderr
   assert 'ALL OK' in result.stdout
 
@@ -35,8 +41,11 @@ def test_dm_reverb_client_against_our_server(server):
 def test_our_client_against_dm_reverb_server():
   port = portpicker.pick_unused_port()
   process = subprocess.Popen(
-      [DM_PYTHON, os.path.join(INTEROP, 'dm_reverb_server.py'), str(port)],
-      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    [DM_PYTHON, os.path.join(INTEROP, 'dm_reverb_server.py'), str(port)],
+    stdout=subprocess.PIPE,
+    stderr=subprocess.DEVNULL,
+    text=True,
+  )
   try:
     assert process.stdout.readline().strip() == 'serving'
     client = reverb.Client(f'localhost:{port}')
@@ -49,7 +58,9 @@ def test_our_client_against_dm_reverb_server():
     np.testing.assert_array_equal(a, [[0, 1, 2]])
     assert i.tolist() == [4] and s.tolist() == [b'str']
     client.mutate_priorities('my_table', updates={sample.info.key: 4.0})
-    assert next(client.sample('my_table', emit_timesteps=False)).info.priority == 4.0
+    assert (
+      next(client.sample('my_table', emit_timesteps=False)).info.priority == 4.0
+    )
   finally:
     process.kill()
     process.wait()

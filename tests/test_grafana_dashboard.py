@@ -35,19 +35,25 @@ def test_dashboard_is_valid_and_covers_what_operators_watch():
   # The list: fill, insert/sample rates, blocking, RPC errors and
   # latency, checkpoint age.
   joined = '\n'.join(exprs)
-  for needle in ('tf_reverb_table_items', 'tf_reverb_table_max_size',
-                 'rate(tf_reverb_table_inserts_total',
-                 'rate(tf_reverb_table_samples_total',
-                 'tf_reverb_table_rate_limiter_blocked_seconds',
-                 'tf_reverb_rpc_errors_total', 'tf_reverb_rpc_duration_seconds_bucket',
-                 'time() - (tf_reverb_checkpoint_last_success_timestamp_seconds'):
+  for needle in (
+    'tf_reverb_table_items',
+    'tf_reverb_table_max_size',
+    'rate(tf_reverb_table_inserts_total',
+    'rate(tf_reverb_table_samples_total',
+    'tf_reverb_table_rate_limiter_blocked_seconds',
+    'tf_reverb_rpc_errors_total',
+    'tf_reverb_rpc_duration_seconds_bucket',
+    'time() - (tf_reverb_checkpoint_last_success_timestamp_seconds',
+  ):
     assert needle in joined, needle
 
 
 def test_every_queried_metric_is_exported(tmp_path):
   with open(DASHBOARD) as f:
     dashboard = json.load(f)
-  queries = [t['expr'] for p in _panels(dashboard) for t in p.get('targets', [])]
+  queries = [
+    t['expr'] for p in _panels(dashboard) for t in p.get('targets', [])
+  ]
   queries += [v['definition'] for v in dashboard['templating']['list']]
   server = MetricsServer(f'--checkpoint_dir={tmp_path}')
   try:
@@ -60,8 +66,8 @@ def test_every_queried_metric_is_exported(tmp_path):
     for name in _METRIC.findall(query):
       family = name
       for suffix in _HISTOGRAM_SERIES:
-        if name.endswith(suffix) and name[:-len(suffix)] in exported:
-          family = name[:-len(suffix)]
+        if name.endswith(suffix) and name[: -len(suffix)] in exported:
+          family = name[: -len(suffix)]
           assert page.types[family] == 'histogram', name
       if family not in exported:
         missing.append((name, query))

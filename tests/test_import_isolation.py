@@ -35,10 +35,12 @@ print('OK')
 
 
 def test_import_does_not_import_tensorflow():
-  run_python('import sys, tf_reverb\n'
-             "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n"
-             'import tf_reverb.server, tf_reverb.client, tf_reverb.rate_limiters\n'
-             "assert 'tensorflow' not in sys.modules\n")
+  run_python(
+    'import sys, tf_reverb\n'
+    "assert 'tensorflow' not in sys.modules, 'tensorflow imported'\n"
+    'import tf_reverb.server, tf_reverb.client, tf_reverb.rate_limiters\n'
+    "assert 'tensorflow' not in sys.modules\n"
+  )
 
 
 def test_tensorflow_imported_before_tf_reverb():
@@ -52,23 +54,27 @@ def test_tensorflow_imported_after_tf_reverb():
 
 
 def test_lazy_tensorflow_names_resolve():
-  run_python('import sys, tf_reverb as reverb\n'
-             "assert 'tensorflow' not in sys.modules\n"
-             'client_class = reverb.TFClient\n'
-             "assert 'tensorflow' in sys.modules\n"
-             "assert 'TFClient' in dir(reverb)\n")
+  run_python(
+    'import sys, tf_reverb as reverb\n'
+    "assert 'tensorflow' not in sys.modules\n"
+    'client_class = reverb.TFClient\n'
+    "assert 'tensorflow' in sys.modules\n"
+    "assert 'TFClient' in dir(reverb)\n"
+  )
 
 
 def test_reverb_module_paths_resolve():
-  run_python('import sys, tf_reverb as reverb\n'
-             "assert 'tensorflow' not in sys.modules\n"
-             'assert reverb.structured is reverb.structured_writer\n'
-             'from tf_reverb.platform import checkpointers_lib\n'
-             'assert checkpointers_lib.DefaultCheckpointer is '
-             'reverb.checkpointers.DefaultCheckpointer\n'
-             "assert 'tensorflow' not in sys.modules\n"
-             'assert callable(reverb.pattern_dataset.pattern_dataset_with_info)\n'
-             'assert reverb.trajectory_dataset.TrajectoryDataset is '
-             'reverb.TrajectoryDataset\n'
-             "assert reverb.PatternDataset.__module__ == 'tf_reverb.pattern_dataset'\n"
-             "assert 'pattern_dataset' in dir(reverb)\n")
+  run_python(
+    'import sys, tf_reverb as reverb\n'
+    "assert 'tensorflow' not in sys.modules\n"
+    'assert reverb.structured is reverb.structured_writer\n'
+    'from tf_reverb.platform import checkpointers_lib\n'
+    'assert checkpointers_lib.DefaultCheckpointer is '
+    'reverb.checkpointers.DefaultCheckpointer\n'
+    "assert 'tensorflow' not in sys.modules\n"
+    'assert callable(reverb.pattern_dataset.pattern_dataset_with_info)\n'
+    'assert reverb.trajectory_dataset.TrajectoryDataset is '
+    'reverb.TrajectoryDataset\n'
+    "assert reverb.PatternDataset.__module__ == 'tf_reverb.pattern_dataset'\n"
+    "assert 'pattern_dataset' in dir(reverb)\n"
+  )

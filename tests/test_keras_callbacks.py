@@ -10,11 +10,13 @@ tf = pytest.importorskip('tensorflow')
 
 def make_model(seed):
   tf.keras.utils.set_random_seed(seed)
-  model = tf.keras.Sequential([
+  model = tf.keras.Sequential(
+    [
       tf.keras.Input(shape=(3,)),
       tf.keras.layers.Dense(4, activation='relu'),
       tf.keras.layers.Dense(1),
-  ])
+    ]
+  )
   model.compile(optimizer='sgd', loss='mse')
   return model
 
@@ -23,8 +25,9 @@ def test_publish_every_n_batches_and_load_into_actor_model():
   with reverb.Server([reverb.weights_table('weights')]) as server:
     address = f'localhost:{server.port}'
     learner = make_model(0)
-    publisher = reverb.WeightsPublisher(address, 'weights', every_n_batches=2,
-                                        every_n_epochs=None)
+    publisher = reverb.WeightsPublisher(
+      address, 'weights', every_n_batches=2, every_n_epochs=None
+    )
     x = np.random.RandomState(0).rand(32, 3).astype(np.float32)
     y = x.sum(axis=1, keepdims=True)
     learner.fit(x, y, batch_size=8, epochs=2, verbose=0, callbacks=[publisher])
@@ -35,14 +38,17 @@ def test_publish_every_n_batches_and_load_into_actor_model():
     assert info.current_size == 1  # only the newest weights are kept
 
     actor = make_model(1)
-    assert not all(np.array_equal(a, b) for a, b in
-                   zip(actor.get_weights(), learner.get_weights()))
+    assert not all(
+      np.array_equal(a, b)
+      for a, b in zip(actor.get_weights(), learner.get_weights())
+    )
     version = reverb.load_latest_weights(address, 'weights', actor, timeout=60)
     assert version == 4
     for got, want in zip(actor.get_weights(), learner.get_weights()):
       np.testing.assert_array_equal(got, want)
-    np.testing.assert_allclose(actor.predict(x, verbose=0),
-                               learner.predict(x, verbose=0))
+    np.testing.assert_allclose(
+      actor.predict(x, verbose=0), learner.predict(x, verbose=0)
+    )
     # Loading does not consume the weights.
     assert reverb.load_latest_weights(address, 'weights', actor) == 4
 
@@ -53,8 +59,9 @@ def test_publish_every_epoch_and_on_train_end():
     model = make_model(0)
     publisher = reverb.WeightsPublisher(client, 'weights', every_n_epochs=2)
     x = np.zeros((4, 3), np.float32)
-    model.fit(x, x[:, :1], batch_size=4, epochs=3, verbose=0,
-              callbacks=[publisher])
+    model.fit(
+      x, x[:, :1], batch_size=4, epochs=3, verbose=0, callbacks=[publisher]
+    )
     assert publisher.version == 2  # after epoch 2, then at the end of fit
 
 
@@ -68,7 +75,8 @@ def test_errors():
     publisher = reverb.WeightsPublisher(address, 'weights')
     publisher.set_model(make_model(0))
     publisher.publish()
-    other = tf.keras.Sequential([tf.keras.Input(shape=(2,)),
-                                 tf.keras.layers.Dense(1)])
+    other = tf.keras.Sequential(
+      [tf.keras.Input(shape=(2,)), tf.keras.layers.Dense(1)]
+    )
     with pytest.raises(ValueError, match='arrays but the model has'):
       reverb.load_latest_weights(address, 'weights', other)

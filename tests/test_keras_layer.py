@@ -8,8 +8,11 @@ from tf_reverb import keras as reverb_keras
 
 
 def _count(server):
-  return reverb.Client(f'localhost:{server.port}').server_info()[
-      'my_table'].current_size
+  return (
+    reverb.Client(f'localhost:{server.port}')
+    .server_info()['my_table']
+    .current_size
+  )
 
 
 def test_layer_inserts_in_eager_calls_predict_and_tf_function(server):

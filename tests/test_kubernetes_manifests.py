@@ -16,8 +16,9 @@ from conftest import ROOT
 from conftest import SERVER_BINARY
 
 kubernetes_validate = pytest.importorskip(
-    'kubernetes_validate',
-    reason='kubernetes-validate is not installed (scripts/setup.sh installs it)')
+  'kubernetes_validate',
+  reason='kubernetes-validate is not installed (scripts/setup.sh installs it)',
+)
 
 DEPLOY = os.path.join(ROOT, 'deploy', 'kubernetes')
 # Native gRPC probes are GA since Kubernetes 1.27; validate against it and the
@@ -51,22 +52,29 @@ def test_manifests_fit_together():
   assert stateful_set['spec']['serviceName'] == service['metadata']['name']
   labels = stateful_set['spec']['template']['metadata']['labels']
   assert service['spec']['selector'].items() <= labels.items()
-  assert stateful_set['spec']['selector']['matchLabels'].items() <= labels.items()
+  assert (
+    stateful_set['spec']['selector']['matchLabels'].items() <= labels.items()
+  )
   (container,) = stateful_set['spec']['template']['spec']['containers']
-  port = int(next(a for a in container['args']
-                  if a.startswith('--port=')).split('=')[1])
+  port = int(
+    next(a for a in container['args'] if a.startswith('--port=')).split('=')[1]
+  )
   assert container['ports'][0]['containerPort'] == port
-  assert service['spec']['ports'][0]['targetPort'] == container['ports'][0]['name']
+  assert (
+    service['spec']['ports'][0]['targetPort'] == container['ports'][0]['name']
+  )
   for probe in ('readinessProbe', 'livenessProbe', 'startupProbe'):
     assert container[probe]['grpc']['port'] == port
   # Checkpoints on the pod's own claim.
   (claim,) = stateful_set['spec']['volumeClaimTemplates']
   mounts = {m['name']: m['mountPath'] for m in container['volumeMounts']}
-  checkpoint_dir = next(a for a in container['args']
-                        if a.startswith('--checkpoint_dir=')).split('=')[1]
+  checkpoint_dir = next(
+    a for a in container['args'] if a.startswith('--checkpoint_dir=')
+  ).split('=')[1]
   assert checkpoint_dir.startswith(mounts[claim['metadata']['name']] + '/')
-  config_file = next(a for a in container['args']
-                     if a.startswith('--config_file=')).split('=')[1]
+  config_file = next(
+    a for a in container['args'] if a.startswith('--config_file=')
+  ).split('=')[1]
   assert os.path.dirname(config_file) == mounts['config']
   assert os.path.basename(config_file) in r['ConfigMap']['data']
 
@@ -74,14 +82,24 @@ def test_manifests_fit_together():
 def test_config_starts_the_server_and_it_answers_the_probe(tmp_path):
   r = _resources()
   (container,) = r['StatefulSet']['spec']['template']['spec']['containers']
-  (name, text), = r['ConfigMap']['data'].items()
+  ((name, text),) = r['ConfigMap']['data'].items()
   (tmp_path / name).write_text(text)
-  args = [a for a in container['args']
-          if not a.startswith(('--config_file=', '--port=', '--checkpoint_dir='))]
+  args = [
+    a
+    for a in container['args']
+    if not a.startswith(('--config_file=', '--port=', '--checkpoint_dir='))
+  ]
   server = subprocess.Popen(
-      [SERVER_BINARY, f'--config_file={tmp_path / name}', '--port=0',
-       f'--checkpoint_dir={tmp_path / "checkpoints"}', *args],
-      stderr=subprocess.PIPE, text=True)
+    [
+      SERVER_BINARY,
+      f'--config_file={tmp_path / name}',
+      '--port=0',
+      f'--checkpoint_dir={tmp_path / "checkpoints"}',
+      *args,
+    ],
+    stderr=subprocess.PIPE,
+    text=True,
+  )
   try:
     port = None
     for line in server.stderr:
@@ -93,11 +111,13 @@ def test_config_starts_the_server_and_it_answers_the_probe(tmp_path):
     # What the kubelet's grpc probe sends: Check with service "".
     with grpc.insecure_channel(f'localhost:{port}') as channel:
       check = channel.unary_unary(
-          '/grpc.health.v1.Health/Check',
-          request_serializer=lambda _: b'',
-          response_deserializer=lambda data: data)
+        '/grpc.health.v1.Health/Check',
+        request_serializer=lambda _: b'',
+        response_deserializer=lambda data: data,
+      )
       assert check(None, timeout=60) == b'\x08\x01'  # status: SERVING
     import tf_reverb as reverb  # pylint: disable=g-import-not-at-top
+
     assert 'replay' in reverb.Client(f'localhost:{port}').server_info(60)
   finally:
     server.send_signal(signal.SIGTERM)

@@ -34,8 +34,9 @@ def test_items_over_last_timesteps(client):
 
 def test_append_sequence(client):
   writer = client.writer(max_sequence_length=4, chunk_length=2)
-  writer.append_sequence([np.arange(4, dtype=np.int32),
-                          np.ones((4, 3), np.float64)])
+  writer.append_sequence(
+    [np.arange(4, dtype=np.int32), np.ones((4, 3), np.float64)]
+  )
   writer.create_item('my_table', 4, 1.0)
   writer.close()
   a, b = next(client.sample('my_table', emit_timesteps=False)).data
@@ -70,8 +71,9 @@ def test_argument_validation(client):
     client.writer(2, max_in_flight_items=0)
   writer = client.writer(2)
   writer.append([np.int32(1)])
-  with pytest.raises(ValueError, match='Number of tensors per timestep was '
-                     'inconsistent'):
+  with pytest.raises(
+    ValueError, match='Number of tensors per timestep was inconsistent'
+  ):
     writer.append([np.int32(1), np.int32(2)])
   with pytest.raises(ValueError, match='positive integer'):
     writer.create_item('my_table', 0, 1.0)
@@ -125,9 +127,14 @@ def test_max_in_flight_items_bounds_pending_items():
     thread = threading.Thread(target=create_fourth)
     thread.start()
     assert not done.wait(0.3)  # blocked: two items already pending
-    values = [int(next(client.sample('queue', emit_timesteps=False,
-                                     timeout=30)).data[0][0])
-              for _ in range(4)]
+    values = [
+      int(
+        next(client.sample('queue', emit_timesteps=False, timeout=30)).data[0][
+          0
+        ]
+      )
+      for _ in range(4)
+    ]
     thread.join(30)
     assert done.is_set()
     assert values == [0, 1, 2, 3]
@@ -137,9 +144,13 @@ def test_max_in_flight_items_bounds_pending_items():
 def test_signature_accepts_step_shapes():
   tf = pytest.importorskip('tensorflow')
   table = reverb.Table(
-      'sig', reverb.selectors.Uniform(), reverb.selectors.Fifo(), 100,
-      reverb.rate_limiters.MinSize(1),
-      signature=[tf.TensorSpec([2], tf.float32)])
+    'sig',
+    reverb.selectors.Uniform(),
+    reverb.selectors.Fifo(),
+    100,
+    reverb.rate_limiters.MinSize(1),
+    signature=[tf.TensorSpec([2], tf.float32)],
+  )
   with reverb.Server([table]) as server:
     client = reverb.Client(f'localhost:{server.port}')
     writer = client.writer(3)

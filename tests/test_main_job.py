@@ -21,9 +21,12 @@ EXAMPLE = os.path.join(ROOT, 'examples', 'dqn_cartpole.py')
 
 def _run(run_dir, *flags):
   result = subprocess.run(
-      [sys.executable, EXAMPLE, '--quick', f'--run_dir={run_dir}', *flags],
-      capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
-      env=default_environment())
+    [sys.executable, EXAMPLE, '--quick', f'--run_dir={run_dir}', *flags],
+    capture_output=True,
+    text=True,
+    timeout=RUN_TIMEOUT_S,
+    env=default_environment(),
+  )
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
   # Quiet: no TensorFlow / absl start-up notices, no Keras warnings we cause.
   assert not noise_lines(result.stderr), result.stderr[-3000:]
@@ -31,8 +34,9 @@ def _run(run_dir, *flags):
     return json.load(f), result.stdout
 
 
-def test_quick_run_moves_data_through_every_stage_and_learns(tmp_path,
-                                                             binary_server):
+def test_quick_run_moves_data_through_every_stage_and_learns(
+  tmp_path, binary_server
+):
   # --quick stops at a mean return of 100 or after 20000 environment steps.
   summary, stdout = _run(tmp_path)
   print(json.dumps(summary, indent=1), stdout[-3000:])  # shown on failure
@@ -48,9 +52,12 @@ def test_quick_run_moves_data_through_every_stage_and_learns(tmp_path,
 
   # The server's checkpoint exists and restores into a fresh server.
   assert summary['checkpoints'], 'no checkpoint was written'
-  server = binary_server(f'--config_file={tmp_path}/server.json', '--port=0',
-                         f'--checkpoint_dir={tmp_path}/checkpoints',
-                         '--checkpoint_on_exit=false')
+  server = binary_server(
+    f'--config_file={tmp_path}/server.json',
+    '--port=0',
+    f'--checkpoint_dir={tmp_path}/checkpoints',
+    '--checkpoint_on_exit=false',
+  )
   info = reverb.Client(server.address).server_info(timeout=30)
   assert info['replay'].current_size > 0
   assert info['replay'].signature is not None
@@ -59,8 +66,9 @@ def test_quick_run_moves_data_through_every_stage_and_learns(tmp_path,
   # --resume continues: the replay table and the episode history carry over.
   # Bounded by new episodes (the actors may take long to start on a loaded
   # machine; a time budget could end the run before they play at all).
-  resumed, stdout = _run(tmp_path, '--resume', '--episodes=10',
-                         '--target_return=1000')
+  resumed, stdout = _run(
+    tmp_path, '--resume', '--episodes=10', '--target_return=1000'
+  )
   assert 'Stopping: 10 episodes were played' in stdout
   assert resumed['episodes'] > summary['episodes']
   assert resumed['env_steps'] > summary['env_steps']

@@ -17,18 +17,28 @@ from test_quiet_output import RUN_TIMEOUT_S
 from test_quiet_output import default_environment
 from test_quiet_output import noise_lines
 
-pytest.importorskip('ray',
-                    reason='Ray is not installed (scripts/setup.sh installs it)')
+pytest.importorskip(
+  'ray', reason='Ray is not installed (scripts/setup.sh installs it)'
+)
 
 EXAMPLE = os.path.join(ROOT, 'examples', 'dqn_cartpole.py')
 
 
 def test_ray_mode_spreads_items_and_samples_over_both_shards(tmp_path):
   result = subprocess.run(
-      [sys.executable, EXAMPLE, '--quick', '--ray', '--shards=2',
-       f'--run_dir={tmp_path}'],
-      capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
-      env=default_environment())
+    [
+      sys.executable,
+      EXAMPLE,
+      '--quick',
+      '--ray',
+      '--shards=2',
+      f'--run_dir={tmp_path}',
+    ],
+    capture_output=True,
+    text=True,
+    timeout=RUN_TIMEOUT_S,
+    env=default_environment(),
+  )
   print(result.stdout[-3000:], result.stderr[-3000:])  # shown on failure
   assert result.returncode == 0
   assert not noise_lines(result.stderr), noise_lines(result.stderr)
@@ -39,7 +49,8 @@ def test_ray_mode_spreads_items_and_samples_over_both_shards(tmp_path):
   assert len(shards) == 2
   for i, shard in enumerate(shards):
     assert f'Shard {i} ({shard["address"]}): {shard["inserted"]} items' in (
-        result.stdout)
+      result.stdout
+    )
     # Both shards take inserts and serve samples (each its own rate limiter).
     assert shard['inserted'] > 500 and shard['sampled'] > 500, shards
   assert sum(s['inserted'] for s in shards) == summary['items_inserted']

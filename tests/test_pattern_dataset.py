@@ -1,5 +1,5 @@
 """PatternDataset: the pattern engine over a tf.data dataset of steps, run by
-the C++ ReverbPatternDataset op (reverb-spec.md §2.10)."""
+the C++ ReverbPatternDataset op (docs/concepts/datasets.md)."""
 
 import numpy as np
 import pytest
@@ -10,26 +10,40 @@ from tf_reverb import pattern_dataset
 
 structured = reverb.structured
 
-STEP = {'obs': np.zeros(2, np.float32), 'done': False, 'id': np.int64(0),
-        'name': b''}
+STEP = {
+  'obs': np.zeros(2, np.float32),
+  'done': False,
+  'id': np.int64(0),
+  'name': b'',
+}
 
 
 def steps(n, episode_length):
   """Steps 0..n-1; every `episode_length`-th step ends an episode."""
   ids = np.arange(n, dtype=np.int64)
-  return tf.data.Dataset.from_tensor_slices({
+  return tf.data.Dataset.from_tensor_slices(
+    {
       'obs': np.stack([ids, -ids], axis=1).astype(np.float32),
       'done': (ids + 1) % episode_length == 0,
       'id': ids,
       'name': [f's{i}'.encode() for i in ids],
-  })
+    }
+  )
 
 
 def window_config(length, **kwargs):
   return structured.create_config(
-      structured.pattern_from_transform(
-          STEP, lambda s: {'obs': s['obs'][-length:], 'id': s['id'][-1],
-                           'name': s['name'][-1]}), 'unused', **kwargs)
+    structured.pattern_from_transform(
+      STEP,
+      lambda s: {
+        'obs': s['obs'][-length:],
+        'id': s['id'][-1],
+        'name': s['name'][-1],
+      },
+    ),
+    'unused',
+    **kwargs,
+  )
 
 
 def is_done(step):
@@ -37,11 +51,15 @@ def is_done(step):
 
 
 def test_windows_respect_episode_boundaries():
-  dataset = reverb.PatternDataset(steps(7, 3), [window_config(2)],
-                                  respect_episode_boundaries=True,
-                                  is_end_of_episode=is_done)
-  assert dataset.element_spec['obs'] == tf.TensorSpec([2, 2], tf.float32,
-                                                      name='obs')
+  dataset = reverb.PatternDataset(
+    steps(7, 3),
+    [window_config(2)],
+    respect_episode_boundaries=True,
+    is_end_of_episode=is_done,
+  )
+  assert dataset.element_spec['obs'] == tf.TensorSpec(
+    [2, 2], tf.float32, name='obs'
+  )
   out = list(dataset.as_numpy_iterator())
   # Episodes [0 1 2] [3 4 5] [6]: windows end at 1, 2, 4, 5.
   assert [int(x['id']) for x in out] == [1, 2, 4, 5]
@@ -50,32 +68,47 @@ def test_windows_respect_episode_boundaries():
 
 
 def test_windows_span_episodes_when_boundaries_are_ignored():
-  dataset = reverb.PatternDataset(steps(5, 3), [window_config(2)],
-                                  respect_episode_boundaries=False,
-                                  is_end_of_episode=is_done)
+  dataset = reverb.PatternDataset(
+    steps(5, 3),
+    [window_config(2)],
+    respect_episode_boundaries=False,
+    is_end_of_episode=is_done,
+  )
   assert [int(x['id']) for x in dataset.as_numpy_iterator()] == [1, 2, 3, 4]
 
 
 def test_end_of_episode_conditions_and_several_configs():
   last = structured.create_config(
-      structured.pattern_from_transform(
-          STEP, lambda s: {'obs': s['obs'][-1:], 'id': s['id'][-1],
-                           'name': s['name'][-1]}), 'unused',
-      conditions=[structured.Condition.is_end_episode()])
-  dataset = reverb.PatternDataset(steps(6, 3), [window_config(3), last],
-                                  respect_episode_boundaries=True,
-                                  is_end_of_episode=is_done)
+    structured.pattern_from_transform(
+      STEP,
+      lambda s: {
+        'obs': s['obs'][-1:],
+        'id': s['id'][-1],
+        'name': s['name'][-1],
+      },
+    ),
+    'unused',
+    conditions=[structured.Condition.is_end_episode()],
+  )
+  dataset = reverb.PatternDataset(
+    steps(6, 3),
+    [window_config(3), last],
+    respect_episode_boundaries=True,
+    is_end_of_episode=is_done,
+  )
   # Leading dims 3 and 1 merge to None.
   assert dataset.element_spec['obs'].shape.as_list() == [None, 2]
-  out = [(int(x['id']), x['obs'].shape[0])
-         for x in dataset.as_numpy_iterator()]
+  out = [(int(x['id']), x['obs'].shape[0]) for x in dataset.as_numpy_iterator()]
   assert out == [(2, 3), (2, 1), (5, 3), (5, 1)]
 
 
 def test_runs_inside_a_training_pipeline():
   dataset = reverb.PatternDataset(
-      steps(40, 10).repeat(), [window_config(4)],
-      respect_episode_boundaries=True, is_end_of_episode=is_done)
+    steps(40, 10).repeat(),
+    [window_config(4)],
+    respect_episode_boundaries=True,
+    is_end_of_episode=is_done,
+  )
   assert dataset.cardinality() == tf.data.INFINITE_CARDINALITY
   batches = dataset.batch(8).prefetch(2)
 
@@ -93,7 +126,8 @@ def test_runs_inside_a_training_pipeline():
 
 def test_pattern_dataset_with_info():
   dataset = pattern_dataset.pattern_dataset_with_info(
-      steps(3, 100), [window_config(2)], True, is_done)
+    steps(3, 100), [window_config(2)], True, is_done
+  )
   sample = next(iter(dataset))
   assert isinstance(sample, reverb.ReplaySample)
   assert sample.info.key.dtype == tf.uint64
@@ -112,10 +146,12 @@ def test_bad_arguments():
   with pytest.raises(ValueError, match='At least one config'):
     reverb.PatternDataset(steps(3, 3), [], True, is_done)
   with pytest.raises(ValueError, match='scalar tf.bool'):
-    reverb.PatternDataset(steps(3, 3), [window_config(2)], True,
-                          lambda s: s['id'])
+    reverb.PatternDataset(
+      steps(3, 3), [window_config(2)], True, lambda s: s['id']
+    )
   bad = structured.Config(flat=[structured.PatternNode(stop=1)], table='t')
   dataset = reverb.PatternDataset(steps(3, 3), [bad], True, is_done)
-  with pytest.raises(tf.errors.InvalidArgumentError,
-                     match='Invalid configuration at position 0'):
+  with pytest.raises(
+    tf.errors.InvalidArgumentError, match='Invalid configuration at position 0'
+  ):
     next(iter(dataset))

@@ -28,16 +28,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROTO_DIR = os.path.join(ROOT, 'tf_reverb', 'proto')
 CHECK_SCRIPT = os.path.join(ROOT, 'tests', 'wheel', 'proto_check.py')
 VENVS_DIR = os.environ.get(
-    'TF_REVERB_PROTO_VENVS', os.path.join(ROOT, '.wheel-build', 'proto-venvs'))
+  'TF_REVERB_PROTO_VENVS', os.path.join(ROOT, '.wheel-build', 'proto-venvs')
+)
 
 # name -> pip requirement. 3.20.3 is TF 2.15's floor, 4.25 the last 4.x
 # (TF 2.15/2.16), 5.x (TF 2.17-2.19), 6.x (TF 2.20/2.21), newest unpinned.
 RUNTIMES: Dict[str, str] = {
-    '3.20.3': 'protobuf==3.20.3',
-    '4.25': 'protobuf==4.25.*',
-    '5': 'protobuf==5.*',
-    '6': 'protobuf==6.*',
-    'newest': 'protobuf',
+  '3.20.3': 'protobuf==3.20.3',
+  '4.25': 'protobuf==4.25.*',
+  '5': 'protobuf==5.*',
+  '6': 'protobuf==6.*',
+  'newest': 'protobuf',
 }
 # The major version each venv must end up with ("newest": 7 or later).
 EXPECTED_MAJOR = {'3.20.3': 3, '4.25': 4, '5': 5, '6': 6, 'newest': 7}
@@ -64,11 +65,24 @@ def runtime_python(name: str) -> str:
     except FileNotFoundError:
       pass
     shutil.rmtree(venv, ignore_errors=True)
-    subprocess.run([sys.executable, '-m', 'venv', '--without-pip', venv],
-                   check=True)
-    subprocess.run([sys.executable, '-m', 'pip', '--python', python, 'install',
-                    '-q', '--disable-pip-version-check', '--no-input',
-                    requirement], check=True)
+    subprocess.run(
+      [sys.executable, '-m', 'venv', '--without-pip', venv], check=True
+    )
+    subprocess.run(
+      [
+        sys.executable,
+        '-m',
+        'pip',
+        '--python',
+        python,
+        'install',
+        '-q',
+        '--disable-pip-version-check',
+        '--no-input',
+        requirement,
+      ],
+      check=True,
+    )
     with open(stamp, 'w') as f:
       f.write(requirement)
   return python
@@ -81,7 +95,8 @@ def proto_package(tmp_path_factory) -> str:
   package.mkdir()
   modules = glob.glob(os.path.join(PROTO_DIR, '*.py'))
   assert any(m.endswith('_pb2.py') for m in modules), (
-      'no generated modules; run setup.generate_protos()')
+    'no generated modules; run setup.generate_protos()'
+  )
   for module in modules:
     shutil.copy(module, package)
   return str(package)
@@ -89,20 +104,29 @@ def proto_package(tmp_path_factory) -> str:
 
 @pytest.mark.parametrize('implementation', ['default', 'python'])
 @pytest.mark.parametrize('runtime', sorted(RUNTIMES))
-def test_pb2_modules_load_and_round_trip(runtime, implementation,
-                                         proto_package, tmp_path):
+def test_pb2_modules_load_and_round_trip(
+  runtime, implementation, proto_package, tmp_path
+):
   python = runtime_python(runtime)
-  env = {k: v for k, v in os.environ.items()
-         if not k.startswith(('PYTHON', 'PROTOCOL_BUFFERS'))}
+  env = {
+    k: v
+    for k, v in os.environ.items()
+    if not k.startswith(('PYTHON', 'PROTOCOL_BUFFERS'))
+  }
   if implementation == 'python':
     env['PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION'] = 'python'
   # From a directory outside the checkout: nothing of tf_reverb is on the path.
-  result = subprocess.run([python, '-s', CHECK_SCRIPT, proto_package],
-                          cwd=tmp_path, env=env, capture_output=True,
-                          text=True)
+  result = subprocess.run(
+    [python, '-s', CHECK_SCRIPT, proto_package],
+    cwd=tmp_path,
+    env=env,
+    capture_output=True,
+    text=True,
+  )
   assert result.returncode == 0, (
-      f'protobuf {runtime} ({implementation}) refused the gencode:\n'
-      f'{result.stdout}\n{result.stderr}')
+    f'protobuf {runtime} ({implementation}) refused the gencode:\n'
+    f'{result.stdout}\n{result.stderr}'
+  )
   report = json.loads(result.stdout.strip().splitlines()[-1])
   assert int(report['protobuf'].split('.')[0]) >= EXPECTED_MAJOR[runtime]
   if runtime != 'newest':
@@ -124,8 +148,9 @@ def test_gencode_has_no_runtime_version_checks():
 
 def test_tf_reverb_does_not_import_grpc_stubs():
   """grpcio is no install requirement: only tests use the _pb2_grpc stubs."""
-  for path in glob.glob(os.path.join(ROOT, 'tf_reverb', '**', '*.py'),
-                        recursive=True):
+  for path in glob.glob(
+    os.path.join(ROOT, 'tf_reverb', '**', '*.py'), recursive=True
+  ):
     if os.path.dirname(path) == PROTO_DIR:
       continue
     with open(path) as f:

@@ -21,12 +21,12 @@ EXAMPLE = os.path.join(ROOT, 'examples', 'dqn_cartpole.py')
 # What TensorFlow 2.16+, its bundled absl and Keras print once per process
 # (or per fit) that is noise to the user of our commands.
 NOISE = (
-    'cpu_feature_guard',
-    'absl::InitializeLog',
-    'oneDNN custom operations',
-    'rebuild TensorFlow with the appropriate compiler flags',
-    '`shuffle=True` was passed',
-    'Your input ran out of data',
+  'cpu_feature_guard',
+  'absl::InitializeLog',
+  'oneDNN custom operations',
+  'rebuild TensorFlow with the appropriate compiler flags',
+  '`shuffle=True` was passed',
+  'Your input ran out of data',
 )
 # absl / TF INFO lines ("I0000 00:00:1796174852.658097 5816 port.cc:153] ...").
 INFO_LINE = re.compile(r'^I\d{4} ')
@@ -37,21 +37,30 @@ RUN_TIMEOUT_S = 1800
 
 def noise_lines(stderr: str) -> List[str]:
   """The lines of `stderr` that are start-up noise."""
-  return [line for line in stderr.splitlines()
-          if INFO_LINE.match(line) or any(n in line for n in NOISE)]
+  return [
+    line
+    for line in stderr.splitlines()
+    if INFO_LINE.match(line) or any(n in line for n in NOISE)
+  ]
 
 
 def default_environment() -> dict:
   """os.environ without the variables the entry points default themselves."""
-  return {k: v for k, v in os.environ.items()
-          if k not in ('TF_CPP_MIN_LOG_LEVEL', 'TF_ENABLE_ONEDNN_OPTS')}
+  return {
+    k: v
+    for k, v in os.environ.items()
+    if k not in ('TF_CPP_MIN_LOG_LEVEL', 'TF_ENABLE_ONEDNN_OPTS')
+  }
 
 
 def run_main_job(run_dir, *flags) -> subprocess.CompletedProcess:
   return subprocess.run(
-      [sys.executable, EXAMPLE, '--quick', f'--run_dir={run_dir}', *flags],
-      capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
-      env=default_environment())
+    [sys.executable, EXAMPLE, '--quick', f'--run_dir={run_dir}', *flags],
+    capture_output=True,
+    text=True,
+    timeout=RUN_TIMEOUT_S,
+    env=default_environment(),
+  )
 
 
 def test_main_job_shows_errors_but_no_noise(tmp_path):
@@ -72,36 +81,50 @@ def test_main_job_shows_errors_but_no_noise(tmp_path):
 
 def test_main_job_keeps_a_users_tf_log_settings(tmp_path):
   # A user's own TF_CPP_MIN_LOG_LEVEL wins: with 0, TF's INFO lines are back.
-  env = dict(default_environment(), TF_CPP_MIN_LOG_LEVEL='0',
-             TF_ENABLE_ONEDNN_OPTS='1')
-  code = (f'import runpy, sys; sys.argv = [{EXAMPLE!r}]; '
-          f'runpy.run_path({EXAMPLE!r}, run_name="not_main"); '
-          'import tensorflow as tf; tf.constant(1.0) + 1')
-  result = subprocess.run([sys.executable, '-c', code], capture_output=True,
-                          text=True, timeout=300, env=env)
+  env = dict(
+    default_environment(), TF_CPP_MIN_LOG_LEVEL='0', TF_ENABLE_ONEDNN_OPTS='1'
+  )
+  code = (
+    f'import runpy, sys; sys.argv = [{EXAMPLE!r}]; '
+    f'runpy.run_path({EXAMPLE!r}, run_name="not_main"); '
+    'import tensorflow as tf; tf.constant(1.0) + 1'
+  )
+  result = subprocess.run(
+    [sys.executable, '-c', code],
+    capture_output=True,
+    text=True,
+    timeout=300,
+    env=env,
+  )
   assert result.returncode == 0, result.stderr
   assert 'oneDNN custom operations are on' in result.stderr
 
 
 def _binary_output(*args, stop=True) -> subprocess.CompletedProcess:
   """Runs a server command; with `stop`, SIGTERMs it once it has started."""
-  process = subprocess.Popen(list(args), stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True,
-                             env=default_environment())
+  process = subprocess.Popen(
+    list(args),
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+    env=default_environment(),
+  )
   lines = []
   for line in process.stderr:  # read line by line: no time-based wait
     lines.append(line)
     if stop and 'event=started' in line:
       process.send_signal(signal.SIGTERM)
   process.wait(timeout=120)
-  return subprocess.CompletedProcess(args, process.returncode,
-                                     process.stdout.read(), ''.join(lines))
+  return subprocess.CompletedProcess(
+    args, process.returncode, process.stdout.read(), ''.join(lines)
+  )
 
 
 def test_server_binary_prints_events_and_errors_only():
-  for command in ([SERVER_BINARY],
-                  [sys.executable, '-m',
-                   'tf_reverb.server_executable.server_main']):
+  for command in (
+    [SERVER_BINARY],
+    [sys.executable, '-m', 'tf_reverb.server_executable.server_main'],
+  ):
     result = _binary_output(*command, '--port=0')
     assert result.returncode == 0, result.stderr
     lines = result.stderr.splitlines()
@@ -111,8 +134,9 @@ def test_server_binary_prints_events_and_errors_only():
     assert all(l.startswith('ts=') and ' component=' in l for l in lines), lines
     assert not noise_lines(result.stderr)
 
-    result = _binary_output(*command, '--port=0', '--config=tables { bogus: 1 }',
-                            stop=False)
+    result = _binary_output(
+      *command, '--port=0', '--config=tables { bogus: 1 }', stop=False
+    )
     assert result.returncode != 0
     assert 'event=error' in result.stderr and 'bogus' in result.stderr
     assert not noise_lines(result.stderr)

@@ -26,7 +26,8 @@ import pytest
 import tf_reverb as reverb
 
 ray = pytest.importorskip(
-    'ray', reason='Ray is not installed (scripts/setup.sh installs it)')
+  'ray', reason='Ray is not installed (scripts/setup.sh installs it)'
+)
 from tf_reverb import ray as reverb_ray  # pylint: disable=g-import-not-at-top
 
 # Hang guards (seconds); no wait below is expected to come near them.
@@ -37,8 +38,9 @@ FLUSH_TIMEOUT_MS = 120_000
 MAX_PROBE_WRITERS = 40
 
 
-def _wait_for(condition: Callable[[], bool], what: str,
-              timeout: float = HANG_GUARD) -> None:
+def _wait_for(
+  condition: Callable[[], bool], what: str, timeout: float = HANG_GUARD
+) -> None:
   """Polls `condition` until true; fails the test after `timeout` seconds."""
   deadline = time.monotonic() + timeout
   while not condition():
@@ -62,9 +64,13 @@ def ray_cluster():
   removed) afterwards."""
   temp_dir = tempfile.mkdtemp(prefix='rt', dir='/tmp')  # short: unix sockets
   os.environ.setdefault('RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO', '0')
-  ray.init(num_cpus=2, include_dashboard=False,
-           object_store_memory=100 * 1024 * 1024, _temp_dir=temp_dir,
-           logging_level='WARNING')
+  ray.init(
+    num_cpus=2,
+    include_dashboard=False,
+    object_store_memory=100 * 1024 * 1024,
+    _temp_dir=temp_dir,
+    logging_level='WARNING',
+  )
   try:
     yield
   finally:
@@ -74,14 +80,23 @@ def ray_cluster():
 
 def _tables():
   return [
-      # What the dataset samples; prioritized so a priority update shows.
-      reverb.Table('replay', reverb.selectors.Prioritized(1.0),
-                   reverb.selectors.Fifo(), 100_000,
-                   reverb.rate_limiters.MinSize(1)),
-      # Every item once more, drained at the end to see where each one is.
-      reverb.Table('ledger', reverb.selectors.Fifo(), reverb.selectors.Fifo(),
-                   100_000, reverb.rate_limiters.MinSize(1),
-                   max_times_sampled=1),
+    # What the dataset samples; prioritized so a priority update shows.
+    reverb.Table(
+      'replay',
+      reverb.selectors.Prioritized(1.0),
+      reverb.selectors.Fifo(),
+      100_000,
+      reverb.rate_limiters.MinSize(1),
+    ),
+    # Every item once more, drained at the end to see where each one is.
+    reverb.Table(
+      'ledger',
+      reverb.selectors.Fifo(),
+      reverb.selectors.Fifo(),
+      100_000,
+      reverb.rate_limiters.MinSize(1),
+      max_times_sampled=1,
+    ),
   ]
 
 
@@ -89,9 +104,12 @@ def _tables():
 def cluster(ray_cluster, tmp_path):
   """A 2-shard ReplayCluster checkpointing under tmp_path."""
   del ray_cluster
-  c = reverb_ray.ReplayCluster(_tables(), num_shards=2,
-                               checkpoint_dir=str(tmp_path / 'checkpoints'),
-                               resources_per_shard={'num_cpus': 0.5})
+  c = reverb_ray.ReplayCluster(
+    _tables(),
+    num_shards=2,
+    checkpoint_dir=str(tmp_path / 'checkpoints'),
+    resources_per_shard={'num_cpus': 0.5},
+  )
   pids = c.shard_pids
   try:
     yield c
@@ -127,9 +145,14 @@ class _Ids:
       return self._next
 
 
-def _writers_on_each_shard(cluster, client, ids: _Ids, per_shard: int,
-                           max_writers: int = MAX_PROBE_WRITERS,
-                           pause: float = 0.0):
+def _writers_on_each_shard(
+  cluster,
+  client,
+  ids: _Ids,
+  per_shard: int,
+  max_writers: int = MAX_PROBE_WRITERS,
+  pause: float = 0.0,
+):
   """Creates writers (each writes and flushes one item) until `per_shard` of
   them stream to each shard; returns ({shard: [writers]}, {id: shard}).
 
@@ -159,8 +182,9 @@ def _writers_on_each_shard(cluster, client, ids: _Ids, per_shard: int,
     else:
       on_shard[shard].append(writer)
   assert all(len(w) >= per_shard for w in on_shard.values()), (
-      f'{max_writers} new writers did not reach every shard: '
-      f'{ {s: len(w) for s, w in on_shard.items()} }')
+    f'{max_writers} new writers did not reach every shard: '
+    f'{ {s: len(w) for s, w in on_shard.items()} }'
+  )
   return on_shard, placed
 
 
@@ -169,23 +193,33 @@ def _drain_ledgers(cluster) -> Dict[int, List[int]]:
   found = {}
   for shard, client in enumerate(cluster.shard_clients()):
     size = client.server_info(60)['ledger'].current_size
-    found[shard] = [
+    found[shard] = (
+      [
         int(sample.data[0][0])
-        for sample in client.sample('ledger', size, emit_timesteps=False,
-                                    timeout=60)
-    ] if size else []
+        for sample in client.sample(
+          'ledger', size, emit_timesteps=False, timeout=60
+        )
+      ]
+      if size
+      else []
+    )
   return found
 
 
 def _dataset(address: str):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   return reverb.TrajectoryDataset(
-      address, 'replay', dtypes={'id': tf.int64},
-      shapes={'id': tf.TensorShape([1])},
-      max_in_flight_samples_per_worker=2, num_workers_per_iterator=4,
-      # New streams often, so round_robin moves them over the shards.
-      max_samples_per_stream=4,
-      rate_limiter_timeout_ms=120_000)  # a hang guard: a stalled dataset ends
+    address,
+    'replay',
+    dtypes={'id': tf.int64},
+    shapes={'id': tf.TensorShape([1])},
+    max_in_flight_samples_per_worker=2,
+    num_workers_per_iterator=4,
+    # New streams often, so round_robin moves them over the shards.
+    max_samples_per_stream=4,
+    rate_limiter_timeout_ms=120_000,
+  )  # a hang guard: a stalled dataset ends
 
 
 def _sampled_ids(iterator, n: int) -> List[int]:
@@ -193,11 +227,17 @@ def _sampled_ids(iterator, n: int) -> List[int]:
 
 
 def test_import_tf_reverb_does_not_import_ray():
-  code = ('import sys, tf_reverb; assert "ray" not in sys.modules, '
-          '"import tf_reverb imported ray"; import tf_reverb.ray; '
-          'assert "ray" in sys.modules')
-  result = subprocess.run([sys.executable, '-c', code], capture_output=True,
-                          text=True, timeout=HANG_GUARD)
+  code = (
+    'import sys, tf_reverb; assert "ray" not in sys.modules, '
+    '"import tf_reverb imported ray"; import tf_reverb.ray; '
+    'assert "ray" in sys.modules'
+  )
+  result = subprocess.run(
+    [sys.executable, '-c', code],
+    capture_output=True,
+    text=True,
+    timeout=HANG_GUARD,
+  )
   assert result.returncode == 0, result.stderr
 
 
@@ -209,21 +249,33 @@ def test_table_configs_are_checked_before_anything_starts():
   with pytest.raises(ValueError, match='repeated'):
     reverb_ray.ReplayCluster(_tables() + _tables(), num_shards=1)
   with pytest.raises(ValueError, match='resources_per_shard'):
-    reverb_ray.ReplayCluster(_tables(), num_shards=1,
-                             resources_per_shard={'cpus': 1})
+    reverb_ray.ReplayCluster(
+      _tables(), num_shards=1, resources_per_shard={'cpus': 1}
+    )
   with pytest.raises(ValueError, match="table 'bad'"):
-    reverb_ray.server_config([{'table_name': 'bad', 'max_size': 0,
-                               'sampler': {'uniform': True},
-                               'remover': {'fifo': True}}])
+    reverb_ray.server_config(
+      [
+        {
+          'table_name': 'bad',
+          'max_size': 0,
+          'sampler': {'uniform': True},
+          'remover': {'fifo': True},
+        }
+      ]
+    )
   with pytest.raises(ValueError, match='Invalid table config'):
     reverb_ray.server_config([{'table_name': 'bad', 'no_such_field': 1}])
 
 
 def test_configs_of_tables_and_dicts_match():
-  table = reverb.Table('t', reverb.selectors.Prioritized(0.8),
-                       reverb.selectors.Fifo(), 123,
-                       reverb.rate_limiters.SampleToInsertRatio(2.0, 10, 5.0),
-                       max_times_sampled=3)
+  table = reverb.Table(
+    't',
+    reverb.selectors.Prioritized(0.8),
+    reverb.selectors.Fifo(),
+    123,
+    reverb.rate_limiters.SampleToInsertRatio(2.0, 10, 5.0),
+    max_times_sampled=3,
+  )
   config = reverb_ray.table_config(table)
   assert config.table_name == 't' and config.max_size == 123
   assert config.max_times_sampled == 3
@@ -231,22 +283,28 @@ def test_configs_of_tables_and_dicts_match():
   assert config.rate_limiter.samples_per_insert == 2.0
   assert config.rate_limiter.min_size_to_sample == 10
   from google.protobuf import json_format  # pylint: disable=g-import-not-at-top
+
   again = reverb_ray.table_config(json_format.MessageToDict(config))
   assert again == config
 
 
 def test_grpc_target():
   assert reverb_ray.grpc_target(['10.0.0.1:5']) == '10.0.0.1:5'
-  assert (reverb_ray.grpc_target(['10.0.0.1:5', '10.0.0.2:6']) ==
-          'ipv4:10.0.0.1:5,10.0.0.2:6')
-  assert (reverb_ray.grpc_target(['[::1]:5', '[fe80::1]:6']) ==
-          'ipv6:[::1]:5,[fe80::1]:6')
+  assert (
+    reverb_ray.grpc_target(['10.0.0.1:5', '10.0.0.2:6'])
+    == 'ipv4:10.0.0.1:5,10.0.0.2:6'
+  )
+  assert (
+    reverb_ray.grpc_target(['[::1]:5', '[fe80::1]:6'])
+    == 'ipv6:[::1]:5,[fe80::1]:6'
+  )
   with pytest.raises(ValueError, match='mix'):
     reverb_ray.grpc_target(['10.0.0.1:5', '[::1]:6'])
 
 
 def test_items_spread_dataset_reads_both_and_priorities_reach_their_shard(
-    cluster):
+  cluster,
+):
   infos = cluster.shard_infos()
   assert len({info['pid'] for info in infos}) == 2
   assert cluster.address == 'ipv4:' + ','.join(cluster.shard_addresses)
@@ -268,8 +326,10 @@ def test_items_spread_dataset_reads_both_and_priorities_reach_their_shard(
   # Priorities: a key of each shard, updated through the sharded client
   # (every shard gets the request; keys unknown to a shard are ignored).
   shard_clients = cluster.shard_clients()
-  keys = [next(c.sample('replay', 1, emit_timesteps=False, timeout=60)).info.key
-          for c in shard_clients]
+  keys = [
+    next(c.sample('replay', 1, emit_timesteps=False, timeout=60)).info.key
+    for c in shard_clients
+  ]
   updates = {keys[0]: 1e6, keys[1]: 5e5}
   client.mutate_priorities('replay', updates=updates)
   for shard, c in enumerate(shard_clients):
@@ -280,9 +340,11 @@ def test_items_spread_dataset_reads_both_and_priorities_reach_their_shard(
     assert not [s for s in samples if s.info.key == keys[1 - shard]]
 
   # Where every item is, then a dataset over the sharded address reads both.
-  where = {item_id: shard
-           for shard, found in _drain_ledgers(cluster).items()
-           for item_id in found}
+  where = {
+    item_id: shard
+    for shard, found in _drain_ledgers(cluster).items()
+    for item_id in found
+  }
   assert len(where) == sum(sizes)
   iterator = iter(_dataset(cluster.address))
   seen: Set[int] = set()
@@ -291,8 +353,10 @@ def test_items_spread_dataset_reads_both_and_priorities_reach_their_shard(
     if seen == {0, 1}:
       break
   assert seen == {0, 1}, 'the dataset sampled only one shard in 500 samples'
-  replay_samples = [info['replay'].rate_limiter_info.sample_stats.completed
-                    for info in cluster.server_info(60)]
+  replay_samples = [
+    info['replay'].rate_limiter_info.sample_stats.completed
+    for info in cluster.server_info(60)
+  ]
   assert all(count > 0 for count in replay_samples), replay_samples
 
 
@@ -310,8 +374,11 @@ class _WriterThread(threading.Thread):
     self.error = None
 
   def count(self, created_from: int) -> int:
-    return sum(1 for created, _ in list(self.confirmed.values())
-               if created >= created_from)
+    return sum(
+      1
+      for created, _ in list(self.confirmed.values())
+      if created >= created_from
+    )
 
   def run(self):
     try:
@@ -335,8 +402,10 @@ def test_killed_shard_restarts_restores_and_takes_traffic(cluster):
   ids = _Ids()
   on_shard, placed = _writers_on_each_shard(cluster, client, ids, per_shard=2)
   phase = [BEFORE_CHECKPOINT]
-  threads = {shard: [_WriterThread(w, ids, phase) for w in writers[:2]]
-             for shard, writers in on_shard.items()}
+  threads = {
+    shard: [_WriterThread(w, ids, phase) for w in writers[:2]]
+    for shard, writers in on_shard.items()
+  }
   all_threads = [t for ts in threads.values() for t in ts]
   for t in all_threads:
     t.start()
@@ -348,14 +417,17 @@ def test_killed_shard_restarts_restores_and_takes_traffic(cluster):
       for t in all_threads:
         assert t.error is None, f'writer failed: {t.error!r}'
       return all(t.count(created_from) >= n for t in all_threads)
+
     return condition
 
   try:
     _wait_for(each_wrote(20, BEFORE_CHECKPOINT), '20 items of every writer')
     phase[0] = AFTER_CHECKPOINT
     cluster.checkpoint()
-    _wait_for(each_wrote(10, AFTER_CHECKPOINT),
-              '10 items of every writer after the checkpoint')
+    _wait_for(
+      each_wrote(10, AFTER_CHECKPOINT),
+      '10 items of every writer after the checkpoint',
+    )
 
     # SIGKILL shard 0's server mid-run.
     killed = cluster.shard_infos()[0]
@@ -364,20 +436,24 @@ def test_killed_shard_restarts_restores_and_takes_traffic(cluster):
     phase[0] = AFTER_KILL
     # Writers keep going (shard 0's ones on a new stream), the dataset keeps
     # producing.
-    _wait_for(each_wrote(10, AFTER_KILL), '10 items of every writer after '
-              'the kill')
+    _wait_for(
+      each_wrote(10, AFTER_KILL), '10 items of every writer after the kill'
+    )
     assert len(_sampled_ids(iterator, 40)) == 40
 
     # Ray restarts the shard; it rebinds its port, so the address holds.
-    _wait_for(lambda: cluster.shard_infos()[0]['pid'] != killed['pid'],
-              'Ray to restart shard 0')
+    _wait_for(
+      lambda: cluster.shard_infos()[0]['pid'] != killed['pid'],
+      'Ray to restart shard 0',
+    )
     restarted = cluster.shard_infos()[0]
     assert restarted['reconstructed']
     assert restarted['actor_pid'] != killed['actor_pid']
     assert cluster.address == address
     phase[0] = AFTER_RESTART
-    _wait_for(each_wrote(5, AFTER_RESTART),
-              '5 items of every writer after the restart')
+    _wait_for(
+      each_wrote(5, AFTER_RESTART), '5 items of every writer after the restart'
+    )
     for t in all_threads:
       t.stop.set()
     for t in all_threads:
@@ -386,19 +462,32 @@ def test_killed_shard_restarts_restores_and_takes_traffic(cluster):
     # It takes traffic again: new writers reach it, the dataset samples it.
     # (HANG_GUARD / 0.2 writers at most: beyond gRPC's 30 s max backoff.)
     on_shard_again, _ = _writers_on_each_shard(
-        cluster, reverb.Client(address), ids, per_shard=1,
-        max_writers=int(HANG_GUARD / 0.2), pause=0.2)
+      cluster,
+      reverb.Client(address),
+      ids,
+      per_shard=1,
+      max_writers=int(HANG_GUARD / 0.2),
+      pause=0.2,
+    )
     for writers in on_shard_again.values():
       for writer in writers:
         writer.close()
-    samples_before = cluster.server_info(60)[0]['replay'].rate_limiter_info \
-        .sample_stats.completed
+    samples_before = cluster.server_info(60)[0][
+      'replay'
+    ].rate_limiter_info.sample_stats.completed
+
     def restarted_shard_sampled():
       _sampled_ids(iterator, 4)
-      return (cluster.server_info(60)[0]['replay'].rate_limiter_info
-              .sample_stats.completed > samples_before)
-    _wait_for(restarted_shard_sampled, 'the dataset to sample the restarted '
-              'shard')
+      return (
+        cluster.server_info(60)[0][
+          'replay'
+        ].rate_limiter_info.sample_stats.completed
+        > samples_before
+      )
+
+    _wait_for(
+      restarted_shard_sampled, 'the dataset to sample the restarted shard'
+    )
   finally:
     for t in all_threads:
       t.stop.set()
@@ -420,16 +509,23 @@ def test_killed_shard_restarts_restores_and_takes_traffic(cluster):
     if confirmed_in == BEFORE_CHECKPOINT or created >= AFTER_KILL:
       assert item_id in present, (item_id, created, confirmed_in)
   # Shard 0's checkpointed items are back on shard 0.
-  restored = [i for t in threads[0] for i, (_, c) in t.confirmed.items()
-              if c == BEFORE_CHECKPOINT]
+  restored = [
+    i
+    for t in threads[0]
+    for i, (_, c) in t.confirmed.items()
+    if c == BEFORE_CHECKPOINT
+  ]
   restored += [i for i, shard in placed.items() if shard == 0]
   assert restored and set(restored) <= set(found[0])
   # Only shard 0's items confirmed between the checkpoint and the kill may
   # be lost (not checkpointed, no replication).
   lost = set(confirmed) - present
-  shard0_window = {i for t in threads[0] for i, (created, c) in
-                   t.confirmed.items()
-                   if c >= AFTER_CHECKPOINT and created < AFTER_KILL}
+  shard0_window = {
+    i
+    for t in threads[0]
+    for i, (created, c) in t.confirmed.items()
+    if c >= AFTER_CHECKPOINT and created < AFTER_KILL
+  }
   assert lost <= shard0_window, sorted(lost - shard0_window)
 
 
@@ -437,10 +533,14 @@ def test_killed_actor_takes_its_server_along_and_is_restarted(cluster):
   client = reverb.Client(cluster.address)
   before = cluster.shard_infos()[1]
   os.kill(before['actor_pid'], signal.SIGKILL)
-  _wait_for(lambda: not _pid_alive(before['pid']),
-            "the server of the killed actor gone (PR_SET_PDEATHSIG)")
-  _wait_for(lambda: cluster.shard_infos()[1]['pid'] != before['pid'],
-            'Ray to restart shard 1')
+  _wait_for(
+    lambda: not _pid_alive(before['pid']),
+    "the server of the killed actor gone (PR_SET_PDEATHSIG)",
+  )
+  _wait_for(
+    lambda: cluster.shard_infos()[1]['pid'] != before['pid'],
+    'Ray to restart shard 1',
+  )
   after = cluster.shard_infos()[1]
   assert after['address'] == before['address']
   # The restarted server answers on the same address.
@@ -456,8 +556,9 @@ NETNS_SUBNET = '10.77.{}.'
 
 
 def _run(*command: str) -> None:
-  subprocess.run(command, check=True, capture_output=True, text=True,
-                 timeout=60)
+  subprocess.run(
+    command, check=True, capture_output=True, text=True, timeout=60
+  )
 
 
 class _Hosts:
@@ -480,8 +581,19 @@ class _Hosts:
       for name, ip in zip(self.names, self.ips):
         _run('ip', 'netns', 'add', name)
         self._created.append(['ip', 'netns', 'del', name])
-        _run('ip', 'link', 'add', name, 'type', 'veth', 'peer', 'name', 'eth0',
-             'netns', name)
+        _run(
+          'ip',
+          'link',
+          'add',
+          name,
+          'type',
+          'veth',
+          'peer',
+          'name',
+          'eth0',
+          'netns',
+          name,
+        )
         self._created.append(['ip', 'link', 'del', name])
         _run('ip', 'link', 'set', name, 'master', self.bridge)
         _run('ip', 'link', 'set', name, 'up')
@@ -501,8 +613,9 @@ class _Hosts:
   def kill_all(self) -> None:
     """SIGKILLs every process left in the namespaces, by pid."""
     for name in self.names:
-      pids = subprocess.run(['ip', 'netns', 'pids', name],
-                            capture_output=True, text=True).stdout.split()
+      pids = subprocess.run(
+        ['ip', 'netns', 'pids', name], capture_output=True, text=True
+      ).stdout.split()
       for pid in pids:
         try:
           os.kill(int(pid), signal.SIGKILL)
@@ -524,8 +637,9 @@ def _namespaces_unavailable() -> str:
   if not shutil.which('ip'):
     return 'the ip command (iproute2) is missing'
   probe = f'trprobe{os.getpid() % 10000}'
-  result = subprocess.run(['ip', 'netns', 'add', probe], capture_output=True,
-                          text=True)
+  result = subprocess.run(
+    ['ip', 'netns', 'add', probe], capture_output=True, text=True
+  )
   if result.returncode != 0:
     return f'ip netns add failed: {result.stderr.strip()}'
   subprocess.run(['ip', 'netns', 'del', probe], capture_output=True)
@@ -594,11 +708,12 @@ class _RemoteCluster:
 
   def _read(self):
     import json  # pylint: disable=g-import-not-at-top
+
     while True:  # Ray may print its own lines too
       line = self._driver.stdout.readline()
       assert line, f'the driver exited: {self._driver.stderr.read()[-3000:]}'
       if line.startswith('ANSWER '):
-        return json.loads(line[len('ANSWER '):])
+        return json.loads(line[len('ANSWER ') :])
 
   def call(self, command: str):
     self._driver.stdin.write(command + '\n')
@@ -623,8 +738,14 @@ class _RemoteCluster:
 def _start_node(hosts: _Hosts, name: str, env, *command: str):
   """`ray start --block ...` in namespace `name`, returned once it reports
   'Ray runtime started' (killed after HANG_GUARD seconds without it)."""
-  node = hosts.popen(name, *command, env=env, stdout=subprocess.PIPE,
-                     stderr=subprocess.STDOUT, text=True)
+  node = hosts.popen(
+    name,
+    *command,
+    env=env,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.STDOUT,
+    text=True,
+  )
   guard = threading.Timer(HANG_GUARD, node.kill)
   guard.start()
   output = []
@@ -638,13 +759,15 @@ def _start_node(hosts: _Hosts, name: str, env, *command: str):
   finally:
     guard.cancel()
   # Keep draining its output so that it never blocks on a full pipe.
-  threading.Thread(target=lambda: [None for _ in node.stdout],
-                   daemon=True).start()
+  threading.Thread(
+    target=lambda: [None for _ in node.stdout], daemon=True
+  ).start()
   return node
 
 
-@pytest.mark.skipif(bool(_namespaces_unavailable()),
-                    reason=_namespaces_unavailable() or 'n/a')
+@pytest.mark.skipif(
+  bool(_namespaces_unavailable()), reason=_namespaces_unavailable() or 'n/a'
+)
 def test_two_hosts_in_network_namespaces(tmp_path):
   ray_bin = os.path.join(os.path.dirname(sys.executable), 'ray')
   hosts = _Hosts()
@@ -653,30 +776,66 @@ def test_two_hosts_in_network_namespaces(tmp_path):
   ray_temp = tempfile.mkdtemp(prefix='rn', dir='/tmp')  # short: unix sockets
   try:
     head, worker = hosts.ips
-    env = dict(os.environ, RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO='0',
-               RAY_SCHEDULER_EVENTS='0')
-    common = ['--block', '--num-cpus=1',
-              '--object-store-memory=' + str(100 * 1024 * 1024),
-              '--resources={"tf_reverb_shard": 1}', '--disable-usage-stats']
+    env = dict(
+      os.environ,
+      RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO='0',
+      RAY_SCHEDULER_EVENTS='0',
+    )
+    common = [
+      '--block',
+      '--num-cpus=1',
+      '--object-store-memory=' + str(100 * 1024 * 1024),
+      '--resources={"tf_reverb_shard": 1}',
+      '--disable-usage-stats',
+    ]
     # The head first, then the worker, each once it says it runs.
-    nodes.append(_start_node(
-        hosts, hosts.names[0], env, ray_bin, 'start', '--head',
-        f'--node-ip-address={head}', '--port=6379', f'--temp-dir={ray_temp}',
-        '--include-dashboard=false', *common))
-    nodes.append(_start_node(
-        hosts, hosts.names[1], env, ray_bin, 'start', f'--address={head}:6379',
-        f'--node-ip-address={worker}', *common))
+    nodes.append(
+      _start_node(
+        hosts,
+        hosts.names[0],
+        env,
+        ray_bin,
+        'start',
+        '--head',
+        f'--node-ip-address={head}',
+        '--port=6379',
+        f'--temp-dir={ray_temp}',
+        '--include-dashboard=false',
+        *common,
+      )
+    )
+    nodes.append(
+      _start_node(
+        hosts,
+        hosts.names[1],
+        env,
+        ray_bin,
+        'start',
+        f'--address={head}:6379',
+        f'--node-ip-address={worker}',
+        *common,
+      )
+    )
     driver = hosts.popen(
-        hosts.names[0], sys.executable, '-c', DRIVER, f'{head}:6379', head,
-        str(tmp_path / 'checkpoints'), env=env, stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+      hosts.names[0],
+      sys.executable,
+      '-c',
+      DRIVER,
+      f'{head}:6379',
+      head,
+      str(tmp_path / 'checkpoints'),
+      env=env,
+      stdin=subprocess.PIPE,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+    )
     cluster = _RemoteCluster(driver)
     # One shard per host, each at its namespace's address.
     assert sorted(i['ip'] for i in cluster.infos) == sorted(hosts.ips)
     client = reverb.Client(cluster.address)  # from the root namespace
     ids = _Ids()
-    on_shard, placed = _writers_on_each_shard(cluster, client, ids,
-                                              per_shard=1)
+    on_shard, placed = _writers_on_each_shard(cluster, client, ids, per_shard=1)
     for writers in on_shard.values():
       for writer in writers:
         for _ in range(5):
@@ -691,8 +850,10 @@ def test_two_hosts_in_network_namespaces(tmp_path):
     # its checkpoint.
     killed = next(i for i in cluster.infos if i['ip'] == worker)
     os.kill(killed['pid'], signal.SIGKILL)
-    _wait_for(lambda: cluster.shard_infos()[killed['index']]['pid'] !=
-              killed['pid'], 'Ray to restart the shard on host b')
+    _wait_for(
+      lambda: cluster.shard_infos()[killed['index']]['pid'] != killed['pid'],
+      'Ray to restart the shard on host b',
+    )
     restarted = cluster.infos[killed['index']]
     assert restarted['address'] == killed['address']
     assert _sizes(cluster, 'ledger')[killed['index']] == sizes[killed['index']]

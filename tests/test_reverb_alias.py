@@ -69,8 +69,14 @@ def _run(tmp_path, code, env_extra=None, extra_path=()):
   env.update(env_extra or {})
   script = tmp_path / 'program.py'
   script.write_text(textwrap.dedent(code))
-  return subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
-                        capture_output=True, text=True, timeout=300)
+  return subprocess.run(
+    [sys.executable, str(script)],
+    cwd=tmp_path,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
 
 
 def _fake_dm_reverb(tmp_path):
@@ -86,8 +92,9 @@ def test_import_reverb_in_parent_and_spawned_child(tmp_path):
   result = _run(tmp_path, _MAIN)
   assert result.returncode == 0, result.stderr
   lines = result.stdout.splitlines()
-  assert ('child tf_reverb tf_reverb.trajectory_writer '
-          'tf_reverb.structured_writer 1') in lines
+  assert (
+    'child tf_reverb tf_reverb.trajectory_writer tf_reverb.structured_writer 1'
+  ) in lines
   assert 'parent sampled 7' in lines
 
 
@@ -176,12 +183,16 @@ def test_refuses_when_dm_reverb_was_already_imported(tmp_path):
   assert result.stdout.split() == ['refused', 'True']
 
 
-@pytest.mark.parametrize('value,expected', [
+@pytest.mark.parametrize(
+  'value,expected',
+  [
     ('1', 'ImportError'),
     ('replace', 'tf_reverb'),
-])
-def test_environment_variable_with_dm_reverb_installed(tmp_path, value,
-                                                       expected):
+  ],
+)
+def test_environment_variable_with_dm_reverb_installed(
+  tmp_path, value, expected
+):
   site = _fake_dm_reverb(tmp_path)
   code = '''
   try:
@@ -191,7 +202,8 @@ def test_environment_variable_with_dm_reverb_installed(tmp_path, value,
   else:
     print(reverb.__name__, True)
   '''
-  result = _run(tmp_path, code, {'TF_REVERB_AS_REVERB': value},
-                extra_path=[site])
+  result = _run(
+    tmp_path, code, {'TF_REVERB_AS_REVERB': value}, extra_path=[site]
+  )
   assert result.returncode == 0, result.stderr
   assert result.stdout.split() == [expected, 'True']

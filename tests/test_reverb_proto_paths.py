@@ -17,12 +17,23 @@ def test_the_cc_paths_are_the_package_s_own_modules():
   from tf_reverb.cc import schema_pb2  # pylint: disable=g-import-not-at-top
   from tf_reverb.cc.checkpointing import checkpoint_pb2  # pylint: disable=g-import-not-at-top
   from tf_reverb.server_executable import reverb_config_pb2  # pylint: disable=g-import-not-at-top
+
   assert schema_pb2 is own_schema_pb2
   assert patterns_pb2 is own_patterns_pb2
   assert checkpoint_pb2 is own_checkpoint_pb2
-  assert reverb_config_pb2.ReverbServerConfig is own_checkpoint_pb2.ReverbServerConfig
-  for name in ('TableInfo', 'KeyDistributionOptions', 'RateLimiterInfo',
-               'ChunkData', 'FlatTrajectory', 'PrioritizedItem', 'SampleInfo'):
+  assert (
+    reverb_config_pb2.ReverbServerConfig
+    is own_checkpoint_pb2.ReverbServerConfig
+  )
+  for name in (
+    'TableInfo',
+    'KeyDistributionOptions',
+    'RateLimiterInfo',
+    'ChunkData',
+    'FlatTrajectory',
+    'PrioritizedItem',
+    'SampleInfo',
+  ):
     assert hasattr(schema_pb2, name), name
   for name in ('PriorityTableCheckpoint', 'RateLimiterCheckpoint'):
     assert hasattr(checkpoint_pb2, name), name
@@ -60,7 +71,13 @@ server.stop()
 
 def test_a_reverb_program_on_reverb_s_proto_paths_runs_unchanged():
   env = dict(os.environ, TF_REVERB_AS_REVERB='1')
-  result = subprocess.run([sys.executable, '-c', PROGRAM], env=env,
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+  result = subprocess.run(
+    [sys.executable, '-c', PROGRAM],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=120,
+    cwd=ROOT,
+  )
   assert result.returncode == 0, result.stderr
   assert result.stdout.split() == ['ok', '1', '0']

@@ -27,8 +27,9 @@ def address(request, binary_server):
 def test_sample_round_trip_of_many_items(address):
   client = reverb.Client(address)
   for i in range(20):
-    client.insert({'x': np.full([3], i, np.int32), 'y': np.float64(i)},
-                  {'my_table': 1.0})
+    client.insert(
+      {'x': np.full([3], i, np.int32), 'y': np.float64(i)}, {'my_table': 1.0}
+    )
   samples = list(client.sample('my_table', 200, emit_timesteps=False))
   assert len(samples) == 200
   for sample in samples:
@@ -62,10 +63,10 @@ def test_unknown_table_raises(address):
 
 def test_sample_on_an_unreachable_server_times_out():
   import portpicker  # pylint: disable=g-import-not-at-top
+
   client = reverb.Client(f'localhost:{portpicker.pick_unused_port()}')
   with pytest.raises(reverb.DeadlineExceededError):
     next(client.sample('my_table', timeout=0.5))
-
 
 
 def test_sample_timeout_against_a_silent_server_does_not_wait_for_the_handshake():
@@ -91,19 +92,26 @@ def test_sample_timeout_against_a_silent_server_does_not_wait_for_the_handshake(
         data = connection.recv(1 << 16)  # the client's HTTP/2 preface, if any
         while data:
           data = connection.recv(1 << 16)
-        pytest.fail('the client gave up on the connection (handshake timeout) '
-                    'before sample() returned')
+        pytest.fail(
+          'the client gave up on the connection (handshake timeout) '
+          'before sample() returned'
+        )
       except BlockingIOError:
         pass  # still connected: the call ended without waiting for gRPC
   finally:
     listener.close()
 
+
 def test_raw_sampler_options_are_validated(server):
   client = reverb.Client(f'localhost:{server.port}')
   core = client._client  # pylint: disable=protected-access
-  for kwargs in [dict(max_samples=0), dict(max_in_flight_samples_per_worker=0),
-                 dict(num_workers=0), dict(max_samples_per_stream=0),
-                 dict(rate_limiter_timeout_ms=-2)]:
+  for kwargs in [
+    dict(max_samples=0),
+    dict(max_in_flight_samples_per_worker=0),
+    dict(num_workers=0),
+    dict(max_samples_per_stream=0),
+    dict(rate_limiter_timeout_ms=-2),
+  ]:
     with pytest.raises(ValueError):
       pybind.new_sampler(core, 'my_table', **kwargs)
 
@@ -112,9 +120,13 @@ def test_raw_sampler_max_samples_then_out_of_range(address):
   client = reverb.Client(address)
   client.insert(np.int32(5), {'my_table': 1.0})
   sampler = pybind.new_sampler(
-      client._client, 'my_table', max_samples=5,  # pylint: disable=protected-access
-      max_in_flight_samples_per_worker=2, num_workers=2,
-      max_samples_per_stream=3)
+    client._client,
+    'my_table',
+    max_samples=5,  # pylint: disable=protected-access
+    max_in_flight_samples_per_worker=2,
+    num_workers=2,
+    max_samples_per_stream=3,
+  )
   for _ in range(5):
     _, columns = sampler.next(10_000)
     assert columns[0].tolist() == [5]
@@ -148,8 +160,12 @@ def test_in_process_server_stop_under_a_running_sampler():
   server = reverb.Server([uniform_table()])
   client = reverb.Client(f'localhost:{server.port}')
   client.insert(np.arange(4, dtype=np.int64), {'my_table': 1.0})
-  sampler = pybind.new_sampler(client._client, 'my_table',  # pylint: disable=protected-access
-                               max_in_flight_samples_per_worker=4, num_workers=2)
+  sampler = pybind.new_sampler(
+    client._client,
+    'my_table',  # pylint: disable=protected-access
+    max_in_flight_samples_per_worker=4,
+    num_workers=2,
+  )
   seen = []
   errors = []
 
@@ -180,10 +196,14 @@ def test_grpc_sampler_survives_a_server_restart(binary_server):
   port = first.port
   client = reverb.Client(first.address)
   client.insert(np.int32(1), {'my_table': 1.0})
-  assert next(client.sample('my_table', emit_timesteps=False,
-                            timeout=60)).data[0].tolist() == [1]
-  sampler = pybind.new_sampler(client._client, 'my_table',  # pylint: disable=protected-access
-                               max_in_flight_samples_per_worker=1)
+  assert next(client.sample('my_table', emit_timesteps=False, timeout=60)).data[
+    0
+  ].tolist() == [1]
+  sampler = pybind.new_sampler(
+    client._client,
+    'my_table',  # pylint: disable=protected-access
+    max_in_flight_samples_per_worker=1,
+  )
   assert sampler.next(60_000)[1][0].tolist() == [1]
   assert first.terminate() == 0
   second = binary_server(f'--port={port}')

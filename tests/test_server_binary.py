@@ -52,17 +52,31 @@ def test_text_config_file_round_trip(binary_server, tmp_path):
   client.insert(np.arange(4), {'replay': 2.0, 'queue': 1.0})
   sample = next(client.sample('replay', emit_timesteps=False))
   assert sample.data[0].tolist() == [[0, 1, 2, 3]]
-  assert next(client.sample('queue', emit_timesteps=False)).info.times_sampled == 1
+  assert (
+    next(client.sample('queue', emit_timesteps=False)).info.times_sampled == 1
+  )
   assert client.server_info()['queue'].current_size == 0
   assert server.terminate(signal.SIGINT) == 0
 
 
 def test_json_config_and_port_flag(binary_server):
-  config = {'port': 1, 'tables': [{
-      'table_name': 'j', 'sampler': {'lifo': True}, 'remover': {'fifo': True},
-      'max_size': 5, 'rate_limiter': {'samples_per_insert': 1,
-                                      'min_size_to_sample': 1,
-                                      'min_diff': -1, 'max_diff': 100}}]}
+  config = {
+    'port': 1,
+    'tables': [
+      {
+        'table_name': 'j',
+        'sampler': {'lifo': True},
+        'remover': {'fifo': True},
+        'max_size': 5,
+        'rate_limiter': {
+          'samples_per_insert': 1,
+          'min_size_to_sample': 1,
+          'min_diff': -1,
+          'max_diff': 100,
+        },
+      }
+    ],
+  }
   server = binary_server(f'--config={json.dumps(config)}', '--port=0')
   assert server.port != 1
   info = reverb.Client(server.address).server_info(timeout=60)
@@ -74,6 +88,7 @@ def test_sigterm_cancels_blocked_clients(binary_server):
   client = reverb.Client(server.address)
   client.server_info(timeout=60)
   import threading  # pylint: disable=g-import-not-at-top
+
   outcome = []
 
   def sample():
@@ -82,10 +97,12 @@ def test_sigterm_cancels_blocked_clients(binary_server):
     import grpc  # pylint: disable=g-import-not-at-top
     from tf_reverb.proto import reverb_service_pb2  # pylint: disable=g-import-not-at-top
     from tf_reverb.proto import reverb_service_pb2_grpc  # pylint: disable=g-import-not-at-top
+
     with grpc.insecure_channel(server.address) as channel:
       stub = reverb_service_pb2_grpc.ReverbServiceStub(channel)
-      request = reverb_service_pb2.SampleStreamRequest(table='my_table',
-                                                       num_samples=1)
+      request = reverb_service_pb2.SampleStreamRequest(
+        table='my_table', num_samples=1
+      )
 
       def requests():
         yield request
@@ -109,20 +126,28 @@ def test_sigterm_cancels_blocked_clients(binary_server):
   assert outcome[0].code().name in ('CANCELLED', 'UNAVAILABLE'), outcome[0]
 
 
-@pytest.mark.parametrize('config, message', [
+@pytest.mark.parametrize(
+  'config, message',
+  [
     ('tables { table_name: "t" max_size: 0 }', 'Table \'t\''),
     ('tables { nonsense: 1 }', 'nonsense'),
-])
+  ],
+)
 def test_bad_config_exits_with_a_clear_error(config, message):
-  result = subprocess.run([SERVER_BINARY, f'--config={config}', '--port=0'],
-                          capture_output=True, text=True, timeout=30)
+  result = subprocess.run(
+    [SERVER_BINARY, f'--config={config}', '--port=0'],
+    capture_output=True,
+    text=True,
+    timeout=30,
+  )
   assert result.returncode != 0
   assert 'event=error' in result.stderr and message in result.stderr
 
 
 def test_help_describes_the_binary_and_its_flags():
-  result = subprocess.run([SERVER_BINARY, '--help'], capture_output=True,
-                          text=True, timeout=30)
+  result = subprocess.run(
+    [SERVER_BINARY, '--help'], capture_output=True, text=True, timeout=30
+  )
   out = result.stdout + result.stderr
   assert 'standalone tf_reverb replay server' in out
   assert '--checkpoint_dir' in out and '--drain_seconds' in out
@@ -134,16 +159,24 @@ def test_console_script_runs_the_binary(tmp_path):
   import shutil  # pylint: disable=g-import-not-at-top
   import sys  # pylint: disable=g-import-not-at-top
   import os  # pylint: disable=g-import-not-at-top
+
   script = shutil.which('reverb_server', path=os.path.dirname(sys.executable))
   assert script, 'reverb_server console script is not installed'
-  result = subprocess.run([script, '--config=tables { table_name: "t" }',
-                           '--port=0'], capture_output=True, text=True, timeout=30)
+  result = subprocess.run(
+    [script, '--config=tables { table_name: "t" }', '--port=0'],
+    capture_output=True,
+    text=True,
+    timeout=30,
+  )
   # The table has no selectors: the binary itself must reject it.
   assert result.returncode != 0 and "Table 't'" in result.stderr
 
 
-def test_client_insert_survives_a_server_restart_on_the_same_port(binary_server):
+def test_client_insert_survives_a_server_restart_on_the_same_port(
+  binary_server,
+):
   import portpicker  # pylint: disable=g-import-not-at-top
+
   port = portpicker.pick_unused_port()
   first = binary_server(f'--port={port}')
   client = reverb.Client(first.address)
@@ -159,11 +192,14 @@ def test_client_insert_survives_a_server_restart_on_the_same_port(binary_server)
 def test_unparsable_requests_are_answered_not_logged(binary_server):
   """A string field that is not UTF-8 gets INVALID_ARGUMENT; no log line each."""
   import grpc  # pylint: disable=g-import-not-at-top
+
   server = binary_server(f'--config={_TEXT_CONFIG}')
   with grpc.insecure_channel(server.address) as channel:
-    reset = channel.unary_unary('/deepmind.reverb.ReverbService/Reset',
-                                request_serializer=lambda b: b,
-                                response_deserializer=lambda b: b)
+    reset = channel.unary_unary(
+      '/deepmind.reverb.ReverbService/Reset',
+      request_serializer=lambda b: b,
+      response_deserializer=lambda b: b,
+    )
     for _ in range(20):
       with pytest.raises(grpc.RpcError) as error:
         reset(b'\x0a\x02\xff\xfe', timeout=60)  # table: two bytes, not UTF-8

@@ -10,7 +10,9 @@ import tf_reverb as reverb
 from conftest import uniform_table
 
 
-@pytest.fixture(params=['localhost', 'ipv4:127.0.0.1'], ids=['in_process', 'grpc'])
+@pytest.fixture(
+  params=['localhost', 'ipv4:127.0.0.1'], ids=['in_process', 'grpc']
+)
 def client(request, server):
   """A client of `server`, through the in-process shortcut or plain gRPC."""
   return reverb.Client(f'{request.param}:{server.port}')
@@ -21,7 +23,9 @@ def test_port_none_picks_a_free_port_and_port_zero_reports_the_bound_one():
     assert server.port > 0
   with reverb.Server([uniform_table()], port=0) as server:
     assert server.port > 0
-    info = reverb.Client(f'ipv4:127.0.0.1:{server.port}').server_info(timeout=60)
+    info = reverb.Client(f'ipv4:127.0.0.1:{server.port}').server_info(
+      timeout=60
+    )
     assert list(info) == ['my_table']
 
 
@@ -40,8 +44,13 @@ def test_stop_is_idempotent_and_repr_names_tables():
 
 
 def test_insert_and_sample_round_trip(client):
-  step = {'obs': np.arange(6, dtype=np.float32).reshape(2, 3), 'reward': 1.5,
-          'done': np.bool_(True), 'id': np.uint64(2**63 + 5), 'name': 'cart'}
+  step = {
+    'obs': np.arange(6, dtype=np.float32).reshape(2, 3),
+    'reward': 1.5,
+    'done': np.bool_(True),
+    'id': np.uint64(2**63 + 5),
+    'name': 'cart',
+  }
   client.insert(step, {'my_table': 2.0})
   sample = next(client.sample('my_table', emit_timesteps=False))
   assert isinstance(sample, reverb.ReplaySample)
@@ -96,8 +105,13 @@ def test_sample_timeout_raises_deadline_exceeded(client):
 
 def test_sample_blocks_until_an_insert_arrives(server, client):
   import threading  # pylint: disable=g-import-not-at-top
-  writer = threading.Timer(0.3, lambda: reverb.Client(
-      f'localhost:{server.port}').insert(42, {'my_table': 1.0}))
+
+  writer = threading.Timer(
+    0.3,
+    lambda: reverb.Client(f'localhost:{server.port}').insert(
+      42, {'my_table': 1.0}
+    ),
+  )
   writer.start()
   sample = next(client.sample('my_table', emit_timesteps=False, timeout=30))
   writer.join()
@@ -125,7 +139,9 @@ def test_mutate_priorities_and_reset(client):
   client.insert(1, {'my_table': 1.0})
   key = next(client.sample('my_table', emit_timesteps=False)).info.key
   client.mutate_priorities('my_table', updates={key: 5.0})
-  assert next(client.sample('my_table', emit_timesteps=False)).info.priority == 5.0
+  assert (
+    next(client.sample('my_table', emit_timesteps=False)).info.priority == 5.0
+  )
   client.mutate_priorities('my_table', deletes=[key])
   assert client.server_info()['my_table'].current_size == 0
   client.insert(2, {'my_table': 1.0})
@@ -140,8 +156,10 @@ def test_max_size_evicts_with_the_remover(client):
     client = reverb.Client(f'ipv4:127.0.0.1:{server.port}')
     for i in range(5):
       client.insert(i, {'small': 1.0})
-    values = {int(s.data[0][0]) for s in client.sample(
-        'small', 20, emit_timesteps=False)}
+    values = {
+      int(s.data[0][0])
+      for s in client.sample('small', 20, emit_timesteps=False)
+    }
     assert values == {3, 4}
 
 
@@ -154,6 +172,7 @@ def test_client_is_picklable_and_has_reverb_repr():
 
 def test_server_info_timeout_on_unreachable_server():
   import portpicker  # pylint: disable=g-import-not-at-top
+
   client = reverb.Client(f'ipv4:127.0.0.1:{portpicker.pick_unused_port()}')
   with pytest.raises(reverb.DeadlineExceededError, match='timeout of 1s'):
     client.server_info(timeout=1)
@@ -163,13 +182,17 @@ def test_stop_cancels_a_blocked_sample():
   # A gRPC sampler retries a stopped server (it may come back, as Reverb's
   # does); the caller's timeout bounds the wait.
   import threading  # pylint: disable=g-import-not-at-top
+
   server = reverb.Server([uniform_table()])
   errors = []
 
   def blocked_sample():
     try:
-      next(reverb.Client(f'ipv4:127.0.0.1:{server.port}').sample(
-          'my_table', timeout=3))
+      next(
+        reverb.Client(f'ipv4:127.0.0.1:{server.port}').sample(
+          'my_table', timeout=3
+        )
+      )
     except reverb.DeadlineExceededError as e:
       errors.append(e)
 
@@ -184,6 +207,7 @@ def test_stop_cancels_a_blocked_sample():
 
 def test_wait_returns_once_another_thread_stops_the_server():
   import threading  # pylint: disable=g-import-not-at-top
+
   server = reverb.Server([uniform_table()])
   stopper = threading.Timer(0.2, server.stop)
   stopper.start()

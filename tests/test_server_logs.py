@@ -40,9 +40,16 @@ def test_json_log_has_the_events_and_nothing_per_item(tmp_path):
   names = [e['event'] for e in events]
   assert names[0] == 'table' and events[0]['name'] == 'my_table'
   started = events[names.index('started')]
-  assert started['port'] == server.port and started['metrics_port'] == server.metrics_port
-  assert started['log_format'] == 'json' and started['checkpoint_dir'] == str(tmp_path)
-  assert isinstance(started['port'], int) and started['checkpoint_on_exit'] is True
+  assert (
+    started['port'] == server.port
+    and started['metrics_port'] == server.metrics_port
+  )
+  assert started['log_format'] == 'json' and started['checkpoint_dir'] == str(
+    tmp_path
+  )
+  assert (
+    isinstance(started['port'], int) and started['checkpoint_on_exit'] is True
+  )
   assert names.count('saved') == 2  # the Checkpoint call and the exit
   assert 'checkpointed' in names and names[-1] == 'stopped'
   error = events[names.index('rpc_error')]
@@ -60,7 +67,9 @@ def test_restart_logs_the_restored_checkpoint(tmp_path):
   assert server.stop() == 0
   again = MetricsServer(f'--checkpoint_dir={tmp_path}')
   assert again.stop() == 0
-  loaded = [l for l in again.lines if 'component=checkpointer event=loaded ' in l]
+  loaded = [
+    l for l in again.lines if 'component=checkpointer event=loaded ' in l
+  ]
   assert len(loaded) == 1 and ' items=5 ' in loaded[0]
   # Text lines: `ts=... component=... event=...`, one per event.
   assert all(l.startswith('ts=') and ' component=' in l for l in again.lines)
@@ -78,15 +87,34 @@ def test_client_summary_reports_open_streams():
   assert server.stop() == 0
   summaries = [e for e in _events(server.lines) if e['event'] == 'clients']
   assert summaries
-  assert any(s['insert_streams'] == 1 and s['client_addresses'] >= 1 for s in summaries)
-  assert all({'sample_streams', 'active_calls', 'calls', 'failed_calls',
-              'errors_not_logged'} <= set(s) for s in summaries)
+  assert any(
+    s['insert_streams'] == 1 and s['client_addresses'] >= 1 for s in summaries
+  )
+  assert all(
+    {
+      'sample_streams',
+      'active_calls',
+      'calls',
+      'failed_calls',
+      'errors_not_logged',
+    }
+    <= set(s)
+    for s in summaries
+  )
 
 
 def test_bad_log_format_is_a_clear_error():
   import subprocess
   from conftest import SERVER_BINARY
-  result = subprocess.run([SERVER_BINARY, '--log_format=xml'], capture_output=True,
-                          text=True, timeout=120)
+
+  result = subprocess.run(
+    [SERVER_BINARY, '--log_format=xml'],
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
   assert result.returncode == 1
-  assert 'event=error' in result.stderr and '--log_format must be text or json' in result.stderr
+  assert (
+    'event=error' in result.stderr
+    and '--log_format must be text or json' in result.stderr
+  )

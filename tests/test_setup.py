@@ -4,7 +4,7 @@ scripts/check_install.py refuses an installation missing a native part.
 
 The broken build is real: TF_REVERB_BAZEL_FLAGS hands Bazel a per-file copt
 that makes GCC include a header that does not exist, so one compile action
-of //server:server_lib fails exactly as a missing header on a new Debian
+of //server/service:service fails exactly as a missing header on a new Debian
 would. The next normal build compiles that one file again.
 """
 
@@ -16,28 +16,37 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MISSING_HEADER = '/nonexistent/tf_reverb_broken_build.h'
 BROKEN_BUILD = dict(
-    os.environ,
-    TF_REVERB_BAZEL_FLAGS=(
-        f'--per_file_copt=server/sample_response\\.cc@-include,{MISSING_HEADER}'))
+  os.environ,
+  TF_REVERB_BAZEL_FLAGS=(
+    f'--per_file_copt=server/service/sample_response\\.cc@-include,{MISSING_HEADER}'
+  ),
+)
 
 
 def _assert_names_the_failure(output):
-  assert 'Compiling server/sample_response.cc failed' in output
-  assert '//server:server_lib' in output
+  assert 'Compiling server/service/sample_response.cc failed' in output
+  assert '//server/service:service' in output
   assert f'fatal error: {MISSING_HEADER}: No such file or directory' in output
   assert 'build/native_build.log' in output
 
 
 def test_a_failed_native_build_fails_the_set_up_with_the_error():
-  result = subprocess.run(['bash', 'scripts/setup.sh'], cwd=ROOT,
-                          env=BROKEN_BUILD, capture_output=True, text=True,
-                          timeout=1800)
+  result = subprocess.run(
+    ['bash', 'scripts/setup.sh'],
+    cwd=ROOT,
+    env=BROKEN_BUILD,
+    capture_output=True,
+    text=True,
+    timeout=1800,
+  )
   output = result.stdout + result.stderr
   assert result.returncode != 0, output
   _assert_names_the_failure(output)
   # The summary comes after Bazel's output, the last thing before set-up stops.
   summary = output.rindex("The Bazel build of tf_reverb's native parts failed")
-  assert summary > output.rindex('Compiling server/sample_response.cc failed: (Exit 1)')
+  assert summary > output.rindex(
+    'Compiling server/service/sample_response.cc failed: (Exit 1)'
+  )
   assert '[setup] FAILED: the native build did not complete' in output
   assert '[setup] ready' not in output
   # Bazel's whole output was kept.
@@ -48,9 +57,24 @@ def test_a_failed_native_build_fails_the_set_up_with_the_error():
 def test_a_failed_native_build_fails_pip_install(tmp_path):
   target = tmp_path / 'site'
   result = subprocess.run(
-      [sys.executable, '-m', 'pip', 'install', '-q', '--no-build-isolation',
-       '--no-deps', '--target', str(target), '.'], cwd=ROOT, env=BROKEN_BUILD,
-      capture_output=True, text=True, timeout=1800)
+    [
+      sys.executable,
+      '-m',
+      'pip',
+      'install',
+      '-q',
+      '--no-build-isolation',
+      '--no-deps',
+      '--target',
+      str(target),
+      '.',
+    ],
+    cwd=ROOT,
+    env=BROKEN_BUILD,
+    capture_output=True,
+    text=True,
+    timeout=1800,
+  )
   output = result.stdout + result.stderr
   assert result.returncode != 0, output
   _assert_names_the_failure(output)
@@ -60,18 +84,29 @@ def test_a_failed_native_build_fails_pip_install(tmp_path):
 def _package_copy(tmp_path):
   """A copy of the installed tf_reverb package (native parts included)."""
   import tf_reverb  # pylint: disable=g-import-not-at-top
+
   copy = tmp_path / 'site'
-  shutil.copytree(os.path.dirname(tf_reverb.__file__), copy / 'tf_reverb',
-                  ignore=shutil.ignore_patterns('__pycache__'))
+  shutil.copytree(
+    os.path.dirname(tf_reverb.__file__),
+    copy / 'tf_reverb',
+    ignore=shutil.ignore_patterns('__pycache__'),
+  )
   shutil.copy(os.path.join(ROOT, 'tf_reverb_as_reverb.py'), copy)
   return copy
 
 
 def _check_install(package_dir):
   return subprocess.run(
-      [sys.executable, os.path.join(ROOT, 'scripts', 'check_install.py'),
-       '--package_dir', str(package_dir)], capture_output=True, text=True,
-      timeout=600)
+    [
+      sys.executable,
+      os.path.join(ROOT, 'scripts', 'check_install.py'),
+      '--package_dir',
+      str(package_dir),
+    ],
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
 
 
 def test_check_install_passes_a_whole_installation(tmp_path):

@@ -40,7 +40,9 @@ def start_shards():
 
 
 def _size(shard: ShardProcess, table: str) -> int:
-  return reverb.Client(shard.address).server_info(timeout=60)[table].current_size
+  return (
+    reverb.Client(shard.address).server_info(timeout=60)[table].current_size
+  )
 
 
 def _drain_queue(shard: ShardProcess) -> List[int]:
@@ -50,8 +52,8 @@ def _drain_queue(shard: ShardProcess) -> List[int]:
   if not n:
     return []
   return [
-      int(np.asarray(sample.data[0]).reshape(-1)[0])  # squeezed or not
-      for sample in client.sample('queue', n, emit_timesteps=False, timeout=60)
+    int(np.asarray(sample.data[0]).reshape(-1)[0])  # squeezed or not
+    for sample in client.sample('queue', n, emit_timesteps=False, timeout=60)
   ]
 
 
@@ -64,9 +66,13 @@ def test_address_forms():
   assert shard_target.to_target('127.0.0.1:1') == '127.0.0.1:1'
   assert shard_target.to_target(['127.0.0.1:1']) == '127.0.0.1:1'
   assert shard_target.to_target(('localhost:1',)) == 'localhost:1'
-  assert (shard_target.to_target(['127.0.0.1:1', 'localhost:2']) ==
-          'ipv4:127.0.0.1:1,127.0.0.1:2')
-  assert shard_target.to_target(['[::1]:1', '[::1]:2']) == 'ipv6:[::1]:1,[::1]:2'
+  assert (
+    shard_target.to_target(['127.0.0.1:1', 'localhost:2'])
+    == 'ipv4:127.0.0.1:1,127.0.0.1:2'
+  )
+  assert (
+    shard_target.to_target(['[::1]:1', '[::1]:2']) == 'ipv6:[::1]:1,[::1]:2'
+  )
   assert shard_target.is_sharded('ipv4:127.0.0.1:1,127.0.0.1:2')
   assert shard_target.is_sharded('dns:///replay.svc:8000')
   assert not shard_target.is_sharded('ipv4:127.0.0.1:1')
@@ -104,6 +110,7 @@ def test_single_address_is_the_unsharded_client(start_shards):
 
 def test_grpc_health_is_served_by_binary_and_in_process_server(start_shards):
   import grpc  # pylint: disable=g-import-not-at-top
+
   (shard,) = start_shards(1)
   server = reverb.Server([reverb.Table.queue('q', 10)], port=0)
   try:
@@ -161,15 +168,20 @@ def test_client_insert_rotates_over_shards(start_shards):
 
 def test_dataset_samples_every_shard_and_survives_a_kill(start_shards):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top,unused-import
+
   shards = start_shards(2)
   for s, shard in enumerate(shards):
     plain = reverb.Client(shard.address)
     for i in range(20):
       plain.insert(np.int64(1000 * s + i), {'replay': 1.0})
   dataset = reverb.TrajectoryDataset(
-      [s.address for s in shards], 'replay', dtypes=(tf.int64,),
-      shapes=(tf.TensorShape([1]),), max_in_flight_samples_per_worker=2,
-      rate_limiter_timeout_ms=120_000)  # a hang guard: a stalled dataset ends
+    [s.address for s in shards],
+    'replay',
+    dtypes=(tf.int64,),
+    shapes=(tf.TensorShape([1]),),
+    max_in_flight_samples_per_worker=2,
+    rate_limiter_timeout_ms=120_000,
+  )  # a hang guard: a stalled dataset ends
   iterator = iter(dataset)
   seen = {int(next(iterator).data[0][0]) // 1000 for _ in range(40)}
   assert seen == {0, 1}
@@ -179,8 +191,13 @@ def test_dataset_samples_every_shard_and_survives_a_kill(start_shards):
   assert after[-40:] == [1] * 40
   # max_samples counts over all shards.
   counted = reverb.TrajectoryDataset(
-      [s.address for s in shards], 'replay', dtypes=(tf.int64,), shapes=(tf.TensorShape([1]),),
-      max_in_flight_samples_per_worker=2, max_samples=7)
+    [s.address for s in shards],
+    'replay',
+    dtypes=(tf.int64,),
+    shapes=(tf.TensorShape([1]),),
+    max_in_flight_samples_per_worker=2,
+    max_samples=7,
+  )
   assert len(list(counted)) == 7
 
 
@@ -190,9 +207,13 @@ def test_max_samples_counts_over_all_shards(start_shards):
     plain = reverb.Client(shard.address)
     for i in range(10):
       plain.insert(np.int64(1000 * s + i), {'replay': 1.0})
-  with reverb.NumpyIterator(ipv4_target(shards), 'replay', batch_size=1,
-                            max_in_flight_samples_per_worker=1,
-                            max_samples=30) as iterator:
+  with reverb.NumpyIterator(
+    ipv4_target(shards),
+    'replay',
+    batch_size=1,
+    max_in_flight_samples_per_worker=1,
+    max_samples=30,
+  ) as iterator:
     batches = list(iterator)
   assert len(batches) == 30
   ids = {int(np.asarray(b.data[0]).reshape(-1)[0]) // 1000 for b in batches}
@@ -212,8 +233,9 @@ def test_priorities_reach_the_right_shard(start_shards):
   sharded = reverb.Client([s.address for s in shards])
   # Raise the top item of shard 1 and delete that of shard 2; shard 0's keys
   # are unknown to the others, which ignore them.
-  sharded.mutate_priorities('heap', updates={keys[1][0]: 50.0, 12345: 3.0},
-                            deletes=[keys[2][0]])
+  sharded.mutate_priorities(
+    'heap', updates={keys[1][0]: 50.0, 12345: 3.0}, deletes=[keys[2][0]]
+  )
   top = [next(c.sample('heap', emit_timesteps=False)) for c in plain]
   assert top[1].info.key == keys[1][0] and top[1].info.priority == 50.0
   assert top[0].info.priority == 1.0
@@ -227,21 +249,24 @@ def test_tf_client_updates_priorities_on_every_shard(start_shards):
   for client in plain:
     client.insert(np.int64(1), {'heap': 1.0})
     client.insert(np.int64(2), {'heap': 1.0})
-  keys = [int(next(c.sample('heap', emit_timesteps=False)).info.key)
-          for c in plain]
+  keys = [
+    int(next(c.sample('heap', emit_timesteps=False)).info.key) for c in plain
+  ]
   tf_client = reverb.TFClient([s.address for s in shards])
-  tf_client.update_priorities('heap', np.array(keys, np.uint64),
-                              np.array([7.0, 9.0]))
+  tf_client.update_priorities(
+    'heap', np.array(keys, np.uint64), np.array([7.0, 9.0])
+  )
   tops = [next(c.sample('heap', emit_timesteps=False)).info for c in plain]
   assert [t.key for t in tops] == keys
   assert [t.priority for t in tops] == [7.0, 9.0]
 
 
 def test_reset_checkpoint_and_server_info_act_on_every_shard(
-    start_shards, tmp_path):
+  start_shards, tmp_path
+):
   shards = [
-      start_shards(1, checkpoint_dir=str(tmp_path / f'shard{i}'))[0]
-      for i in range(2)
+    start_shards(1, checkpoint_dir=str(tmp_path / f'shard{i}'))[0]
+    for i in range(2)
   ]
   sharded = reverb.Client(ipv4_target(shards))
   for s, shard in enumerate(shards):
@@ -269,8 +294,9 @@ def test_reset_checkpoint_and_server_info_act_on_every_shard(
   per_shard = sharded.shard_server_info(timeout=60)
   assert isinstance(per_shard[shards[0].address], RuntimeError)
   assert per_shard[shards[1].address]['replay'].current_size == 1
-  with pytest.raises(RuntimeError, match=f'Reset failed on 1 of 2 shards.*'
-                     f'{shards[0].address}'):
+  with pytest.raises(
+    RuntimeError, match=f'Reset failed on 1 of 2 shards.*{shards[0].address}'
+  ):
     sharded.reset('replay')
   assert _size(shards[1], 'replay') == 0
   with pytest.raises(RuntimeError, match=shards[0].address):
@@ -320,8 +346,12 @@ def test_sigkilled_shard_loses_no_confirmed_item(start_shards):
 
   survivors = _drain_queue(shards[1])
   assert len(survivors) == len(set(survivors)), 'an item stored twice'
-  expected = {item(w, p, i) for w in range(num_writers) for p in (1, 2)
-              for i in range(per_phase)}
+  expected = {
+    item(w, p, i)
+    for w in range(num_writers)
+    for p in (1, 2)
+    for i in range(per_phase)
+  }
   assert set(survivors) == expected
   # New writers land on the live shard only.
   fresh = [client.trajectory_writer(1) for _ in range(6)]
@@ -338,6 +368,7 @@ def _serve_fake_shard(serving: bool):
   counting the ReverbService streams it is offered (it never answers them).
   """
   import grpc  # pylint: disable=g-import-not-at-top
+
   counts = {'watch': 0, 'streams': 0}
   lock = threading.Condition()
   status = b'\x08\x01' if serving else b'\x08\x02'
@@ -366,21 +397,31 @@ def _serve_fake_shard(serving: bool):
 
   identity = lambda x: x
   server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=64))
-  server.add_generic_rpc_handlers((
-      grpc.method_handlers_generic_handler('grpc.health.v1.Health', {
+  server.add_generic_rpc_handlers(
+    (
+      grpc.method_handlers_generic_handler(
+        'grpc.health.v1.Health',
+        {
           'Watch': grpc.unary_stream_rpc_method_handler(
-              watch, request_deserializer=identity,
-              response_serializer=identity),
+            watch, request_deserializer=identity, response_serializer=identity
+          ),
           'Check': grpc.unary_unary_rpc_method_handler(
-              check, request_deserializer=identity,
-              response_serializer=identity),
-      }),
-      grpc.method_handlers_generic_handler('deepmind.reverb.ReverbService', {
+            check, request_deserializer=identity, response_serializer=identity
+          ),
+        },
+      ),
+      grpc.method_handlers_generic_handler(
+        'deepmind.reverb.ReverbService',
+        {
           'InsertStream': grpc.stream_stream_rpc_method_handler(
-              insert_stream, request_deserializer=identity,
-              response_serializer=identity),
-      }),
-  ))
+            insert_stream,
+            request_deserializer=identity,
+            response_serializer=identity,
+          ),
+        },
+      ),
+    )
+  )
   port = server.add_insecure_port('127.0.0.1:0')
   server.start()
   return server, port, counts, lock, stop
@@ -437,6 +478,7 @@ def test_dual_stack_name_is_one_shard(start_shards):
 
 def test_sharded_server_info_timeout_is_deadline_exceeded():
   import portpicker  # pylint: disable=g-import-not-at-top
+
   ports = [portpicker.pick_unused_port() for _ in range(2)]
   client = reverb.Client([f'127.0.0.1:{port}' for port in ports])
   with pytest.raises(reverb.DeadlineExceededError):
@@ -450,6 +492,7 @@ def test_sample_timeout_on_silent_shards_does_not_wait_for_the_warm_up():
   every shard's connection is cancelled with the sampler, so sample(timeout)
   raises before gRPC's handshake gives up on the connections."""
   import socket  # pylint: disable=g-import-not-at-top
+
   listeners = []
   for _ in range(2):
     listener = socket.socket()
@@ -458,7 +501,8 @@ def test_sample_timeout_on_silent_shards_does_not_wait_for_the_warm_up():
     listeners.append(listener)
   try:
     client = reverb.Client(
-        [f'127.0.0.1:{l.getsockname()[1]}' for l in listeners])
+      [f'127.0.0.1:{l.getsockname()[1]}' for l in listeners]
+    )
     with pytest.raises(reverb.DeadlineExceededError):
       next(client.sample('queue', timeout=0.5))
     for listener in listeners:
@@ -470,8 +514,10 @@ def test_sample_timeout_on_silent_shards_does_not_wait_for_the_warm_up():
           data = connection.recv(1 << 16)  # the HTTP/2 preface, if any
           while data:
             data = connection.recv(1 << 16)
-          pytest.fail('the client gave up on a connection (handshake '
-                      'timeout) before sample() returned')
+          pytest.fail(
+            'the client gave up on a connection (handshake '
+            'timeout) before sample() returned'
+          )
         except BlockingIOError:
           pass  # still connected: the call ended without waiting for gRPC
   finally:
@@ -482,6 +528,7 @@ def test_sample_timeout_on_silent_shards_does_not_wait_for_the_warm_up():
 def test_other_entry_points_take_a_list_of_addresses(start_shards):
   """Legacy Writer, StructuredWriter, TFStructuredWriter, TimestepDataset."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   structured = reverb.structured
   shards = start_shards(2)
   addresses = [s.address for s in shards]
@@ -491,16 +538,23 @@ def test_other_entry_points_take_a_list_of_addresses(start_shards):
       writer.append(np.int64(i))
       writer.create_item('queue', 1, 1.0)
   assert [_size(s, 'queue') for s in shards] == [2, 2]
-  assert sorted(_drain_queue(shards[0]) + _drain_queue(shards[1])) == [0, 1, 2, 3]
+  assert sorted(_drain_queue(shards[0]) + _drain_queue(shards[1])) == [
+    0,
+    1,
+    2,
+    3,
+  ]
 
   config = structured.create_config(
-      structured.pattern_from_transform(np.int64(0), lambda x: x[-1]), 'queue')
+    structured.pattern_from_transform(np.int64(0), lambda x: x[-1]), 'queue'
+  )
   writers = [client.structured_writer([config]) for _ in range(2)]
   for i, writer in enumerate(writers):
     writer.append(np.int64(10 + i))
     writer.flush()
-  tf_writers = [reverb.TFStructuredWriter(addresses, [config])
-                for _ in range(2)]
+  tf_writers = [
+    reverb.TFStructuredWriter(addresses, [config]) for _ in range(2)
+  ]
   for i, writer in enumerate(tf_writers):
     writer.append(tf.constant(20 + i, tf.int64))
     writer.flush()
@@ -510,7 +564,11 @@ def test_other_entry_points_take_a_list_of_addresses(start_shards):
   for s, shard in enumerate(shards):
     reverb.Client(shard.address).insert(np.int64(1000 * s), {'replay': 1.0})
   dataset = reverb.TimestepDataset(
-      addresses, 'replay', dtypes=tf.int64, shapes=tf.TensorShape([]),
-      max_in_flight_samples_per_worker=1)
+    addresses,
+    'replay',
+    dtypes=tf.int64,
+    shapes=tf.TensorShape([]),
+    max_in_flight_samples_per_worker=1,
+  )
   seen = {int(x.data) // 1000 for x in dataset.take(40)}
   assert seen == {0, 1}

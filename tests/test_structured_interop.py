@@ -12,14 +12,14 @@ import os
 import subprocess
 import sys
 
-import pytest
 
 import tf_reverb as reverb
 from conftest import DM_PYTHON
 from conftest import requires_dm_reverb
 
-PROGRAM = os.path.join(os.path.dirname(__file__), 'interop',
-                       'dm_reverb_structured.py')
+PROGRAM = os.path.join(
+  os.path.dirname(__file__), 'interop', 'dm_reverb_structured.py'
+)
 
 pytestmark = requires_dm_reverb
 
@@ -44,12 +44,21 @@ def expected_items():
 
 def run_program(python):
   """Runs the program against a fresh server; (items, PatternDataset output)."""
-  table = reverb.Table('my_table', reverb.selectors.Fifo(),
-                       reverb.selectors.Fifo(), 100,
-                       reverb.rate_limiters.MinSize(1), max_times_sampled=1)
+  table = reverb.Table(
+    'my_table',
+    reverb.selectors.Fifo(),
+    reverb.selectors.Fifo(),
+    100,
+    reverb.rate_limiters.MinSize(1),
+    max_times_sampled=1,
+  )
   with reverb.Server([table]) as server:
-    result = subprocess.run([python, PROGRAM, f'localhost:{server.port}'],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+      [python, PROGRAM, f'localhost:{server.port}'],
+      capture_output=True,
+      text=True,
+      timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert 'ALL OK' in result.stdout
     client = reverb.Client(f'localhost:{server.port}')
@@ -58,9 +67,13 @@ def run_program(python):
     for sample in client.sample('my_table', size, emit_timesteps=False):
       a, obs = sample.data  # dm-tree order: 'a', 'obs'
       items.append((int(a), obs.tolist(), sample.info.priority))
-  output = json.loads(next(
-      line for line in result.stdout.splitlines()
-      if line.startswith('PATTERN_DATASET '))[len('PATTERN_DATASET '):])
+  output = json.loads(
+    next(
+      line
+      for line in result.stdout.splitlines()
+      if line.startswith('PATTERN_DATASET ')
+    )[len('PATTERN_DATASET ') :]
+  )
   return items, output
 
 

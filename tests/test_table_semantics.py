@@ -14,8 +14,9 @@ def _serve(*tables):
 
 
 def _values(client, table, n):
-  return [int(s.data[0][0]) for s in client.sample(table, n,
-                                                   emit_timesteps=False)]
+  return [
+    int(s.data[0][0]) for s in client.sample(table, n, emit_timesteps=False)
+  ]
 
 
 def test_queue_blocks_the_insert_that_overflows_until_a_sample():
@@ -43,8 +44,13 @@ def test_stack_samples_newest_first():
 
 
 def test_sample_to_insert_ratio_blocks_inserts_beyond_the_buffer():
-  table = reverb.Table('r', reverb.selectors.Uniform(), reverb.selectors.Fifo(),
-                       100, reverb.rate_limiters.SampleToInsertRatio(1.0, 1, 2.0))
+  table = reverb.Table(
+    'r',
+    reverb.selectors.Uniform(),
+    reverb.selectors.Fifo(),
+    100,
+    reverb.rate_limiters.SampleToInsertRatio(1.0, 1, 2.0),
+  )
   server, client = _serve(table)
   with server:
     for i in range(3):
@@ -61,9 +67,13 @@ def test_sample_to_insert_ratio_blocks_inserts_beyond_the_buffer():
 
 
 def test_prioritized_probabilities_match_the_spec():
-  table = reverb.Table('p', reverb.selectors.Prioritized(0.8),
-                       reverb.selectors.Fifo(), 10,
-                       reverb.rate_limiters.MinSize(1))
+  table = reverb.Table(
+    'p',
+    reverb.selectors.Prioritized(0.8),
+    reverb.selectors.Fifo(),
+    10,
+    reverb.rate_limiters.MinSize(1),
+  )
   server, client = _serve(table)
   with server:
     client.insert(0, {'p': 2.0})
@@ -77,9 +87,13 @@ def test_prioritized_probabilities_match_the_spec():
 
 @pytest.mark.parametrize('address', ['localhost', 'ipv4:127.0.0.1'])
 def test_negative_priority_is_rejected_and_the_table_stays_healthy(address):
-  table = reverb.Table('p', reverb.selectors.Prioritized(1.0),
-                       reverb.selectors.Fifo(), 10,
-                       reverb.rate_limiters.MinSize(1))
+  table = reverb.Table(
+    'p',
+    reverb.selectors.Prioritized(1.0),
+    reverb.selectors.Fifo(),
+    10,
+    reverb.rate_limiters.MinSize(1),
+  )
   with reverb.Server([table]) as server:
     client = reverb.Client(f'{address}:{server.port}')
     with pytest.raises(ValueError, match='Priority must not be negative'):
@@ -89,34 +103,53 @@ def test_negative_priority_is_rejected_and_the_table_stays_healthy(address):
     assert table.info.current_size == 0
     client.insert(1, {'p': 1.0})
     client.insert(2, {'p': 3.0})
-    keys = {int(s.data[0][0]): s.info.key
-            for s in client.sample('p', 50, emit_timesteps=False)}
+    keys = {
+      int(s.data[0][0]): s.info.key
+      for s in client.sample('p', 50, emit_timesteps=False)
+    }
     assert set(keys) == {1, 2}
     # One bad update among good ones: nothing of the request is applied.
     with pytest.raises(ValueError, match='negative'):
-      client.mutate_priorities('p', updates={keys[1]: 5.0, keys[2]: -2.0},
-                               deletes=[keys[2]])
-    priorities = {int(s.data[0][0]): s.info.priority
-                  for s in client.sample('p', 50, emit_timesteps=False)}
+      client.mutate_priorities(
+        'p', updates={keys[1]: 5.0, keys[2]: -2.0}, deletes=[keys[2]]
+      )
+    priorities = {
+      int(s.data[0][0]): s.info.priority
+      for s in client.sample('p', 50, emit_timesteps=False)
+    }
     assert priorities == {1: 1.0, 2: 3.0}
 
 
 def test_non_prioritized_tables_accept_negative_priorities_like_reverb():
-  server, client = _serve(reverb.Table(
-      'u', reverb.selectors.Uniform(), reverb.selectors.Fifo(), 10,
-      reverb.rate_limiters.MinSize(1)))
+  server, client = _serve(
+    reverb.Table(
+      'u',
+      reverb.selectors.Uniform(),
+      reverb.selectors.Fifo(),
+      10,
+      reverb.rate_limiters.MinSize(1),
+    )
+  )
   with server:
     client.insert(0, {'u': -5.0})
     assert next(client.sample('u', emit_timesteps=False)).info.priority == -5.0
 
 
 def test_heaps_pick_extreme_priorities_and_break_ties_by_age():
-  min_table = reverb.Table('min', reverb.selectors.MinHeap(),
-                           reverb.selectors.Fifo(), 10,
-                           reverb.rate_limiters.MinSize(1))
-  max_table = reverb.Table('max', reverb.selectors.MaxHeap(),
-                           reverb.selectors.Fifo(), 10,
-                           reverb.rate_limiters.MinSize(1))
+  min_table = reverb.Table(
+    'min',
+    reverb.selectors.MinHeap(),
+    reverb.selectors.Fifo(),
+    10,
+    reverb.rate_limiters.MinSize(1),
+  )
+  max_table = reverb.Table(
+    'max',
+    reverb.selectors.MaxHeap(),
+    reverb.selectors.Fifo(),
+    10,
+    reverb.rate_limiters.MinSize(1),
+  )
   server, client = _serve(min_table, max_table)
   with server:
     for value, priority in [(0, 2.0), (1, 1.0), (2, 3.0), (3, 1.0)]:
@@ -126,8 +159,14 @@ def test_heaps_pick_extreme_priorities_and_break_ties_by_age():
 
 
 def test_max_times_sampled_deletes_items():
-  table = reverb.Table('t', reverb.selectors.Fifo(), reverb.selectors.Fifo(),
-                       10, reverb.rate_limiters.MinSize(1), max_times_sampled=2)
+  table = reverb.Table(
+    't',
+    reverb.selectors.Fifo(),
+    reverb.selectors.Fifo(),
+    10,
+    reverb.rate_limiters.MinSize(1),
+    max_times_sampled=2,
+  )
   server, client = _serve(table)
   with server:
     client.insert(0, {'t': 1.0})
@@ -140,8 +179,13 @@ def test_max_times_sampled_deletes_items():
 
 
 def test_reinserting_a_key_only_updates_its_priority():
-  table = reverb.Table('t', reverb.selectors.Uniform(), reverb.selectors.Fifo(),
-                       10, reverb.rate_limiters.MinSize(1))
+  table = reverb.Table(
+    't',
+    reverb.selectors.Uniform(),
+    reverb.selectors.Fifo(),
+    10,
+    reverb.rate_limiters.MinSize(1),
+  )
   server, client = _serve(table)
   with server:
     client.insert(0, {'t': 1.0})
@@ -152,10 +196,14 @@ def test_reinserting_a_key_only_updates_its_priority():
 
 
 def test_replace_builds_an_empty_table_with_changed_settings():
-  table = reverb.Table('t', reverb.selectors.Prioritized(0.6),
-                       reverb.selectors.Lifo(), 10,
-                       reverb.rate_limiters.SampleToInsertRatio(2.0, 3, 10.0),
-                       max_times_sampled=3)
+  table = reverb.Table(
+    't',
+    reverb.selectors.Prioritized(0.6),
+    reverb.selectors.Lifo(),
+    10,
+    reverb.rate_limiters.SampleToInsertRatio(2.0, 3, 10.0),
+    max_times_sampled=3,
+  )
   replaced = table.replace(name='t2', max_size=20)
   info = replaced.info
   assert info.name == 't2' and info.max_size == 20
@@ -168,9 +216,13 @@ def test_replace_builds_an_empty_table_with_changed_settings():
 
 
 def test_many_concurrent_writers_samplers_and_updaters():
-  table = reverb.Table('t', reverb.selectors.Prioritized(1.0),
-                       reverb.selectors.Fifo(), 100,
-                       reverb.rate_limiters.MinSize(1))
+  table = reverb.Table(
+    't',
+    reverb.selectors.Prioritized(1.0),
+    reverb.selectors.Fifo(),
+    100,
+    reverb.rate_limiters.MinSize(1),
+  )
   server, _ = _serve(table)
   errors = []
 
@@ -191,8 +243,10 @@ def test_many_concurrent_writers_samplers_and_updaters():
     client.mutate_priorities('t', updates={k: 2.0 for k in keys[:20]})
 
   with server:
-    threads = [threading.Thread(target=run, args=(lambda s=s: writer(s),))
-               for s in range(4)]
+    threads = [
+      threading.Thread(target=run, args=(lambda s=s: writer(s),))
+      for s in range(4)
+    ]
     threads += [threading.Thread(target=run, args=(sampler,)) for _ in range(3)]
     for thread in threads:
       thread.start()

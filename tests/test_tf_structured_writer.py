@@ -10,16 +10,19 @@ import tf_reverb as reverb
 structured = reverb.structured
 
 STEP = {'obs': np.zeros(2, np.float32), 'a': np.int32(0)}
-FIFO_TABLE = ('tables { table_name: "t" sampler { fifo: true } '
-              'remover { fifo: true } max_size: 1000 max_times_sampled: 1 '
-              'rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 '
-              'min_diff: -1e300 max_diff: 1e300 } }')
+FIFO_TABLE = (
+  'tables { table_name: "t" sampler { fifo: true } '
+  'remover { fifo: true } max_size: 1000 max_times_sampled: 1 '
+  'rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 '
+  'min_diff: -1e300 max_diff: 1e300 } }'
+)
 
 
 def window_configs(table='t'):
   """Items of the last 3 observations and the action before the newest."""
   pattern = structured.pattern_from_transform(
-      STEP, lambda s: {'obs': s['obs'][-3:], 'a': s['a'][-2]})
+    STEP, lambda s: {'obs': s['obs'][-3:], 'a': s['a'][-2]}
+  )
   return [structured.create_config(pattern, table)]
 
 
@@ -52,8 +55,11 @@ def test_actor_loop_in_tf_function_writes_to_the_server_binary(binary_server):
   assert items(server.address) == expected
   # Running the graph again continues the open episode (steps 10, 11).
   actor(tf.constant(3))
-  assert items(server.address) == [(11, [10, 11, 0]), (0, [11, 0, 1]),
-                                    (1, [0, 1, 2])]
+  assert items(server.address) == [
+    (11, [10, 11, 0]),
+    (0, [11, 0, 1]),
+    (1, [0, 1, 2]),
+  ]
 
 
 def test_eager_calls_and_errors():
@@ -66,12 +72,15 @@ def test_eager_calls_and_errors():
       reverb.TFStructuredWriter(address, [bad])
     last = structured.pattern_from_transform(STEP, lambda s: [s['a'][-1]])
     writer = reverb.TFStructuredWriter(
-        address, [structured.create_config(last, 'q')])
+      address, [structured.create_config(last, 'q')]
+    )
     writer.append({'obs': np.zeros(2, np.float32), 'a': np.int32(0)})
     writer.append({'obs': np.zeros(2, np.float32), 'a': np.int32(1)})
     # The queue holds one item, so the second waits for room.
     with pytest.raises(tf.errors.DeadlineExceededError):
       writer.flush(timeout_ms=200)
-    with pytest.raises(tf.errors.InvalidArgumentError,
-                       match='Flattened data has an unexpected length'):
+    with pytest.raises(
+      tf.errors.InvalidArgumentError,
+      match='Flattened data has an unexpected length',
+    ):
       writer.append({'a': np.int32(2)})

@@ -50,10 +50,12 @@ def call_guarded(function: Callable[[], Any]) -> Any:
 
 def tls_server(pki, mutual=False, **kwargs) -> reverb.Server:
   return reverb.Server(
-      [uniform_table()],
-      credentials=reverb.ServerCredentials.from_files(
-          pki.server_cert, pki.server_key,
-          pki.ca if mutual else None), **kwargs)
+    [uniform_table()],
+    credentials=reverb.ServerCredentials.from_files(
+      pki.server_cert, pki.server_key, pki.ca if mutual else None
+    ),
+    **kwargs,
+  )
 
 
 def round_trip(client: reverb.Client) -> None:
@@ -65,56 +67,79 @@ def round_trip(client: reverb.Client) -> None:
     writer.flush()
   assert client.server_info()['my_table'].current_size == 2
   sample = next(client.sample('my_table', num_samples=1))
-  np.testing.assert_array_equal(sample[0].data[0], np.arange(3, dtype=np.float32))
+  np.testing.assert_array_equal(
+    sample[0].data[0], np.arange(3, dtype=np.float32)
+  )
 
 
 def test_tls_round_trip_in_process_server(pki):
   with tls_server(pki, host='127.0.0.1') as server:
     client = reverb.Client(
-        f'localhost:{server.port}',
-        credentials=reverb.ChannelCredentials.from_files(pki.ca))
+      f'localhost:{server.port}',
+      credentials=reverb.ChannelCredentials.from_files(pki.ca),
+    )
     round_trip(client)
-    it = reverb.NumpyIterator(f'localhost:{server.port}', 'my_table',
-                              batch_size=2, max_samples=2)
+    it = reverb.NumpyIterator(
+      f'localhost:{server.port}', 'my_table', batch_size=2, max_samples=2
+    )
     batches = list(it)
     assert len(batches) == 1 and batches[0].data[0].shape == (2, 1, 3)
 
 
 def test_mutual_tls_round_trip_binary_server(pki, binary_server):
-  server = binary_server('--port=0', f'--tls_cert_file={pki.server_cert}',
-                         f'--tls_key_file={pki.server_key}',
-                         f'--tls_client_ca_file={pki.ca}')
+  server = binary_server(
+    '--port=0',
+    f'--tls_cert_file={pki.server_cert}',
+    f'--tls_key_file={pki.server_key}',
+    f'--tls_client_ca_file={pki.ca}',
+  )
   assert 'tls=mutual' in ''.join(server.lines)
-  client = reverb.Client(server.address, credentials=reverb.ChannelCredentials(
+  client = reverb.Client(
+    server.address,
+    credentials=reverb.ChannelCredentials(
       root_certificates=pki.read('ca'),
       certificate_chain=pki.read('client_cert'),
-      private_key=pki.read('client_key')))
+      private_key=pki.read('client_key'),
+    ),
+  )
   round_trip(client)
 
 
 @pytest.mark.parametrize('kind', ['no_client_cert', 'client_cert_of_other_ca'])
 def test_mutual_tls_refuses_clients_without_a_trusted_certificate(
-    pki, binary_server, kind):
-  server = binary_server('--port=0', f'--tls_cert_file={pki.server_cert}',
-                         f'--tls_key_file={pki.server_key}',
-                         f'--tls_client_ca_file={pki.ca}')
-  credentials = (reverb.ChannelCredentials.from_files(pki.ca)
-                 if kind == 'no_client_cert' else
-                 reverb.ChannelCredentials.from_files(
-                     pki.ca, pki.other_client_cert, pki.other_client_key))
+  pki, binary_server, kind
+):
+  server = binary_server(
+    '--port=0',
+    f'--tls_cert_file={pki.server_cert}',
+    f'--tls_key_file={pki.server_key}',
+    f'--tls_client_ca_file={pki.ca}',
+  )
+  credentials = (
+    reverb.ChannelCredentials.from_files(pki.ca)
+    if kind == 'no_client_cert'
+    else reverb.ChannelCredentials.from_files(
+      pki.ca, pki.other_client_cert, pki.other_client_key
+    )
+  )
   client = reverb.Client(server.address, credentials=credentials)
   with pytest.raises(errors.TransportSecurityError, match='TLS'):
     call_guarded(lambda: client.insert(np.zeros(2), {'my_table': 1.0}))
-  authorised = reverb.Client(server.address, credentials=reverb.ChannelCredentials.from_files(
-      pki.ca, pki.client_cert, pki.client_key))
+  authorised = reverb.Client(
+    server.address,
+    credentials=reverb.ChannelCredentials.from_files(
+      pki.ca, pki.client_cert, pki.client_key
+    ),
+  )
   assert authorised.server_info()['my_table'].current_size == 0
 
 
 def test_wrong_ca_fails_fast(pki):
   with tls_server(pki) as server:
     client = reverb.Client(
-        f'localhost:{server.port}',
-        credentials=reverb.ChannelCredentials.from_files(pki.other_ca))
+      f'localhost:{server.port}',
+      credentials=reverb.ChannelCredentials.from_files(pki.other_ca),
+    )
     with pytest.raises(errors.TransportSecurityError) as raised:
       call_guarded(lambda: client.server_info())  # no timeout: waits for ready
     assert 'this client uses TLS' in str(raised.value)
@@ -122,8 +147,11 @@ def test_wrong_ca_fails_fast(pki):
 
 
 def test_plaintext_client_against_tls_server_fails_fast(pki, binary_server):
-  server = binary_server('--port=0', f'--tls_cert_file={pki.server_cert}',
-                         f'--tls_key_file={pki.server_key}')
+  server = binary_server(
+    '--port=0',
+    f'--tls_cert_file={pki.server_cert}',
+    f'--tls_key_file={pki.server_key}',
+  )
   client = reverb.Client(server.address)
   with pytest.raises(errors.TransportSecurityError, match='plaintext'):
     call_guarded(lambda: client.server_info())
@@ -135,6 +163,7 @@ def test_plaintext_client_against_tls_server_fails_fast(pki, binary_server):
       writer.append({'x': np.zeros(2)})
       writer.create_item('my_table', 1.0, {'x': writer.history['x'][-1]})
       writer.flush()
+
   with pytest.raises(errors.TransportSecurityError):
     call_guarded(write)
 
@@ -142,25 +171,33 @@ def test_plaintext_client_against_tls_server_fails_fast(pki, binary_server):
 def test_tls_client_against_plaintext_server_fails_fast(pki, binary_server):
   server = binary_server('--port=0')
   client = reverb.Client(
-      server.address, credentials=reverb.ChannelCredentials.from_files(pki.ca))
-  with pytest.raises(errors.TransportSecurityError, match='this client uses TLS'):
+    server.address, credentials=reverb.ChannelCredentials.from_files(pki.ca)
+  )
+  with pytest.raises(
+    errors.TransportSecurityError, match='this client uses TLS'
+  ):
     call_guarded(lambda: client.insert(np.zeros(2), {'my_table': 1.0}))
 
 
 def test_waiting_for_a_tls_server_that_is_not_up_yet_still_times_out(pki):
   import portpicker  # pylint: disable=g-import-not-at-top
+
   client = reverb.Client(
-      f'localhost:{portpicker.pick_unused_port()}',
-      credentials=reverb.ChannelCredentials.from_files(pki.ca))
+    f'localhost:{portpicker.pick_unused_port()}',
+    credentials=reverb.ChannelCredentials.from_files(pki.ca),
+  )
   with pytest.raises(errors.DeadlineExceededError):
     call_guarded(lambda: client.server_info(timeout=1))
 
 
 def test_tf_ops_and_datasets_over_tls_from_the_environment(pki, binary_server):
   """TFClient and TrajectoryDataset in a fresh process, TLS from env vars."""
-  server = binary_server('--port=0', f'--tls_cert_file={pki.server_cert}',
-                         f'--tls_key_file={pki.server_key}',
-                         f'--tls_client_ca_file={pki.ca}')
+  server = binary_server(
+    '--port=0',
+    f'--tls_cert_file={pki.server_cert}',
+    f'--tls_key_file={pki.server_key}',
+    f'--tls_client_ca_file={pki.ca}',
+  )
   code = f'''
 import tensorflow as tf
 import tf_reverb as reverb
@@ -176,11 +213,19 @@ ds = reverb.TrajectoryDataset({server.address!r}, 'my_table', dtypes=(tf.float32
 assert len(list(ds)) == 4
 print('ok')
 '''
-  env = dict(os.environ, TF_REVERB_TLS_ROOT_CA_FILE=pki.ca,
-             TF_REVERB_TLS_CLIENT_CERT_FILE=pki.client_cert,
-             TF_REVERB_TLS_CLIENT_KEY_FILE=pki.client_key)
-  result = subprocess.run([sys.executable, '-c', code], env=env,
-                          capture_output=True, text=True, timeout=300)
+  env = dict(
+    os.environ,
+    TF_REVERB_TLS_ROOT_CA_FILE=pki.ca,
+    TF_REVERB_TLS_CLIENT_CERT_FILE=pki.client_cert,
+    TF_REVERB_TLS_CLIENT_KEY_FILE=pki.client_key,
+  )
+  result = subprocess.run(
+    [sys.executable, '-c', code],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert result.returncode == 0 and 'ok' in result.stdout, result.stderr
 
 
@@ -189,22 +234,36 @@ def test_dataset_with_explicit_credentials_in_process(pki):
   with tls_server(pki, mutual=True, host='127.0.0.1') as server:
     address = f'localhost:{server.port}'
     credentials = reverb.ChannelCredentials.from_files(
-        pki.ca, pki.client_cert, pki.client_key)
+      pki.ca, pki.client_cert, pki.client_key
+    )
     client = reverb.Client(address, credentials=credentials)
     for i in range(3):
       client.insert(np.full(2, i, dtype=np.float32), {'my_table': 1.0})
     ds = reverb.TrajectoryDataset(
-        address, 'my_table', dtypes=(tf.float32,),
-        shapes=(tf.TensorShape([1, 2]),), max_in_flight_samples_per_worker=1,
-        max_samples=3, credentials=credentials)
+      address,
+      'my_table',
+      dtypes=(tf.float32,),
+      shapes=(tf.TensorShape([1, 2]),),
+      max_in_flight_samples_per_worker=1,
+      max_samples=3,
+      credentials=credentials,
+    )
     assert len(list(ds)) == 3
     timesteps = reverb.TimestepDataset(
-        address, 'my_table', dtypes=(tf.float32,), shapes=(tf.TensorShape([2]),),
-        max_in_flight_samples_per_worker=1, max_samples=2)  # registered above
+      address,
+      'my_table',
+      dtypes=(tf.float32,),
+      shapes=(tf.TensorShape([2]),),
+      max_in_flight_samples_per_worker=1,
+      max_samples=2,
+    )  # registered above
     assert len(list(timesteps)) == 2
     tf_client = reverb.TFClient(address, credentials=credentials)
-    tf_client.insert([tf.constant([7.0, 7.0])], tables=tf.constant(['my_table']),
-                     priorities=tf.constant([1.0], dtype=tf.float64))
+    tf_client.insert(
+      [tf.constant([7.0, 7.0])],
+      tables=tf.constant(['my_table']),
+      priorities=tf.constant([1.0], dtype=tf.float64),
+    )
     assert client.server_info()['my_table'].current_size == 4
     assert tf_client.sample('my_table', [tf.float32]).data[0].shape == (2,)
 
@@ -213,24 +272,41 @@ def test_bad_credentials_are_clear_errors(pki, tmp_path):
   with pytest.raises(ValueError, match='cannot read|Cannot read'):
     reverb.ChannelCredentials.from_files(str(tmp_path / 'missing.pem'))
   with pytest.raises(ValueError, match='private key'):
-    reverb.Client('localhost:1', credentials=reverb.ChannelCredentials(
-        root_certificates=pki.read('ca'), certificate_chain=pki.read('client_cert')))
+    reverb.Client(
+      'localhost:1',
+      credentials=reverb.ChannelCredentials(
+        root_certificates=pki.read('ca'),
+        certificate_chain=pki.read('client_cert'),
+      ),
+    )
   with pytest.raises(TypeError, match='ServerCredentials'):
     reverb.Server([uniform_table()], credentials='cert.pem')
   bad = tmp_path / 'bad.pem'
   bad.write_text('not pem')
   with pytest.raises(ValueError, match='PEM'):
-    reverb.Server([uniform_table()], credentials=reverb.ServerCredentials(
-        certificate_chain=bad.read_bytes(), private_key=pki.read('server_key')))
+    reverb.Server(
+      [uniform_table()],
+      credentials=reverb.ServerCredentials(
+        certificate_chain=bad.read_bytes(), private_key=pki.read('server_key')
+      ),
+    )
   result = subprocess.run(
-      [os.path.join(os.path.dirname(reverb.__file__), 'bin', 'reverb_server'),
-       '--port=0', f'--tls_cert_file={pki.server_cert}'],
-      capture_output=True, text=True, timeout=60)
+    [
+      os.path.join(os.path.dirname(reverb.__file__), 'bin', 'reverb_server'),
+      '--port=0',
+      f'--tls_cert_file={pki.server_cert}',
+    ],
+    capture_output=True,
+    text=True,
+    timeout=60,
+  )
   assert result.returncode != 0
   assert 'private key' in result.stderr
 
 
-def test_sharded_target_over_tls_and_token_binary_servers(pki, binary_server, tmp_path):
+def test_sharded_target_over_tls_and_token_binary_servers(
+  pki, binary_server, tmp_path
+):
   """An ipv4: target over two TLS+token reverb_server binaries.
 
   The credentials are registered for the whole target string; writers land
@@ -241,16 +317,31 @@ def test_sharded_target_over_tls_and_token_binary_servers(pki, binary_server, tm
   token_file = tmp_path / 'tokens'
   token_file.write_text('shard-token-5c1e\n')
   shards = [
-      binary_server('--port=0', '--host=127.0.0.1', f'--tls_cert_file={pki.server_cert}',
-                    f'--tls_key_file={pki.server_key}', f'--auth_token_file={token_file}')
-      for _ in range(2)
+    binary_server(
+      '--port=0',
+      '--host=127.0.0.1',
+      f'--tls_cert_file={pki.server_cert}',
+      f'--tls_key_file={pki.server_key}',
+      f'--auth_token_file={token_file}',
+    )
+    for _ in range(2)
   ]
   target = 'ipv4:' + ','.join(s.address for s in shards)
-  credentials = reverb.ChannelCredentials.from_files(pki.ca, server_name='localhost')
-  client = reverb.Client([s.address for s in shards], credentials=credentials,
-                         auth_token='shard-token-5c1e')
+  credentials = reverb.ChannelCredentials.from_files(
+    pki.ca, server_name='localhost'
+  )
+  client = reverb.Client(
+    [s.address for s in shards],
+    credentials=credentials,
+    auth_token='shard-token-5c1e',
+  )
   assert client.sharded and client.server_address == target
-  assert call_guarded(lambda: client.server_info(timeout=60))['my_table'].current_size == 0
+  assert (
+    call_guarded(lambda: client.server_info(timeout=60))[
+      'my_table'
+    ].current_size
+    == 0
+  )
   writers = [client.trajectory_writer(num_keep_alive_refs=1) for _ in range(10)]
   for i, writer in enumerate(writers):
     writer.append({'x': np.full(2, i, dtype=np.float32)})
@@ -259,25 +350,37 @@ def test_sharded_target_over_tls_and_token_binary_servers(pki, binary_server, tm
     writer.flush(timeout_ms=60_000)
     writer.close()
   sizes = [
-      reverb.Client(s.address, credentials=credentials, auth_token='shard-token-5c1e')
-      .server_info(timeout=60)['my_table'].current_size for s in shards
+    reverb.Client(
+      s.address, credentials=credentials, auth_token='shard-token-5c1e'
+    )
+    .server_info(timeout=60)['my_table']
+    .current_size
+    for s in shards
   ]
   assert sum(sizes) == 10 and min(sizes) > 0, sizes
   assert client.server_info(timeout=60)['my_table'].current_size == 10
   per_shard = client.shard_server_info(timeout=60)
-  assert [per_shard[s.address]['my_table'].current_size for s in shards] == sizes
+  assert [
+    per_shard[s.address]['my_table'].current_size for s in shards
+  ] == sizes
 
-  wrong = reverb.Client(target, credentials=credentials, auth_token='wrong-token-9a7b')
+  wrong = reverb.Client(
+    target, credentials=credentials, auth_token='wrong-token-9a7b'
+  )
   with pytest.raises(errors.UnauthenticatedError):
     call_guarded(lambda: wrong.server_info(timeout=60))
   with pytest.raises(errors.UnauthenticatedError):
-    call_guarded(lambda: wrong.insert(np.zeros(2, dtype=np.float32), {'my_table': 1.0}))
+    call_guarded(
+      lambda: wrong.insert(np.zeros(2, dtype=np.float32), {'my_table': 1.0})
+    )
   with pytest.raises(errors.UnauthenticatedError):
     call_guarded(lambda: wrong.reset('my_table'))
 
   # A different target string (same shards, other order) has nothing
   # registered: plaintext, which is a clear mismatch, never a hang.
-  plaintext = reverb.Client('ipv4:' + ','.join(s.address for s in reversed(shards)))
+  plaintext = reverb.Client(
+    'ipv4:' + ','.join(s.address for s in reversed(shards))
+  )
   with pytest.raises(errors.TransportSecurityError):
     call_guarded(lambda: plaintext.server_info())
   with pytest.raises(errors.TransportSecurityError):

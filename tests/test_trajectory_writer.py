@@ -28,10 +28,14 @@ def test_items_over_history_slices_round_trip(client):
   with client.trajectory_writer(num_keep_alive_refs=4) as writer:
     for i in range(4):
       writer.append({'obs': np.full((2,), i, np.int32), 'r': np.float32(i)})
-    writer.create_item('my_table', priority=3.0, trajectory={
+    writer.create_item(
+      'my_table',
+      priority=3.0,
+      trajectory={
         'obs': writer.history['obs'][-3:],
         'r': writer.history['r'][-1],
-    })
+      },
+    )
   assert client.server_info()['my_table'].current_size == 1
   sample = sample_one(client)
   assert sample.info.priority == 3.0
@@ -101,8 +105,10 @@ def test_history_of_bare_value_steps_is_the_one_column(client):
     assert scalar_writer.history[-1].numpy() == 8
     scalar_writer.create_item('my_table', 1.0, scalar_writer.history[-1])
     scalar_writer.flush()
-  samples = {int(s.info.key): s.data for s in client.sample(
-      'my_table', num_samples=20, emit_timesteps=False)}
+  samples = {
+    int(s.info.key): s.data
+    for s in client.sample('my_table', num_samples=20, emit_timesteps=False)
+  }
   datas = {tuple(np.ravel(d[0]).tolist()) for d in samples.values()}
   assert datas == {(1, 10, 2, 20), (8,)}
 
@@ -165,8 +171,9 @@ def test_repeated_flat_step_layouts_map_values_to_their_columns(client):
   writer = client.trajectory_writer(num_keep_alive_refs=8)
 
   def values(step_refs):
-    return {k: None if r is None else int(r.numpy()) for k, r in
-            step_refs.items()}
+    return {
+      k: None if r is None else int(r.numpy()) for k, r in step_refs.items()
+    }
 
   for i in range(2):
     refs = writer.append({'b': np.int32(10 + i), 'a': np.int32(i)})
@@ -183,7 +190,9 @@ def test_repeated_flat_step_layouts_map_values_to_their_columns(client):
   refs = writer.append({'b': np.int32(16), 'a': np.array(6, np.int32)})
   assert values(refs) == {'b': 16, 'a': 6}
   history = writer.history
-  np.testing.assert_array_equal(history['a'][0:7].numpy(), [0, 1, 2, 3, 4, 5, 6])
+  np.testing.assert_array_equal(
+    history['a'][0:7].numpy(), [0, 1, 2, 3, 4, 5, 6]
+  )
   np.testing.assert_array_equal(history['b'][0:5].numpy(), [10, 11, 12, 13, 14])
   assert int(history['b'][6].numpy()) == 16
   assert int(history['c'][3].numpy()) == 23
@@ -217,14 +226,18 @@ def test_partial_steps(client):
   writer = client.trajectory_writer(num_keep_alive_refs=2)
   writer.append({'a': np.int32(5)}, partial_step=True)
   assert writer.episode_steps == 0
-  with pytest.raises(ValueError, match=r"Field \('a',\) has already been set in "
-                     r'the active step.*but got: 5'):
+  with pytest.raises(
+    ValueError,
+    match=r"Field \('a',\) has already been set in "
+    r'the active step.*but got: 5',
+  ):
     writer.append({'a': np.int32(5)}, partial_step=True)
   writer.append({'b': np.float32(1)})
   assert writer.episode_steps == 1
   assert len(writer.history['a']) == 1 and len(writer.history['b']) == 1
-  writer.create_item('my_table', 1.0, (writer.history['a'][-1],
-                                       writer.history['b'][-1]))
+  writer.create_item(
+    'my_table', 1.0, (writer.history['a'][-1], writer.history['b'][-1])
+  )
   writer.flush()
   a, b = sample_one(client).data
   assert int(a) == 5 and float(b) == 1.0
@@ -233,11 +246,17 @@ def test_partial_steps(client):
 def test_dtype_and_shape_errors_name_the_column(client):
   writer = client.trajectory_writer(num_keep_alive_refs=2)
   writer.append({'a': np.int32(1), 'b': np.zeros(2, np.float32)})
-  with pytest.raises(ValueError, match=r"wrong dtype provided for column \('a',\)"
-                     '. Got float but expected int32'):
+  with pytest.raises(
+    ValueError,
+    match=r"wrong dtype provided for column \('a',\)"
+    '. Got float but expected int32',
+  ):
     writer.append({'a': np.float32(1), 'b': np.zeros(2, np.float32)})
-  with pytest.raises(ValueError, match=r"incompatible shape provided for column "
-                     r"\('b',\)"):
+  with pytest.raises(
+    ValueError,
+    match=r"incompatible shape provided for column "
+    r"\('b',\)",
+  ):
     writer.append({'a': np.int32(1), 'b': np.zeros(3, np.float32)})
   assert writer.episode_steps == 1
 
@@ -251,8 +270,9 @@ def test_create_item_argument_errors(client):
     writer.create_item('my_table', 1.0, [])
   with pytest.raises(ValueError, match='NaN'):
     writer.create_item('my_table', float('nan'), writer.history[0][-1])
-  with pytest.raises(ValueError, match="table 'nope' since the table could not "
-                     'be found'):
+  with pytest.raises(
+    ValueError, match="table 'nope' since the table could not be found"
+  ):
     writer.create_item('nope', 1.0, writer.history[0][-1])
 
 
@@ -269,23 +289,35 @@ def test_validate_items_false_makes_unknown_table_sticky(client):
 def test_signature_validation():
   tf = pytest.importorskip('tensorflow')
   table = reverb.Table(
-      'sig', reverb.selectors.Uniform(), reverb.selectors.Fifo(), 100,
-      reverb.rate_limiters.MinSize(1),
-      signature={'obs': tf.TensorSpec([None, 2], tf.float32),
-                 'r': tf.TensorSpec([], tf.int64)})
+    'sig',
+    reverb.selectors.Uniform(),
+    reverb.selectors.Fifo(),
+    100,
+    reverb.rate_limiters.MinSize(1),
+    signature={
+      'obs': tf.TensorSpec([None, 2], tf.float32),
+      'r': tf.TensorSpec([], tf.int64),
+    },
+  )
   with reverb.Server([table]) as server:
     client = reverb.Client(f'localhost:{server.port}')
     writer = client.trajectory_writer(num_keep_alive_refs=3)
     for i in range(3):
       writer.append({'obs': np.zeros(2, np.float32), 'r': np.int64(i)})
     history = writer.history
-    writer.create_item('sig', 1.0, {'obs': history['obs'][-2:],
-                                    'r': history['r'][-1]})
-    with pytest.raises(ValueError, match='inconsistent with the table signature'):
-      writer.create_item('sig', 1.0, {'obs': history['obs'][-2:],
-                                      'r': history['r'][-2:]})
+    writer.create_item(
+      'sig', 1.0, {'obs': history['obs'][-2:], 'r': history['r'][-1]}
+    )
+    with pytest.raises(
+      ValueError, match='inconsistent with the table signature'
+    ):
+      writer.create_item(
+        'sig', 1.0, {'obs': history['obs'][-2:], 'r': history['r'][-2:]}
+      )
     with pytest.raises(ValueError, match='1 columns but the signature has 2'):
-      writer.create_item('sig', 1.0, [history['obs'][-2:], history['r'][-1]][:1])
+      writer.create_item(
+        'sig', 1.0, [history['obs'][-2:], history['r'][-1]][:1]
+      )
     writer.flush()
     assert client.server_info()['sig'].current_size == 1
 
@@ -298,9 +330,11 @@ def test_flush_timeout_and_block_until_num_items():
       writer.append([np.int32(i)])
       writer.create_item('queue', 1.0, writer.history[0][-1])
     writer.flush(block_until_num_items=1)  # the first item was inserted
-    with pytest.raises(reverb.DeadlineExceededError,
-                       match='Flush call did not complete within provided '
-                       'timeout of 0:00:00.200000'):
+    with pytest.raises(
+      reverb.DeadlineExceededError,
+      match='Flush call did not complete within provided '
+      'timeout of 0:00:00.200000',
+    ):
       writer.flush(timeout_ms=200)
     with pytest.raises(ValueError):
       writer.flush(block_until_num_items=-1)
@@ -341,8 +375,9 @@ def test_end_episode_timeout_resets_nothing():
     for i in range(2):
       writer.append([np.int32(i)])
       writer.create_item('queue', 1.0, writer.history[0][-1])
-    with pytest.raises(reverb.DeadlineExceededError,
-                       match='End episode call did not complete'):
+    with pytest.raises(
+      reverb.DeadlineExceededError, match='End episode call did not complete'
+    ):
       writer.end_episode(timeout_ms=0)
     assert writer.episode_steps == 2
     assert len(writer.history[0]) == 2
@@ -372,8 +407,13 @@ def test_configure(client):
 
 def test_inputs_numpy_scalars_strings_and_nests(client):
   writer = client.trajectory_writer(num_keep_alive_refs=1)
-  step = {'f': 1.5, 'i': 3, 'b': True, 's': 'hello',
-          'nested': (np.arange(3, dtype=np.int16), [np.uint8(9)])}
+  step = {
+    'f': 1.5,
+    'i': 3,
+    'b': True,
+    's': 'hello',
+    'nested': (np.arange(3, dtype=np.int16), [np.uint8(9)]),
+  }
   writer.append(step)
   writer.create_item('my_table', 1.0, tree_map_last(writer.history))
   writer.flush()
@@ -389,6 +429,7 @@ def test_inputs_numpy_scalars_strings_and_nests(client):
 
 def tree_map_last(history):
   import tree  # pylint: disable=g-import-not-at-top
+
   return tree.map_structure(lambda h: h[-1], history)
 
 
@@ -397,8 +438,9 @@ def test_eager_tf_tensors(client):
   writer = client.trajectory_writer(num_keep_alive_refs=2)
   writer.append({'x': tf.constant([1.0, 2.0]), 'y': tf.constant(4, tf.int64)})
   writer.append({'x': tf.constant([3.0, 4.0]), 'y': tf.constant(5, tf.int64)})
-  writer.create_item('my_table', 1.0, {'x': writer.history['x'][:],
-                                       'y': writer.history['y'][-1]})
+  writer.create_item(
+    'my_table', 1.0, {'x': writer.history['x'][:], 'y': writer.history['y'][-1]}
+  )
   writer.flush()
   x, y = sample_one(client).data
   np.testing.assert_array_equal(x, [[1, 2], [3, 4]])
@@ -445,8 +487,10 @@ def test_keeps_working_across_server_restart_without_duplicates():
       writer.create_item('my_table', 1.0, writer.history[0][-1])
     writer.flush(timeout_ms=30000)
     assert client.server_info()['my_table'].current_size == 2
-    values = {int(s.data[0]) for s in client.sample('my_table', 50,
-                                                    emit_timesteps=False)}
+    values = {
+      int(s.data[0])
+      for s in client.sample('my_table', 50, emit_timesteps=False)
+    }
     assert values == {3, 4}
   finally:
     server.stop()
@@ -454,14 +498,15 @@ def test_keeps_working_across_server_restart_without_duplicates():
 
 def test_import_does_not_load_tensorflow():
   run_python(
-      'import sys, numpy as np, tf_reverb as reverb\n'
-      'from tests.conftest import uniform_table\n'
-      's = reverb.Server([uniform_table()])\n'
-      'c = reverb.Client(f"localhost:{s.port}")\n'
-      'with c.trajectory_writer(2) as w:\n'
-      '  w.append({"a": np.int32(1)})\n'
-      '  w.create_item("my_table", 1.0, w.history["a"][-1])\n'
-      'assert "tensorflow" not in sys.modules\n')
+    'import sys, numpy as np, tf_reverb as reverb\n'
+    'from tests.conftest import uniform_table\n'
+    's = reverb.Server([uniform_table()])\n'
+    'c = reverb.Client(f"localhost:{s.port}")\n'
+    'with c.trajectory_writer(2) as w:\n'
+    '  w.append({"a": np.int32(1)})\n'
+    '  w.create_item("my_table", 1.0, w.history["a"][-1])\n'
+    'assert "tensorflow" not in sys.modules\n'
+  )
 
 
 @pytest.mark.parametrize('num_keep_alive_refs', [1, 5, 50])
@@ -476,13 +521,18 @@ def test_each_item_reaches_the_table_before_the_next_step(num_keep_alive_refs):
       writer.append({'obs': np.full(4, i, np.float32), 'step': np.int64(i)})
       if writer.episode_steps < length:
         continue
-      writer.create_item('q', 1.0, {
+      writer.create_item(
+        'q',
+        1.0,
+        {
           'obs': writer.history['obs'][-length:],
           'step': writer.history['step'][-1],
-      })
+        },
+      )
       # The timeout only bounds a failure: without the item the queue is empty.
       sample = next(client.sample('q', emit_timesteps=False, timeout=60))
       assert int(sample.data[1]) == i
-      np.testing.assert_array_equal(sample.data[0][:, 0],
-                                    np.arange(i - length + 1, i + 1))
+      np.testing.assert_array_equal(
+        sample.data[0][:, 0], np.arange(i - length + 1, i + 1)
+      )
     writer.close()

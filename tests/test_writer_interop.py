@@ -12,7 +12,6 @@ import subprocess
 import grpc
 import numpy as np
 import portpicker
-import pytest
 
 import tf_reverb as reverb
 from tests.conftest import DM_PYTHON
@@ -32,8 +31,9 @@ TABLES = ('my_table', 'legacy', 'frames')
 
 def frame(step: int) -> np.ndarray:
   """An Atari-like 84x84 frame (compressible: zstd on our servers)."""
-  return ((np.arange(84 * 84, dtype=np.int64).reshape(84, 84) // 84 + 3 * step)
-          % 256).astype(np.uint8)
+  return (
+    (np.arange(84 * 84, dtype=np.int64).reshape(84, 84) // 84 + 3 * step) % 256
+  ).astype(np.uint8)
 
 
 def write_frames(client: reverb.Client) -> None:
@@ -47,10 +47,14 @@ def write_frames(client: reverb.Client) -> None:
     for step in range(12):
       writer.append({'frame': frame(step), 'step': np.int32(step)})
       if step == 1 or step == 11:
-        writer.create_item('frames', priority=1.0, trajectory={
+        writer.create_item(
+          'frames',
+          priority=1.0,
+          trajectory={
             'frame': writer.history['frame'][-2:],
             'step': writer.history['step'][-2:],
-        })
+          },
+        )
         writer.flush()
 
 
@@ -58,13 +62,22 @@ def write_items(client: reverb.Client) -> None:
   """The items tests/interop/dm_reverb_read_ours.py expects."""
   with client.trajectory_writer(num_keep_alive_refs=4) as writer:
     for i in range(4):
-      writer.append({'obs': np.full((2,), i, np.int32), 'r': np.float32(i),
-                     'text': f'step{i}'})
-    writer.create_item('my_table', priority=3.0, trajectory={
+      writer.append(
+        {
+          'obs': np.full((2,), i, np.int32),
+          'r': np.float32(i),
+          'text': f'step{i}',
+        }
+      )
+    writer.create_item(
+      'my_table',
+      priority=3.0,
+      trajectory={
         'obs': writer.history['obs'][-3:],
         'r': writer.history['r'][-1],
         'text': writer.history['text'][-1],
-    })
+      },
+    )
   with client.writer(max_sequence_length=3, delta_encoded=True) as writer:
     for t in range(3):
       writer.append([np.array([10, 13, 16], np.int32) * (t + 1), np.float32(t)])
@@ -77,12 +90,14 @@ def sampled_compressions(address: str, announce_zstd: bool) -> set:
   metadata = [('x-tf-reverb-codecs', 'zstd')] if announce_zstd else []
   with grpc.insecure_channel(address) as channel:
     stub = reverb_service_pb2_grpc.ReverbServiceStub(channel)
-    request = reverb_service_pb2.SampleStreamRequest(table='frames',
-                                                     num_samples=20)
+    request = reverb_service_pb2.SampleStreamRequest(
+      table='frames', num_samples=20
+    )
     request.rate_limiter_timeout.milliseconds = 10000
     seen, items = set(), 0
-    for response in stub.SampleStream(iter([request]), metadata=metadata,
-                                      timeout=60):
+    for response in stub.SampleStream(
+      iter([request]), metadata=metadata, timeout=60
+    ):
       for entry in response.entries:
         seen.update(chunk.compression for chunk in entry.data)
         items += entry.end_of_sequence
@@ -93,8 +108,11 @@ def sampled_compressions(address: str, announce_zstd: bool) -> set:
 
 def run_dm_reader(address: str) -> None:
   result = subprocess.run(
-      [DM_PYTHON, os.path.join(INTEROP, 'dm_reverb_read_ours.py'), address],
-      capture_output=True, text=True, timeout=300)
+    [DM_PYTHON, os.path.join(INTEROP, 'dm_reverb_read_ours.py'), address],
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert result.returncode == 0, result.stdout + result.stderr
   assert 'ALL OK' in result.stdout
 
@@ -122,8 +140,15 @@ def test_zstd_disabled_by_environment_on_our_server(monkeypatch):
 def test_our_writers_against_a_dm_reverb_server():
   port = portpicker.pick_unused_port()
   process = subprocess.Popen(
-      [DM_PYTHON, os.path.join(INTEROP, 'dm_reverb_server_two_tables.py'),
-       str(port)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    [
+      DM_PYTHON,
+      os.path.join(INTEROP, 'dm_reverb_server_two_tables.py'),
+      str(port),
+    ],
+    stdout=subprocess.PIPE,
+    stderr=subprocess.DEVNULL,
+    text=True,
+  )
   try:
     assert process.stdout.readline().strip() == 'serving'
     client = reverb.Client(f'localhost:{port}')

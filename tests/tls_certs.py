@@ -13,6 +13,7 @@ import subprocess
 @dataclasses.dataclass(frozen=True)
 class Pki:
   """Paths of the PEM files ``make_pki`` wrote."""
+
   ca: str
   server_cert: str
   server_key: str
@@ -29,34 +30,85 @@ class Pki:
 
 
 def _openssl(*args: str) -> None:
-  subprocess.run(['openssl', *args], check=True, capture_output=True,
-                 timeout=60)
+  subprocess.run(
+    ['openssl', *args], check=True, capture_output=True, timeout=60
+  )
 
 
 def _ca(directory: str, name: str) -> tuple:
-  key, cert = (os.path.join(directory, f'{name}.key'),
-               os.path.join(directory, f'{name}.pem'))
-  _openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt',
-           'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out',
-           cert, '-days', '2', '-subj', f'/CN={name}', '-addext',
-           'basicConstraints=critical,CA:TRUE', '-addext',
-           'keyUsage=critical,keyCertSign,cRLSign')
+  key, cert = (
+    os.path.join(directory, f'{name}.key'),
+    os.path.join(directory, f'{name}.pem'),
+  )
+  _openssl(
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-keyout',
+    key,
+    '-out',
+    cert,
+    '-days',
+    '2',
+    '-subj',
+    f'/CN={name}',
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign',
+  )
   return key, cert
 
 
-def _leaf(directory: str, name: str, ca_key: str, ca_cert: str,
-          usage: str) -> tuple:
-  key, csr, cert, ext = (os.path.join(directory, f'{name}{suffix}')
-                         for suffix in ('.key', '.csr', '.pem', '.ext'))
+def _leaf(
+  directory: str, name: str, ca_key: str, ca_cert: str, usage: str
+) -> tuple:
+  key, csr, cert, ext = (
+    os.path.join(directory, f'{name}{suffix}')
+    for suffix in ('.key', '.csr', '.pem', '.ext')
+  )
   with open(ext, 'w') as f:
-    f.write('basicConstraints=CA:FALSE\n'
-            'keyUsage=critical,digitalSignature,keyEncipherment\n'
-            f'extendedKeyUsage={usage}\n'
-            'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\n')
-  _openssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1',
-           '-nodes', '-keyout', key, '-out', csr, '-subj', f'/CN={name}')
-  _openssl('x509', '-req', '-in', csr, '-CA', ca_cert, '-CAkey', ca_key,
-           '-CAcreateserial', '-out', cert, '-days', '2', '-extfile', ext)
+    f.write(
+      'basicConstraints=CA:FALSE\n'
+      'keyUsage=critical,digitalSignature,keyEncipherment\n'
+      f'extendedKeyUsage={usage}\n'
+      'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\n'
+    )
+  _openssl(
+    'req',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-keyout',
+    key,
+    '-out',
+    csr,
+    '-subj',
+    f'/CN={name}',
+  )
+  _openssl(
+    'x509',
+    '-req',
+    '-in',
+    csr,
+    '-CA',
+    ca_cert,
+    '-CAkey',
+    ca_key,
+    '-CAcreateserial',
+    '-out',
+    cert,
+    '-days',
+    '2',
+    '-extfile',
+    ext,
+  )
   return cert, key
 
 
@@ -66,9 +118,16 @@ def make_pki(directory: str) -> Pki:
   server_cert, server_key = _leaf(directory, 'server', ca_key, ca, 'serverAuth')
   client_cert, client_key = _leaf(directory, 'client', ca_key, ca, 'clientAuth')
   other_key, other_ca = _ca(directory, 'other-ca')
-  other_client_cert, other_client_key = _leaf(directory, 'other-client',
-                                              other_key, other_ca, 'clientAuth')
-  return Pki(ca=ca, server_cert=server_cert, server_key=server_key,
-             client_cert=client_cert, client_key=client_key, other_ca=other_ca,
-             other_client_cert=other_client_cert,
-             other_client_key=other_client_key)
+  other_client_cert, other_client_key = _leaf(
+    directory, 'other-client', other_key, other_ca, 'clientAuth'
+  )
+  return Pki(
+    ca=ca,
+    server_cert=server_cert,
+    server_key=server_key,
+    client_cert=client_cert,
+    client_key=client_key,
+    other_ca=other_ca,
+    other_client_cert=other_client_cert,
+    other_client_key=other_client_key,
+  )

@@ -31,7 +31,7 @@ def snappy_literal_block(data: bytes) -> bytes:
   """A valid raw Snappy block holding `data` as literals."""
   out = bytearray(_varint(len(data)))
   for start in range(0, len(data), 65536):
-    piece = data[start:start + 65536]
+    piece = data[start : start + 65536]
     out.append(61 << 2)  # literal, 2-byte length follows
     out += (len(piece) - 1).to_bytes(2, 'little')
     out += piece
@@ -40,8 +40,9 @@ def snappy_literal_block(data: bytes) -> bytes:
 
 def _chunk(key: int, column: np.ndarray) -> schema_pb2.ChunkData:
   column = np.ascontiguousarray(column)
-  chunk = schema_pb2.ChunkData(chunk_key=key, data_tensors_len=1,
-                               data_uncompressed_size=column.nbytes)
+  chunk = schema_pb2.ChunkData(
+    chunk_key=key, data_tensors_len=1, data_uncompressed_size=column.nbytes
+  )
   chunk.sequence_range.episode_id = key
   chunk.sequence_range.start = 0
   chunk.sequence_range.end = len(column) - 1
@@ -53,9 +54,13 @@ def _chunk(key: int, column: np.ndarray) -> schema_pb2.ChunkData:
   return chunk
 
 
-def insert_trajectory(address: str, table: str, columns: Sequence[np.ndarray],
-                      priority: float = 1.0,
-                      squeeze: Sequence[bool] = ()) -> int:
+def insert_trajectory(
+  address: str,
+  table: str,
+  columns: Sequence[np.ndarray],
+  priority: float = 1.0,
+  squeeze: Sequence[bool] = (),
+) -> int:
   """Inserts one item whose column i is all rows of `columns[i]`.
 
   Args:
@@ -69,18 +74,21 @@ def insert_trajectory(address: str, table: str, columns: Sequence[np.ndarray],
     The item's key.
   """
   request = reverb_service_pb2.InsertStreamRequest()
-  item = request.items.add(key=random.getrandbits(63), table=table,
-                           priority=priority)
+  item = request.items.add(
+    key=random.getrandbits(63), table=table, priority=priority
+  )
   for i, column in enumerate(columns):
     key = random.getrandbits(63)
     request.chunks.append(_chunk(key, column))
     out = item.flat_trajectory.columns.add(
-        squeeze=bool(squeeze[i]) if i < len(squeeze) else False)
+      squeeze=bool(squeeze[i]) if i < len(squeeze) else False
+    )
     out.chunk_slices.add(chunk_key=key, offset=0, length=len(column), index=0)
   with grpc.insecure_channel(address) as channel:
     stub = reverb_service_pb2_grpc.ReverbServiceStub(channel)
-    responses = stub.InsertStream(iter([request]), wait_for_ready=True,
-                                  timeout=60)
+    responses = stub.InsertStream(
+      iter([request]), wait_for_ready=True, timeout=60
+    )
     for response in responses:
       if item.key in response.keys:
         break
@@ -100,7 +108,12 @@ def fill(address: str, n: int = 4) -> None:
   """n items of T rows into 'my_table': obs [T, 2] float32 = i, step [T]
   int64 = 0..T-1, priority i + 1."""
   for i in range(n):
-    insert_trajectory(address, 'my_table', [
+    insert_trajectory(
+      address,
+      'my_table',
+      [
         np.full([T, 2], i, np.float32),
         np.arange(T, dtype=np.int64),
-    ], priority=float(i + 1))
+      ],
+      priority=float(i + 1),
+    )

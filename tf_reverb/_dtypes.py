@@ -11,20 +11,20 @@ import numpy as np
 DT_STRING = 7
 
 _NUMPY_TO_TF = {
-    np.dtype(np.float32): 1,
-    np.dtype(np.float64): 2,
-    np.dtype(np.int32): 3,
-    np.dtype(np.uint8): 4,
-    np.dtype(np.int16): 5,
-    np.dtype(np.int8): 6,
-    np.dtype(np.complex64): 8,
-    np.dtype(np.int64): 9,
-    np.dtype(np.bool_): 10,
-    np.dtype(np.uint16): 17,
-    np.dtype(np.complex128): 18,
-    np.dtype(np.float16): 19,
-    np.dtype(np.uint32): 22,
-    np.dtype(np.uint64): 23,
+  np.dtype(np.float32): 1,
+  np.dtype(np.float64): 2,
+  np.dtype(np.int32): 3,
+  np.dtype(np.uint8): 4,
+  np.dtype(np.int16): 5,
+  np.dtype(np.int8): 6,
+  np.dtype(np.complex64): 8,
+  np.dtype(np.int64): 9,
+  np.dtype(np.bool_): 10,
+  np.dtype(np.uint16): 17,
+  np.dtype(np.complex128): 18,
+  np.dtype(np.float16): 19,
+  np.dtype(np.uint32): 22,
+  np.dtype(np.uint64): 23,
 }
 
 # numpy dtype -> TF DataType number (strings are DT_STRING).
@@ -51,12 +51,14 @@ def to_core_tensor(value: Any, path: str = '') -> CoreTensor:
         item = item.encode('utf-8')
       if not isinstance(item, bytes):
         raise ValueError(
-            f'Unsupported value {item!r} of type {type(item).__name__} in '
-            f'column {path or "?"}: object arrays must hold str or bytes.')
+          f'Unsupported value {item!r} of type {type(item).__name__} in '
+          f'column {path or "?"}: object arrays must hold str or bytes.'
+        )
       flat.append(item)
     return DT_STRING, tuple(array.shape), flat
   dtype = _NUMPY_TO_TF.get(array.dtype)
   if dtype is None:
     raise ValueError(
-        f'Unsupported dtype {array.dtype} in column {path or "?"}.')
+      f'Unsupported dtype {array.dtype} in column {path or "?"}.'
+    )
   return dtype, tuple(array.shape), np.ascontiguousarray(array)

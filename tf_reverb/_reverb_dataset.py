@@ -2,7 +2,7 @@
 
 Both are tf.data sources over the C++ dataset ops of tf_reverb/kernels
 (``ReverbTrajectoryDataset`` / ``ReverbTimestepDataset``), which sample with
-the core's multi-threaded ``Sampler`` (reverb-spec.md §2.10). Imports
+the core's multi-threaded ``Sampler`` (docs/concepts/datasets.md). Imports
 TensorFlow.
 """
 
@@ -10,6 +10,7 @@ from typing import Any, Optional, Sequence, Union
 
 import tensorflow as tf
 import tree
+
 # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.data.ops import dataset_ops
 # pylint: enable=g-direct-tensorflow-import
@@ -24,8 +25,8 @@ from tf_reverb import shard_target
 def to_tuples(nest: Any) -> Any:
   """Python lists in `nest` become tuples (as Reverb's element specs have)."""
   return tree.traverse(
-      lambda x: tuple(x) if isinstance(x, list) else None, nest,
-      top_down=False)
+    lambda x: tuple(x) if isinstance(x, list) else None, nest, top_down=False
+  )
 
 
 class ReverbDatasetBase(dataset_ops.DatasetV1):
@@ -38,22 +39,24 @@ class ReverbDatasetBase(dataset_ops.DatasetV1):
   ``batch``, ...) return ``tf.compat.v1.data.Dataset``s as well.
   """
 
-  def __init__(self,
-               server_address: Union[str, Sequence[str], tf.Tensor],
-               table: Union[str, tf.Tensor],
-               dtypes: Any,
-               shapes: Any,
-               max_in_flight_samples_per_worker: int,
-               num_workers_per_iterator: int = -1,
-               max_samples_per_stream: int = -1,
-               rate_limiter_timeout_ms: int = -1,
-               max_samples: int = -1,
-               _batch_size: int = 0,
-               _drop_remainder: bool = False,
-               *,
-               credentials: Optional[credentials_lib.ChannelCredentials] = None,
-               auth_token: Optional[str] = None):
-    """Builds the source op (reverb-spec.md §2.10 for the options).
+  def __init__(
+    self,
+    server_address: Union[str, Sequence[str], tf.Tensor],
+    table: Union[str, tf.Tensor],
+    dtypes: Any,
+    shapes: Any,
+    max_in_flight_samples_per_worker: int,
+    num_workers_per_iterator: int = -1,
+    max_samples_per_stream: int = -1,
+    rate_limiter_timeout_ms: int = -1,
+    max_samples: int = -1,
+    _batch_size: int = 0,
+    _drop_remainder: bool = False,
+    *,
+    credentials: Optional[credentials_lib.ChannelCredentials] = None,
+    auth_token: Optional[str] = None,
+  ):
+    """Builds the source op (docs/concepts/datasets.md for the options).
 
     `credentials` and `auth_token` (as ``Client``'s) are registered for
     `server_address` (a string then), so the op's workers connect with them;
@@ -67,18 +70,23 @@ class ReverbDatasetBase(dataset_ops.DatasetV1):
     """
     tree.assert_same_structure(dtypes, shapes, check_types=False)
     if isinstance(server_address, (str, bytes, list, tuple)):
-      # A sharded target or list of addresses (README "Sharding").
+      # A sharded target or list of addresses (docs/concepts/sharding.md).
       server_address = shard_target.to_target(server_address)
     if credentials is not None or auth_token is not None:
       # Registered under the target string the core sees (after to_target).
       if not isinstance(server_address, str):
-        raise ValueError('credentials and auth_token need a str server_address '
-                         'or a list of addresses')
+        raise ValueError(
+          'credentials and auth_token need a str server_address '
+          'or a list of addresses'
+        )
       credentials_lib.register(server_address, credentials, auth_token)
-    _options.validate_sampler_options(max_in_flight_samples_per_worker,
-                                      num_workers_per_iterator,
-                                      max_samples_per_stream,
-                                      rate_limiter_timeout_ms, max_samples)
+    _options.validate_sampler_options(
+      max_in_flight_samples_per_worker,
+      num_workers_per_iterator,
+      max_samples_per_stream,
+      rate_limiter_timeout_ms,
+      max_samples,
+    )
     self._server_address = server_address
     self._table = table
     self._dtypes = dtypes
@@ -92,41 +100,57 @@ class ReverbDatasetBase(dataset_ops.DatasetV1):
     self._drop_remainder = _drop_remainder
 
     item_data_spec = tree.map_structure(
-        lambda dtype, shape: tf.TensorSpec(tf.TensorShape(shape),
-                                           tf.as_dtype(dtype)),
-        to_tuples(dtypes), to_tuples(shapes))
-    item_info_spec = replay_sample.SampleInfo(*[
-        tf.TensorSpec(shape, dtype) for dtype, shape in zip(
-            replay_sample.SampleInfo.tf_dtypes(),
-            replay_sample.SampleInfo.tf_shapes())
-    ])
-    item_spec = replay_sample.ReplaySample(info=item_info_spec,
-                                           data=item_data_spec)
+      lambda dtype, shape: tf.TensorSpec(
+        tf.TensorShape(shape), tf.as_dtype(dtype)
+      ),
+      to_tuples(dtypes),
+      to_tuples(shapes),
+    )
+    item_info_spec = replay_sample.SampleInfo(
+      *[
+        tf.TensorSpec(shape, dtype)
+        for dtype, shape in zip(
+          replay_sample.SampleInfo.tf_dtypes(),
+          replay_sample.SampleInfo.tf_shapes(),
+        )
+      ]
+    )
+    item_spec = replay_sample.ReplaySample(
+      info=item_info_spec, data=item_data_spec
+    )
     flat = tree.flatten(item_spec)
     if _batch_size:
       batch_dim = tf.TensorShape([_batch_size if _drop_remainder else None])
       self._element_spec = tree.map_structure(
-          lambda spec: tf.TensorSpec(batch_dim.concatenate(spec.shape),
-                                     spec.dtype), item_spec)
+        lambda spec: tf.TensorSpec(
+          batch_dim.concatenate(spec.shape), spec.dtype
+        ),
+        item_spec,
+      )
     else:
       self._element_spec = item_spec
 
     # pylint: disable=g-import-not-at-top
     from tf_reverb.ops import reverb_ops
+
     # pylint: enable=g-import-not-at-top
-    batch_attrs = ({} if self._op_name == 'reverb_timestep_dataset' else
-                   dict(batch_size=_batch_size, drop_remainder=_drop_remainder))
+    batch_attrs = (
+      {}
+      if self._op_name == 'reverb_timestep_dataset'
+      else dict(batch_size=_batch_size, drop_remainder=_drop_remainder)
+    )
     variant = getattr(reverb_ops, self._op_name)(
-        **batch_attrs,
-        server_address=server_address,
-        table=table,
-        dtypes=[spec.dtype for spec in flat],
-        shapes=[spec.shape for spec in flat],
-        max_in_flight_samples_per_worker=max_in_flight_samples_per_worker,
-        num_workers_per_iterator=num_workers_per_iterator,
-        max_samples_per_stream=max_samples_per_stream,
-        rate_limiter_timeout_ms=rate_limiter_timeout_ms,
-        max_samples=max_samples)
+      **batch_attrs,
+      server_address=server_address,
+      table=table,
+      dtypes=[spec.dtype for spec in flat],
+      shapes=[spec.shape for spec in flat],
+      max_in_flight_samples_per_worker=max_in_flight_samples_per_worker,
+      num_workers_per_iterator=num_workers_per_iterator,
+      max_samples_per_stream=max_samples_per_stream,
+      rate_limiter_timeout_ms=rate_limiter_timeout_ms,
+      max_samples=max_samples,
+    )
     # DatasetV1's constructor asks _as_variant_tensor() for the variant.
     self._reverb_variant = variant
     super().__init__()
@@ -147,26 +171,26 @@ class ReverbDatasetBase(dataset_ops.DatasetV1):
     return self._element_spec
 
   @classmethod
-  def from_table_signature(cls,
-                           server_address: Union[str, Sequence[str]],
-                           table: str,
-                           max_in_flight_samples_per_worker: int,
-                           num_workers_per_iterator: int = -1,
-                           max_samples_per_stream: int = -1,
-                           rate_limiter_timeout_ms: int = -1,
-                           get_signature_timeout_secs: Optional[int] = None,
-                           max_samples: int = -1,
-                           *,
-                           credentials: Optional[
-                               credentials_lib.ChannelCredentials] = None,
-                           auth_token: Optional[str] = None
-                          ) -> 'ReverbDatasetBase':
+  def from_table_signature(
+    cls,
+    server_address: Union[str, Sequence[str]],
+    table: str,
+    max_in_flight_samples_per_worker: int,
+    num_workers_per_iterator: int = -1,
+    max_samples_per_stream: int = -1,
+    rate_limiter_timeout_ms: int = -1,
+    get_signature_timeout_secs: Optional[int] = None,
+    max_samples: int = -1,
+    *,
+    credentials: Optional[credentials_lib.ChannelCredentials] = None,
+    auth_token: Optional[str] = None,
+  ) -> 'ReverbDatasetBase':
     """A dataset whose dtypes and shapes are the table's signature.
 
     Args:
       server_address: "host:port" of the server, or a sharded target
-        ("ipv4:A:P,B:Q", "dns:///name:port", a list of "host:port"; README
-        "Sharding"): worker streams then spread over the healthy shards,
+        ("ipv4:A:P,B:Q", "dns:///name:port", a list of "host:port";
+        docs/concepts/sharding.md): worker streams then spread over the healthy shards,
         the dataset keeps producing while any shard is up, and max_samples
         counts over all shards.
       table: name of the table.
@@ -185,27 +209,31 @@ class ReverbDatasetBase(dataset_ops.DatasetV1):
     Raises:
       ValueError: if the server has no such table, or it has no signature.
     """
-    client = reverb_client.Client(server_address, credentials=credentials,
-                                  auth_token=auth_token)
+    client = reverb_client.Client(
+      server_address, credentials=credentials, auth_token=auth_token
+    )
     server_address = client.server_address
     info = client.server_info(get_signature_timeout_secs)
     if table not in info:
       raise ValueError(
-          f'Server at {server_address} does not contain any table named '
-          f'{table}. Found: {", ".join(sorted(info.keys()))}.')
+        f'Server at {server_address} does not contain any table named '
+        f'{table}. Found: {", ".join(sorted(info.keys()))}.'
+      )
     signature = info[table].signature
     if not signature:
       raise ValueError(
-          f'Table {table} at {server_address} does not have a signature.')
+        f'Table {table} at {server_address} does not have a signature.'
+      )
     shapes = tree.map_structure(lambda spec: spec.shape, signature)
     dtypes = tree.map_structure(lambda spec: spec.dtype, signature)
     return cls(
-        server_address=server_address,
-        table=table,
-        shapes=shapes,
-        dtypes=dtypes,
-        max_in_flight_samples_per_worker=max_in_flight_samples_per_worker,
-        num_workers_per_iterator=num_workers_per_iterator,
-        max_samples_per_stream=max_samples_per_stream,
-        rate_limiter_timeout_ms=rate_limiter_timeout_ms,
-        max_samples=max_samples)
+      server_address=server_address,
+      table=table,
+      shapes=shapes,
+      dtypes=dtypes,
+      max_in_flight_samples_per_worker=max_in_flight_samples_per_worker,
+      num_workers_per_iterator=num_workers_per_iterator,
+      max_samples_per_stream=max_samples_per_stream,
+      rate_limiter_timeout_ms=rate_limiter_timeout_ms,
+      max_samples=max_samples,
+    )

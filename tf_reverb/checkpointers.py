@@ -13,6 +13,13 @@ from typing import Optional
 
 from tf_reverb import pybind
 
+__all__ = [
+  'CheckpointerBase',
+  'DefaultCheckpointer',
+  'TempDirCheckpointer',
+  'default_checkpointer',
+]
+
 
 class CheckpointerBase(metaclass=abc.ABCMeta):
   """Base class of checkpointers."""
@@ -39,25 +46,28 @@ class DefaultCheckpointer(CheckpointerBase):
       either way.
   """
 
-  def __init__(self,
-               path: str,
-               group: str = '',
-               fallback_checkpoint_path: Optional[str] = None,
-               *,
-               keep_latest: int = 1,
-               fall_back_to_older: bool = False,
-               keep_table_config: bool = False):
+  def __init__(
+    self,
+    path: str,
+    group: str = '',
+    fallback_checkpoint_path: Optional[str] = None,
+    *,
+    keep_latest: int = 1,
+    fall_back_to_older: bool = False,
+    keep_table_config: bool = False,
+  ):
     if group:
       raise ValueError('Setting non-empty group is not supported')
     if keep_latest < 1:
       raise ValueError(f'keep_latest ({keep_latest}) must be >= 1')
     self._path = path
     self._checkpointer = pybind.Checkpointer(
-        root=path,
-        keep_latest=keep_latest,
-        fallback_checkpoint_path=fallback_checkpoint_path or '',
-        fall_back_to_older=fall_back_to_older,
-        keep_table_config=keep_table_config)
+      root=path,
+      keep_latest=keep_latest,
+      fallback_checkpoint_path=fallback_checkpoint_path or '',
+      fall_back_to_older=fall_back_to_older,
+      keep_table_config=keep_table_config,
+    )
 
   @property
   def path(self) -> str:
@@ -75,7 +85,9 @@ class TempDirCheckpointer(DefaultCheckpointer):
   """A ``DefaultCheckpointer`` in a fresh temporary directory."""
 
   def __init__(self, **kwargs):
-    super().__init__(tempfile.mkdtemp(prefix='tf_reverb_checkpoints_'), **kwargs)
+    super().__init__(
+      tempfile.mkdtemp(prefix='tf_reverb_checkpoints_'), **kwargs
+    )
 
 
 def default_checkpointer(group: Optional[str] = None) -> CheckpointerBase:

@@ -1,6 +1,15 @@
 """``Client``: inserts, samples and administers tables of a replay server."""
 
-from typing import Any, Callable, Dict, Generator, List, Optional, Sequence, Union
+from typing import (
+  Any,
+  Callable,
+  Dict,
+  Generator,
+  List,
+  Optional,
+  Sequence,
+  Union,
+)
 
 import numpy as np
 import tree
@@ -12,16 +21,22 @@ from tf_reverb import pybind
 from tf_reverb import replay_sample
 from tf_reverb import reverb_types
 from tf_reverb import shard_target
+from tf_reverb import structured_writer as structured_writer_lib
 from tf_reverb import tensor_spec
+from tf_reverb import trajectory_writer as trajectory_writer_lib
+from tf_reverb import writer as writer_lib
 from tf_reverb.proto import reverb_service_pb2
+
+__all__ = ['Client']
 
 
 # Samples Client.sample fetches ahead of the caller (at most num_samples).
 _SAMPLE_PREFETCH = 16
 
 
-
-def _call_server_info(call: Callable[[int], Any], timeout: Optional[float]) -> Any:
+def _call_server_info(
+  call: Callable[[int], Any], timeout: Optional[float]
+) -> Any:
   """`call(timeout_ms)` of a core ServerInfo method; an expired `timeout`
   raised as Reverb words it."""
   timeout_ms = -1 if not timeout else int(timeout * 1000)
@@ -30,9 +45,11 @@ def _call_server_info(call: Callable[[int], Any], timeout: Optional[float]) -> A
   except RuntimeError as e:
     if timeout and errors.is_deadline_exceeded(e):
       raise errors.DeadlineExceededError(
-          f'ServerInfo call did not complete within provided timeout of '
-          f'{timeout}s') from e
+        f'ServerInfo call did not complete within provided timeout of '
+        f'{timeout}s'
+      ) from e
     raise
+
 
 class Client:
   """A client of the Reverb server (or sharded servers) at `server_address`.
@@ -40,7 +57,7 @@ class Client:
   Construction does no RPC. Samplers read tables of a server in the same
   process directly, without gRPC (never for servers with TLS or tokens).
 
-  Sharding (README "Sharding"): `server_address` may name several servers —
+  Sharding (docs/concepts/sharding.md): `server_address` may name several servers —
   ``"ipv4:A:P,B:Q"``, ``"ipv6:..."``, ``"dns:///name:port"`` or a list of
   ``"host:port"`` (``tf_reverb.shard_target.to_target``). Streams (writers,
   sampler workers, ``insert``) are spread by gRPC's round_robin over the
@@ -51,11 +68,32 @@ class Client:
   ``reset``, ``checkpoint`` and ``server_info`` act on every shard;
   ``shard_server_info`` gives each shard's tables. A one-address target is
   today's unsharded client, with no extra channel.
+
+  Example:
+    ```python
+    import numpy as np
+    import tf_reverb as reverb
+
+    server = reverb.Server(tables=[reverb.Table.queue('queue', max_size=10)],
+                           host='127.0.0.1')
+    client = reverb.Client(f'localhost:{server.port}')
+    with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+      for step in range(3):
+        writer.append({'obs': np.full([2], step, np.float32)})
+        writer.create_item('queue', priority=1.0,
+                           trajectory={'obs': writer.history['obs'][-1]})
+    for sample in client.sample('queue', num_samples=3, emit_timesteps=False):
+      print(sample.info.key, sample.data[0])  # [0. 0.], [1. 1.], [2. 2.]
+    server.stop()
+    ```
   """
 
-  def __init__(self, server_address: shard_target.Address,
-               credentials: Optional[credentials_lib.ChannelCredentials] = None,
-               auth_token: Optional[str] = None):
+  def __init__(
+    self,
+    server_address: shard_target.Address,
+    credentials: Optional[credentials_lib.ChannelCredentials] = None,
+    auth_token: Optional[str] = None,
+  ):
     """Creates a client of `server_address` ("host:port" or a sharded target).
 
     Args:
@@ -82,7 +120,9 @@ class Client:
     self._server_address = shard_target.to_target(server_address)
     self._credentials = credentials
     self._auth_token = auth_token
-    credentials_lib.register_if_given(self._server_address, credentials, auth_token)
+    credentials_lib.register_if_given(
+      self._server_address, credentials, auth_token
+    )
     self._client = pybind.Client(self._server_address)
     self._client.setup_error()
     self._signature_cache: Optional[Dict[str, Any]] = None
@@ -136,22 +176,25 @@ class Client:
       raise ValueError('priorities must contain at least one item')
     paths_and_leaves = tree.flatten_with_path(data)
     columns = [
-        _dtypes.to_core_tensor(leaf, str(path))
-        for path, leaf in paths_and_leaves
+      _dtypes.to_core_tensor(leaf, str(path)) for path, leaf in paths_and_leaves
     ]
-    self._client.insert(columns,
-                        [(table, float(p)) for table, p in priorities.items()])
+    self._client.insert(
+      columns, [(table, float(p)) for table, p in priorities.items()]
+    )
 
   def sample(
-      self,
-      table: str,
-      num_samples: int = 1,
-      *,
-      emit_timesteps: bool = True,
-      unpack_as_table_signature: bool = False,
-      timeout: Optional[float] = None,
-  ) -> Generator[Union[List[replay_sample.ReplaySample],
-                       replay_sample.ReplaySample], None, None]:
+    self,
+    table: str,
+    num_samples: int = 1,
+    *,
+    emit_timesteps: bool = True,
+    unpack_as_table_signature: bool = False,
+    timeout: Optional[float] = None,
+  ) -> Generator[
+    Union[List[replay_sample.ReplaySample], replay_sample.ReplaySample],
+    None,
+    None,
+  ]:
     """Yields `num_samples` samples of `table`.
 
     Args:
@@ -182,12 +225,13 @@ class Client:
     # while the caller handles earlier ones; never more than num_samples are
     # taken from the table.
     sampler = pybind.new_sampler(
-        self._client,
-        table,
-        max_samples=num_samples,
-        max_in_flight_samples_per_worker=min(num_samples, _SAMPLE_PREFETCH),
-        num_workers=1,
-        rate_limiter_timeout_ms=timeout_ms)
+      self._client,
+      table,
+      max_samples=num_samples,
+      max_in_flight_samples_per_worker=min(num_samples, _SAMPLE_PREFETCH),
+      num_workers=1,
+      rate_limiter_timeout_ms=timeout_ms,
+    )
     try:
       for _ in range(num_samples):
         try:
@@ -196,8 +240,9 @@ class Client:
         except RuntimeError as e:
           if timeout is not None and errors.is_deadline_exceeded(e):
             raise errors.DeadlineExceededError(
-                f'No sample of table {table!r} within the timeout of '
-                f'{timeout}s: {e}') from e
+              f'No sample of table {table!r} within the timeout of '
+              f'{timeout}s: {e}'
+            ) from e
           raise
         info = replay_sample.SampleInfo(*info_tuple)
         yield self._format_sample(info, columns, emit_timesteps, signature)
@@ -206,22 +251,27 @@ class Client:
 
   @staticmethod
   def _format_sample(info, columns, emit_timesteps, signature):
-    unflatten = (lambda flat: tree.unflatten_as(signature, flat)
-                ) if signature is not None else (lambda flat: flat)
+    unflatten = (
+      (lambda flat: tree.unflatten_as(signature, flat))
+      if signature is not None
+      else (lambda flat: flat)
+    )
     if not emit_timesteps:
       return replay_sample.ReplaySample(info, unflatten(columns))
     lengths = {len(column) if np.ndim(column) else None for column in columns}
     if None in lengths:
       raise ValueError(
-          "Can't split a trajectory with squeezed columns into timesteps; "
-          'sample with emit_timesteps=False.')
+        "Can't split a trajectory with squeezed columns into timesteps; "
+        'sample with emit_timesteps=False.'
+      )
     if len(lengths) != 1:
       raise ValueError("Can't split non timestep trajectory into timesteps.")
     (length,) = lengths
     return [
-        replay_sample.ReplaySample(
-            info, unflatten([column[t] for column in columns]))
-        for t in range(length)
+      replay_sample.ReplaySample(
+        info, unflatten([column[t] for column in columns])
+      )
+      for t in range(length)
     ]
 
   def _table_signature(self, table: str) -> Any:
@@ -230,12 +280,14 @@ class Client:
     assert self._signature_cache is not None
     if table not in self._signature_cache:
       raise ValueError(
-          f'Could not find table "{table}". The following tables exists: '
-          f'{", ".join(sorted(self._signature_cache))}.')
+        f'Could not find table "{table}". The following tables exists: '
+        f'{", ".join(sorted(self._signature_cache))}.'
+      )
     return self._signature_cache[table]
 
   def server_info(
-      self, timeout: Optional[int] = None) -> Dict[str, reverb_types.TableInfo]:
+    self, timeout: Optional[int] = None
+  ) -> Dict[str, reverb_types.TableInfo]:
     """Returns table name -> ``TableInfo`` for every table of the server.
 
     On a sharded client the shards that answer are summed per table
@@ -254,16 +306,15 @@ class Client:
     serialized = _call_server_info(self._client.server_info, timeout)
     response = reverb_service_pb2.ServerInfoResponse.FromString(serialized)
     infos = {
-        info.name: reverb_types.TableInfo.from_proto(info)
-        for info in response.table_info
+      info.name: reverb_types.TableInfo.from_proto(info)
+      for info in response.table_info
     }
     if self._signature_cache is None:
       self._signature_cache = {name: i.signature for name, i in infos.items()}
     return infos
 
   def shard_server_info(
-      self,
-      timeout: Optional[int] = None
+    self, timeout: Optional[int] = None
   ) -> Dict[str, Union[Dict[str, reverb_types.TableInfo], Exception]]:
     """Returns shard address -> its tables' ``TableInfo``s, per shard.
 
@@ -284,15 +335,17 @@ class Client:
         continue
       response = reverb_service_pb2.ServerInfoResponse.FromString(serialized)
       result[address] = {
-          info.name: reverb_types.TableInfo.from_proto(info)
-          for info in response.table_info
+        info.name: reverb_types.TableInfo.from_proto(info)
+        for info in response.table_info
       }
     return result
 
-  def mutate_priorities(self,
-                        table: str,
-                        updates: Optional[Dict[int, float]] = None,
-                        deletes: Optional[Sequence[int]] = None) -> None:
+  def mutate_priorities(
+    self,
+    table: str,
+    updates: Optional[Dict[int, float]] = None,
+    deletes: Optional[Sequence[int]] = None,
+  ) -> None:
     """Deletes items, then updates priorities; absent keys are ignored.
 
     On a sharded client every shard gets the whole request (each applies the
@@ -305,8 +358,10 @@ class Client:
         request is applied then).
     """
     self._client.mutate_priorities(
-        table, [(int(k), float(p)) for k, p in (updates or {}).items()],
-        [int(k) for k in (deletes or [])])
+      table,
+      [(int(k), float(p)) for k, p in (updates or {}).items()],
+      [int(k) for k in (deletes or [])],
+    )
 
   def reset(self, table: str) -> None:
     """Removes every item of `table` and zeroes its rate limiter's counters.
@@ -334,8 +389,7 @@ class Client:
 
   # Writers (tf_reverb/trajectory_writer.py, writer.py, structured_writer.py).
 
-  def _flat_signatures(self,
-                       timeout: Optional[float] = None) -> Dict[str, Any]:
+  def _flat_signatures(self, timeout: Optional[float] = None) -> Dict[str, Any]:
     """Table name -> flattened signature [(dtype enum, shape)] or None.
 
     `timeout` (seconds, None: forever) bounds the ServerInfo call made when
@@ -346,15 +400,17 @@ class Client:
     assert self._signature_cache is not None
     # tf.TensorSpec or tensor_spec.TensorSpec leaves alike, without TF.
     return {
-        name: None if signature is None else tensor_spec.flat_columns(signature)
-        for name, signature in self._signature_cache.items()
+      name: None if signature is None else tensor_spec.flat_columns(signature)
+      for name, signature in self._signature_cache.items()
     }
 
-  def trajectory_writer(self,
-                        num_keep_alive_refs: int,
-                        *,
-                        validate_items: bool = True,
-                        get_signature_timeout_ms: Optional[int] = None) -> Any:
+  def trajectory_writer(
+    self,
+    num_keep_alive_refs: int,
+    *,
+    validate_items: bool = True,
+    get_signature_timeout_ms: Optional[int] = None,
+  ) -> trajectory_writer_lib.TrajectoryWriter:
     """A new ``TrajectoryWriter`` (auto-tuned chunking).
 
     On a sharded client its stream lives on one shard (gRPC round_robin
@@ -376,35 +432,37 @@ class Client:
       DeadlineExceededError: when the signatures could not be fetched within
         get_signature_timeout_ms.
     """
-    # pylint: disable=g-import-not-at-top
-    from tf_reverb import trajectory_writer as trajectory_writer_lib
-    from tf_reverb import writer as writer_lib
-    # pylint: enable=g-import-not-at-top
     if num_keep_alive_refs < 1:
       raise ValueError(
-          f'num_keep_alive_refs ({num_keep_alive_refs}) must be a positive '
-          'integer')
+        f'num_keep_alive_refs ({num_keep_alive_refs}) must be a positive '
+        'integer'
+      )
     signature_timeout = None
     if get_signature_timeout_ms is not None:
       if get_signature_timeout_ms < 0:
         raise ValueError(
-            f'get_signature_timeout_ms ({get_signature_timeout_ms}) must be '
-            '>= 0 or None')
+          f'get_signature_timeout_ms ({get_signature_timeout_ms}) must be '
+          '>= 0 or None'
+        )
       validate_items = True
       # server_info takes seconds; 0 would mean "forever" there.
       signature_timeout = max(get_signature_timeout_ms, 1) / 1000
     cpp_writer = writer_lib.new_cpp_writer(
-        self._client,
-        num_keep_alive_refs=num_keep_alive_refs,
-        max_chunk_length=0,
-        delta_encoded=False,
-        max_queued_items=trajectory_writer_lib.DEFAULT_MAX_QUEUED_ITEMS,
-        signatures=(self._flat_signatures(signature_timeout)
-                    if validate_items else None),
-        accept_step_shape_signatures=False)
+      self._client,
+      num_keep_alive_refs=num_keep_alive_refs,
+      max_chunk_length=0,
+      delta_encoded=False,
+      max_queued_items=trajectory_writer_lib.DEFAULT_MAX_QUEUED_ITEMS,
+      signatures=(
+        self._flat_signatures(signature_timeout) if validate_items else None
+      ),
+      accept_step_shape_signatures=False,
+    )
     return trajectory_writer_lib.TrajectoryWriter(cpp_writer)
 
-  def structured_writer(self, configs: Sequence[Any]) -> Any:
+  def structured_writer(
+    self, configs: Sequence[structured_writer_lib.Config]
+  ) -> structured_writer_lib.StructuredWriter:
     """A new ``StructuredWriter`` driven by `configs` (``reverb.structured``).
 
     Sharded clients: as ``trajectory_writer`` (one shard per stream).
@@ -417,19 +475,21 @@ class Client:
       ValueError: if no config is given or a config is invalid ("Invalid
         configuration at position i: ...").
     """
-    from tf_reverb import structured_writer as structured_writer_lib  # pylint: disable=g-import-not-at-top
     if not configs:
       raise ValueError('At least one config must be provided.')
     serialized = [config.SerializeToString() for config in configs]
     return structured_writer_lib.StructuredWriter(
-        pybind.StructuredWriter(self._client, serialized))
+      pybind.StructuredWriter(self._client, serialized)
+    )
 
-  def writer(self,
-             max_sequence_length: int,
-             delta_encoded: bool = False,
-             chunk_length: Optional[int] = None,
-             max_in_flight_items: Optional[int] = 25) -> Any:
-    """A new legacy ``Writer`` (step-oriented; reverb-spec.md §2.7).
+  def writer(
+    self,
+    max_sequence_length: int,
+    delta_encoded: bool = False,
+    chunk_length: Optional[int] = None,
+    max_in_flight_items: Optional[int] = 25,
+  ) -> writer_lib.Writer:
+    """A new legacy ``Writer`` (step-oriented; docs/concepts/writers-and-patterns.md).
 
     Sharded clients: as ``trajectory_writer`` (one shard per stream).
 
@@ -443,29 +503,32 @@ class Client:
     Raises:
       ValueError: for out-of-range arguments.
     """
-    from tf_reverb import writer as writer_lib  # pylint: disable=g-import-not-at-top
     if max_sequence_length < 1:
       raise ValueError(
-          f'max_sequence_length ({max_sequence_length}) must be a positive '
-          'integer')
+        f'max_sequence_length ({max_sequence_length}) must be a positive '
+        'integer'
+      )
     if chunk_length is None:
       chunk_length = min(10, max_sequence_length)
     if chunk_length < 1 or chunk_length > max_sequence_length:
       raise ValueError(
-          f'chunk_length ({chunk_length}) must be a positive integer le to '
-          f'max_sequence_length ({max_sequence_length})')
+        f'chunk_length ({chunk_length}) must be a positive integer le to '
+        f'max_sequence_length ({max_sequence_length})'
+      )
     if max_in_flight_items is None:
       max_in_flight_items = 1_000_000
     if max_in_flight_items < 1:
       raise ValueError(
-          f'max_in_flight_items ({max_in_flight_items}) must be a positive '
-          'integer')
+        f'max_in_flight_items ({max_in_flight_items}) must be a positive '
+        'integer'
+      )
     cpp_writer = writer_lib.new_cpp_writer(
-        self._client,
-        num_keep_alive_refs=max_sequence_length,
-        max_chunk_length=chunk_length,
-        delta_encoded=delta_encoded,
-        max_queued_items=max_in_flight_items,
-        signatures=self._flat_signatures(),
-        accept_step_shape_signatures=True)
+      self._client,
+      num_keep_alive_refs=max_sequence_length,
+      max_chunk_length=chunk_length,
+      delta_encoded=delta_encoded,
+      max_queued_items=max_in_flight_items,
+      signatures=self._flat_signatures(),
+      accept_step_shape_signatures=True,
+    )
     return writer_lib.Writer(cpp_writer, max_sequence_length)

@@ -29,6 +29,8 @@ from typing import Optional
 
 from tf_reverb import pybind
 
+__all__ = ['ServerCredentials', 'ChannelCredentials', 'register']
+
 
 def _read(path: Optional[str], what: str) -> Optional[bytes]:
   if path is None:
@@ -50,17 +52,21 @@ class ServerCredentials:
     client_ca: PEM CA; when set, clients must present a certificate it
       signed (mutual TLS) or their handshake is refused.
   """
+
   certificate_chain: bytes
   private_key: bytes = dataclasses.field(repr=False)
   client_ca: Optional[bytes] = None
 
   @classmethod
-  def from_files(cls, cert_file: str, key_file: str,
-                 client_ca_file: Optional[str] = None) -> 'ServerCredentials':
+  def from_files(
+    cls, cert_file: str, key_file: str, client_ca_file: Optional[str] = None
+  ) -> 'ServerCredentials':
     """Reads the PEM files (ValueError naming a file that cannot be read)."""
-    return cls(certificate_chain=_read(cert_file, 'the TLS certificate'),
-               private_key=_read(key_file, 'the TLS private key'),
-               client_ca=_read(client_ca_file, 'the TLS client CA'))
+    return cls(
+      certificate_chain=_read(cert_file, 'the TLS certificate'),
+      private_key=_read(key_file, 'the TLS private key'),
+      client_ca=_read(client_ca_file, 'the TLS client CA'),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,21 +81,27 @@ class ChannelCredentials:
     server_name: the name to verify in the server's certificate instead of
       the host of the address (e.g. when connecting by IP).
   """
+
   root_certificates: Optional[bytes] = None
   certificate_chain: Optional[bytes] = None
   private_key: Optional[bytes] = dataclasses.field(default=None, repr=False)
   server_name: Optional[str] = None
 
   @classmethod
-  def from_files(cls, root_ca_file: Optional[str] = None,
-                 cert_file: Optional[str] = None,
-                 key_file: Optional[str] = None,
-                 server_name: Optional[str] = None) -> 'ChannelCredentials':
+  def from_files(
+    cls,
+    root_ca_file: Optional[str] = None,
+    cert_file: Optional[str] = None,
+    key_file: Optional[str] = None,
+    server_name: Optional[str] = None,
+  ) -> 'ChannelCredentials':
     """Reads the PEM files (ValueError naming a file that cannot be read)."""
-    return cls(root_certificates=_read(root_ca_file, 'the TLS root CA'),
-               certificate_chain=_read(cert_file, 'the TLS client certificate'),
-               private_key=_read(key_file, 'the TLS client key'),
-               server_name=server_name)
+    return cls(
+      root_certificates=_read(root_ca_file, 'the TLS root CA'),
+      certificate_chain=_read(cert_file, 'the TLS client certificate'),
+      private_key=_read(key_file, 'the TLS client key'),
+      server_name=server_name,
+    )
 
   @classmethod
   def from_environment(cls) -> Optional['ChannelCredentials']:
@@ -98,15 +110,18 @@ class ChannelCredentials:
     if not root:
       return None
     return cls.from_files(
-        root_ca_file=root,
-        cert_file=os.environ.get('TF_REVERB_TLS_CLIENT_CERT_FILE') or None,
-        key_file=os.environ.get('TF_REVERB_TLS_CLIENT_KEY_FILE') or None,
-        server_name=os.environ.get('TF_REVERB_TLS_SERVER_NAME') or None)
+      root_ca_file=root,
+      cert_file=os.environ.get('TF_REVERB_TLS_CLIENT_CERT_FILE') or None,
+      key_file=os.environ.get('TF_REVERB_TLS_CLIENT_KEY_FILE') or None,
+      server_name=os.environ.get('TF_REVERB_TLS_SERVER_NAME') or None,
+    )
 
 
-def register(server_address: str,
-             credentials: Optional[ChannelCredentials] = None,
-             auth_token: Optional[str] = None) -> None:
+def register(
+  server_address: str,
+  credentials: Optional[ChannelCredentials] = None,
+  auth_token: Optional[str] = None,
+) -> None:
   """Makes every client of `server_address` in this process use these.
 
   Clients made from an address alone (TF ops, datasets) then connect with
@@ -119,11 +134,13 @@ def register(server_address: str,
     ValueError: for a client certificate without its key (or the reverse),
       or a token without TLS to a non-loopback address.
   """
-  if credentials is not None and not isinstance(credentials,
-                                                ChannelCredentials):
+  if credentials is not None and not isinstance(
+    credentials, ChannelCredentials
+  ):
     raise TypeError(
-        'credentials must be a tf_reverb.ChannelCredentials, got '
-        f'{type(credentials).__name__}')
+      'credentials must be a tf_reverb.ChannelCredentials, got '
+      f'{type(credentials).__name__}'
+    )
   if credentials is None:
     credentials = ChannelCredentials.from_environment()
   if auth_token is None:
@@ -133,17 +150,21 @@ def register(server_address: str,
   tls = credentials is not None
   credentials = credentials or ChannelCredentials()
   pybind.register_channel_security(
-      address=server_address, tls=tls,
-      root_certificates=credentials.root_certificates or b'',
-      certificate_chain=credentials.certificate_chain or b'',
-      private_key=credentials.private_key or b'',
-      server_name=credentials.server_name or '',
-      auth_token=auth_token.strip())
+    address=server_address,
+    tls=tls,
+    root_certificates=credentials.root_certificates or b'',
+    certificate_chain=credentials.certificate_chain or b'',
+    private_key=credentials.private_key or b'',
+    server_name=credentials.server_name or '',
+    auth_token=auth_token.strip(),
+  )
 
 
-def register_if_given(server_address: str,
-                      credentials: Optional[ChannelCredentials],
-                      auth_token: Optional[str]) -> None:
+def register_if_given(
+  server_address: str,
+  credentials: Optional[ChannelCredentials],
+  auth_token: Optional[str],
+) -> None:
   """``register`` when `credentials` or `auth_token` is given, else nothing."""
   if credentials is not None or auth_token is not None:
     register(server_address, credentials, auth_token)

@@ -12,9 +12,17 @@ transport failures) ``RuntimeError``. Calls that take a timeout raise
 import datetime
 from typing import Callable
 
+__all__ = [
+  'ReverbError',
+  'DeadlineExceededError',
+  'UnauthenticatedError',
+  'TransportSecurityError',
+]
+
 # The core reports both insert and sample rate-limiter timeouts with this text.
 RATE_LIMITER_TIMEOUT_MESSAGE = (
-    'Rate Limiter: Timeout exceeded before the right to insert was acquired.')
+  'Rate Limiter: Timeout exceeded before the right to insert was acquired.'
+)
 
 
 class ReverbError(Exception):
@@ -44,12 +52,16 @@ def is_deadline_exceeded(error: BaseException) -> bool:
   """Whether `error`, raised by the core, reports an expired deadline."""
   text = str(error)
   return isinstance(error, RuntimeError) and (
-      RATE_LIMITER_TIMEOUT_MESSAGE in text or 'Deadline Exceeded' in text or
-      'Deadline exceeded' in text or 'DEADLINE_EXCEEDED' in text)
+    RATE_LIMITER_TIMEOUT_MESSAGE in text
+    or 'Deadline Exceeded' in text
+    or 'Deadline exceeded' in text
+    or 'DEADLINE_EXCEEDED' in text
+  )
 
 
-def call_with_deadline(call: str, timeout_ms: int,
-                       function: Callable[[], None]) -> None:
+def call_with_deadline(
+  call: str, timeout_ms: int, function: Callable[[], None]
+) -> None:
   """Runs a writer's `function`; re-raises its DeadlineExceededError as Reverb
   words it ("<call> call did not complete within provided timeout of ...").
 
@@ -62,5 +74,6 @@ def call_with_deadline(call: str, timeout_ms: int,
     function()
   except DeadlineExceededError as e:
     raise DeadlineExceededError(
-        f'{call} call did not complete within provided timeout of '
-        f'{datetime.timedelta(milliseconds=max(timeout_ms, 0))}') from e
+      f'{call} call did not complete within provided timeout of '
+      f'{datetime.timedelta(milliseconds=max(timeout_ms, 0))}'
+    ) from e

@@ -12,9 +12,20 @@ import functools
 from tf_reverb import pybind
 from tf_reverb.proto import schema_pb2
 
+__all__ = [
+  'ItemSelector',
+  'Uniform',
+  'Prioritized',
+  'Fifo',
+  'Lifo',
+  'HeapSelector',
+  'MinHeap',
+  'MaxHeap',
+]
 
-# The base class of every selector (Reverb's name).
+
 ItemSelector = pybind.ItemSelector
+"""The base class of every selector (Reverb's name, ``pybind.ItemSelector``)."""
 
 
 class _Options:
@@ -24,7 +35,8 @@ class _Options:
   def options(self) -> schema_pb2.KeyDistributionOptions:
     """The ``KeyDistributionOptions`` proto describing this selector."""
     return schema_pb2.KeyDistributionOptions.FromString(
-        self.serialized_options())
+      self.serialized_options()
+    )
 
 
 class Uniform(_Options, pybind.UniformSelector):
@@ -59,11 +71,15 @@ class HeapSelector(_Options, pybind.HeapSelector):
 
 
 MinHeap = functools.partial(HeapSelector, True)
+"""``MinHeap()``: a ``HeapSelector`` selecting the item of lowest priority."""
+
 MaxHeap = functools.partial(HeapSelector, False)
+"""``MaxHeap()``: a ``HeapSelector`` selecting the item of highest priority."""
 
 
 def selector_from_proto(
-    options: schema_pb2.KeyDistributionOptions) -> ItemSelector:
+  options: schema_pb2.KeyDistributionOptions,
+) -> ItemSelector:
   """Builds a fresh selector from its options proto.
 
   Raises:

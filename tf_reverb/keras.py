@@ -6,5 +6,9 @@ from tf_reverb.keras_callbacks import weights_table
 from tf_reverb.keras_callbacks import WeightsPublisher
 from tf_reverb.keras_layers import InsertLayer
 
-__all__ = ['InsertLayer', 'WeightsPublisher', 'load_latest_weights',
-           'weights_table']
+__all__ = [
+  'InsertLayer',
+  'WeightsPublisher',
+  'load_latest_weights',
+  'weights_table',
+]

@@ -25,15 +25,18 @@ from tf_reverb import item_selectors
 from tf_reverb import rate_limiters
 from tf_reverb import server as server_lib
 
+__all__ = ['WeightsPublisher', 'load_latest_weights', 'weights_table']
+
 
 def weights_table(name: str) -> server_lib.Table:
   """A table holding only the newest published weights (max_size 1, LIFO)."""
   return server_lib.Table(
-      name=name,
-      sampler=item_selectors.Lifo(),
-      remover=item_selectors.Fifo(),
-      max_size=1,
-      rate_limiter=rate_limiters.MinSize(1))
+    name=name,
+    sampler=item_selectors.Lifo(),
+    remover=item_selectors.Fifo(),
+    max_size=1,
+    rate_limiter=rate_limiters.MinSize(1),
+  )
 
 
 def _as_client(client: Union[client_lib.Client, str]) -> client_lib.Client:
@@ -50,14 +53,16 @@ class WeightsPublisher(tf.keras.callbacks.Callback):
   the publishes of this callback, starting at 1.
   """
 
-  def __init__(self,
-               client: Union[client_lib.Client, str],
-               table: str,
-               *,
-               every_n_batches: Optional[int] = None,
-               every_n_epochs: Optional[int] = 1,
-               priority: float = 1.0,
-               publish_on_train_end: bool = True):
+  def __init__(
+    self,
+    client: Union[client_lib.Client, str],
+    table: str,
+    *,
+    every_n_batches: Optional[int] = None,
+    every_n_epochs: Optional[int] = 1,
+    priority: float = 1.0,
+    publish_on_train_end: bool = True,
+  ):
     """Creates the callback.
 
     Args:
@@ -72,8 +77,10 @@ class WeightsPublisher(tf.keras.callbacks.Callback):
       ValueError: for a non-positive N.
     """
     super().__init__()
-    for name, value in (('every_n_batches', every_n_batches),
-                        ('every_n_epochs', every_n_epochs)):
+    for name, value in (
+      ('every_n_batches', every_n_batches),
+      ('every_n_epochs', every_n_epochs),
+    ):
       if value is not None and value < 1:
         raise ValueError(f'{name} must be None or >= 1, got {value}')
     self._client = _as_client(client)
@@ -95,8 +102,10 @@ class WeightsPublisher(tf.keras.callbacks.Callback):
     """Inserts the model's current weights now; returns their version."""
     self._version += 1
     weights = [np.asarray(w) for w in self.model.get_weights()]
-    self._client.insert({'version': np.int64(self._version),
-                         'weights': weights}, {self._table: self._priority})
+    self._client.insert(
+      {'version': np.int64(self._version), 'weights': weights},
+      {self._table: self._priority},
+    )
     self._published_at_batch = self._batches
     return self._version
 
@@ -106,8 +115,11 @@ class WeightsPublisher(tf.keras.callbacks.Callback):
       self.publish()
 
   def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-    if (self._every_n_epochs and (epoch + 1) % self._every_n_epochs == 0 and
-        self._published_at_batch != self._batches):
+    if (
+      self._every_n_epochs
+      and (epoch + 1) % self._every_n_epochs == 0
+      and self._published_at_batch != self._batches
+    ):
       self.publish()
 
   def on_train_end(self, logs: Any = None) -> None:
@@ -115,11 +127,13 @@ class WeightsPublisher(tf.keras.callbacks.Callback):
       self.publish()
 
 
-def load_latest_weights(client: Union[client_lib.Client, str],
-                        table: str,
-                        model: tf.keras.Model,
-                        *,
-                        timeout: Optional[float] = None) -> int:
+def load_latest_weights(
+  client: Union[client_lib.Client, str],
+  table: str,
+  model: tf.keras.Model,
+  *,
+  timeout: Optional[float] = None,
+) -> int:
   """Sets the newest weights published to `table` on `model`.
 
   Args:
@@ -135,8 +149,11 @@ def load_latest_weights(client: Union[client_lib.Client, str],
     DeadlineExceededError: when no weights arrived within `timeout`.
     ValueError: when the published weights do not fit the model.
   """
-  sample = next(_as_client(client).sample(
-      table, num_samples=1, emit_timesteps=False, timeout=timeout))
+  sample = next(
+    _as_client(client).sample(
+      table, num_samples=1, emit_timesteps=False, timeout=timeout
+    )
+  )
   # Flattened {'version', 'weights': [...]}; every column has a leading
   # dimension of 1 (Client.insert items).
   columns: List[np.ndarray] = list(sample.data)
@@ -145,12 +162,14 @@ def load_latest_weights(client: Union[client_lib.Client, str],
   expected = model.get_weights()
   if len(weights) != len(expected):
     raise ValueError(
-        f'Published weights have {len(weights)} arrays but the model has '
-        f'{len(expected)}.')
+      f'Published weights have {len(weights)} arrays but the model has '
+      f'{len(expected)}.'
+    )
   for i, (got, want) in enumerate(zip(weights, expected)):
     if got.shape != want.shape:
       raise ValueError(
-          f'Published weight {i} has shape {got.shape} but the model expects '
-          f'{want.shape}.')
+        f'Published weight {i} has shape {got.shape} but the model expects '
+        f'{want.shape}.'
+      )
   model.set_weights(weights)
   return version

@@ -15,16 +15,20 @@ import tree
 
 from tf_reverb import tf_client as tf_client_lib
 
+__all__ = ['InsertLayer']
+
 
 class InsertLayer(tf.keras.layers.Layer):
   """Identity layer that inserts its inputs into `table` on every call."""
 
-  def __init__(self,
-               server_address: str,
-               table: str,
-               priority: float = 1.0,
-               name: Optional[str] = None,
-               **kwargs):
+  def __init__(
+    self,
+    server_address: str,
+    table: str,
+    priority: float = 1.0,
+    name: Optional[str] = None,
+    **kwargs: Any,
+  ):
     """Creates the layer.
 
     Args:
@@ -43,8 +47,11 @@ class InsertLayer(tf.keras.layers.Layer):
 
   def call(self, inputs: Any) -> Any:
     flat = [tf.convert_to_tensor(x) for x in tree.flatten(inputs)]
-    insert = self._client.insert(flat, tf.constant([self._table]),
-                                 tf.constant([self._priority], tf.float64))
+    insert = self._client.insert(
+      flat,
+      tf.constant([self._table]),
+      tf.constant([self._priority], tf.float64),
+    )
     with tf.control_dependencies([insert]):
       return tree.map_structure(tf.identity, inputs)
 
@@ -52,5 +59,9 @@ class InsertLayer(tf.keras.layers.Layer):
     return input_shape
 
   def get_config(self) -> dict:
-    return dict(super().get_config(), server_address=self._server_address,
-                table=self._table, priority=self._priority)
+    return dict(
+      super().get_config(),
+      server_address=self._server_address,
+      table=self._table,
+      priority=self._priority,
+    )

@@ -16,6 +16,8 @@ from tf_reverb import client as reverb_client
 from tf_reverb import pybind
 from tf_reverb import replay_sample
 
+__all__ = ['NumpyIterator']
+
 
 class NumpyIterator(Iterator[replay_sample.ReplaySample]):
   """Iterates over batches of samples of `table` as numpy arrays.
@@ -35,29 +37,53 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
   ``next()``.
 
   Use as a context manager, or call ``close()``, to stop the threads early.
+
+  Example:
+    ```python
+    import numpy as np
+    import tf_reverb as reverb
+
+    server = reverb.Server(tables=[reverb.Table(
+        name='replay', sampler=reverb.selectors.Uniform(),
+        remover=reverb.selectors.Fifo(), max_size=100,
+        rate_limiter=reverb.rate_limiters.MinSize(1))], host='127.0.0.1')
+    client = reverb.Client(f'localhost:{server.port}')
+    with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+      for step in range(10):
+        writer.append({'obs': np.full([4], step, np.float32)})
+        writer.create_item('replay', priority=1.0,
+                           trajectory={'obs': writer.history['obs'][-1]})
+    with reverb.NumpyIterator(f'localhost:{server.port}', 'replay',
+                              batch_size=8, max_samples=16) as batches:
+      for batch in batches:
+        print(batch.info.key.shape, batch.data[0].shape)  # (8,) (8, 4)
+    server.stop()
+    ```
   """
 
-  def __init__(self,
-               server_address: Union[str, Sequence[str]],
-               table: str,
-               batch_size: int,
-               max_in_flight_samples_per_worker: int = 100,
-               num_workers_per_iterator: int = -1,
-               max_samples_per_stream: int = -1,
-               rate_limiter_timeout_ms: int = -1,
-               max_samples: int = -1,
-               structure: Optional[Any] = None,
-               num_batching_threads: int = 2,
-               prefetch_batches: int = 2,
-               *,
-               credentials: Optional[Any] = None,
-               auth_token: Optional[str] = None):
+  def __init__(
+    self,
+    server_address: Union[str, Sequence[str]],
+    table: str,
+    batch_size: int,
+    max_in_flight_samples_per_worker: int = 100,
+    num_workers_per_iterator: int = -1,
+    max_samples_per_stream: int = -1,
+    rate_limiter_timeout_ms: int = -1,
+    max_samples: int = -1,
+    structure: Optional[Any] = None,
+    num_batching_threads: int = 2,
+    prefetch_batches: int = 2,
+    *,
+    credentials: Optional[Any] = None,
+    auth_token: Optional[str] = None,
+  ):
     """Starts sampling.
 
     Args:
       server_address: "host:port" of the server (a server of this process is
         read directly, without gRPC), or a sharded target / list of
-        addresses (README "Sharding": workers spread over the healthy
+        addresses (docs/concepts/sharding.md: workers spread over the healthy
         shards, max_samples counts over all of them).
       table: name of the table.
       batch_size: samples per batch.
@@ -81,31 +107,37 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
       ValueError: for invalid options.
     """
     self._iterator = None
-    _options.validate_sampler_options(max_in_flight_samples_per_worker,
-                                      num_workers_per_iterator,
-                                      max_samples_per_stream,
-                                      rate_limiter_timeout_ms, max_samples)
+    _options.validate_sampler_options(
+      max_in_flight_samples_per_worker,
+      num_workers_per_iterator,
+      max_samples_per_stream,
+      rate_limiter_timeout_ms,
+      max_samples,
+    )
     if batch_size < 1:
       raise ValueError(f'batch_size ({batch_size}) must be >= 1')
     if num_batching_threads < 1:
       raise ValueError(
-          f'num_batching_threads ({num_batching_threads}) must be >= 1')
+        f'num_batching_threads ({num_batching_threads}) must be >= 1'
+      )
     if prefetch_batches < 1:
       raise ValueError(f'prefetch_batches ({prefetch_batches}) must be >= 1')
     self._structure = structure
-    self._client = reverb_client.Client(server_address, credentials=credentials,
-                                        auth_token=auth_token)
+    self._client = reverb_client.Client(
+      server_address, credentials=credentials, auth_token=auth_token
+    )
     self._iterator = pybind.BatchIterator(
-        self._client._client,  # pylint: disable=protected-access
-        table,
-        batch_size=batch_size,
-        max_samples=max_samples,
-        max_in_flight_samples_per_worker=max_in_flight_samples_per_worker,
-        num_workers=num_workers_per_iterator,
-        max_samples_per_stream=max_samples_per_stream,
-        rate_limiter_timeout_ms=rate_limiter_timeout_ms,
-        num_threads=num_batching_threads,
-        prefetch=prefetch_batches)
+      self._client._client,  # pylint: disable=protected-access
+      table,
+      batch_size=batch_size,
+      max_samples=max_samples,
+      max_in_flight_samples_per_worker=max_in_flight_samples_per_worker,
+      num_workers=num_workers_per_iterator,
+      max_samples_per_stream=max_samples_per_stream,
+      rate_limiter_timeout_ms=rate_limiter_timeout_ms,
+      num_threads=num_batching_threads,
+      prefetch=prefetch_batches,
+    )
 
   def __iter__(self) -> 'NumpyIterator':
     return self
@@ -122,8 +154,11 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
     if batch is None:
       raise StopIteration
     info, columns = batch
-    data = (tree.unflatten_as(self._structure, columns)
-            if self._structure is not None else columns)
+    data = (
+      tree.unflatten_as(self._structure, columns)
+      if self._structure is not None
+      else columns
+    )
     return replay_sample.ReplaySample(replay_sample.SampleInfo(*info), data)
 
   def close(self) -> None:

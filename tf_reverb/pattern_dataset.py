@@ -19,6 +19,8 @@ from tf_reverb import _reverb_dataset
 from tf_reverb import replay_sample
 from tf_reverb import structured_writer
 
+__all__ = ['PatternDataset', 'pattern_dataset_with_info']
+
 
 class PatternDataset(dataset_ops.UnaryDataset):
   """Trajectories made by ``structured.Config``s from a dataset of steps.
@@ -31,10 +33,13 @@ class PatternDataset(dataset_ops.UnaryDataset):
   Lists in the pattern become tuples.
   """
 
-  def __init__(self, input_dataset: tf.data.Dataset,
-               configs: Sequence[structured_writer.Config],
-               respect_episode_boundaries: bool,
-               is_end_of_episode: Callable[[Any], Any]):
+  def __init__(
+    self,
+    input_dataset: tf.data.Dataset,
+    configs: Sequence[structured_writer.Config],
+    respect_episode_boundaries: bool,
+    is_end_of_episode: Callable[[Any], Any],
+  ):
     """Builds the dataset.
 
     Args:
@@ -52,21 +57,24 @@ class PatternDataset(dataset_ops.UnaryDataset):
     """
     # pylint: disable=g-import-not-at-top
     from tf_reverb.ops import reverb_ops
+
     # pylint: enable=g-import-not-at-top
     if not configs:
       raise ValueError('At least one config must be provided.')
     structured_writer.add_buffer_length_conditions(configs)
     # tf.data nests hold tuples, not lists.
     self._element_spec = _reverb_dataset.to_tuples(
-        structured_writer.infer_signature(configs, input_dataset.element_spec))
+      structured_writer.infer_signature(configs, input_dataset.element_spec)
+    )
     self._steps = input_dataset.map(_flag_end_of_episode(is_end_of_episode))
     flat_spec = tree.flatten(self._element_spec)
     variant = reverb_ops.reverb_pattern_dataset(
-        input_dataset=self._steps._variant_tensor,  # pylint: disable=protected-access
-        configs=[config.SerializeToString() for config in configs],
-        clear_after_episode=respect_episode_boundaries,
-        dtypes=[spec.dtype for spec in flat_spec],
-        shapes=[spec.shape for spec in flat_spec])
+      input_dataset=self._steps._variant_tensor,  # pylint: disable=protected-access
+      configs=[config.SerializeToString() for config in configs],
+      clear_after_episode=respect_episode_boundaries,
+      dtypes=[spec.dtype for spec in flat_spec],
+      shapes=[spec.shape for spec in flat_spec],
+    )
     super().__init__(self._steps, variant)
 
   @property
@@ -76,7 +84,8 @@ class PatternDataset(dataset_ops.UnaryDataset):
 
 
 def _flag_end_of_episode(
-    is_end_of_episode: Callable[[Any], Any]) -> Callable[..., Any]:
+  is_end_of_episode: Callable[[Any], Any],
+) -> Callable[..., Any]:
   """A map function: step -> (*flattened step, is_end_of_episode(step))."""
 
   def with_flag(*args: Any) -> Any:
@@ -84,31 +93,34 @@ def _flag_end_of_episode(
     flag = tf.convert_to_tensor(is_end_of_episode(step))
     if flag.dtype != tf.bool or flag.shape.rank != 0:
       raise ValueError(
-          'is_end_of_episode must return a scalar tf.bool but returned '
-          f'{flag.dtype.name}{flag.shape}.')
+        'is_end_of_episode must return a scalar tf.bool but returned '
+        f'{flag.dtype.name}{flag.shape}.'
+      )
     return tuple(tree.flatten(step)) + (flag,)
 
   return with_flag
 
 
-def pattern_dataset_with_info(input_dataset: tf.data.Dataset,
-                              configs: Sequence[structured_writer.Config],
-                              respect_episode_boundaries: bool,
-                              is_end_of_episode: Callable[[Any], Any]
-                              ) -> tf.data.Dataset:
+def pattern_dataset_with_info(
+  input_dataset: tf.data.Dataset,
+  configs: Sequence[structured_writer.Config],
+  respect_episode_boundaries: bool,
+  is_end_of_episode: Callable[[Any], Any],
+) -> tf.data.Dataset:
   """``PatternDataset`` whose elements are ``ReplaySample``s with zero info.
 
   Lets code written for ``TrajectoryDataset`` elements consume locally made
   trajectories. Arguments and errors are those of ``PatternDataset``.
   """
-  dataset = PatternDataset(input_dataset, configs, respect_episode_boundaries,
-                           is_end_of_episode)
+  dataset = PatternDataset(
+    input_dataset, configs, respect_episode_boundaries, is_end_of_episode
+  )
   dtypes = replay_sample.SampleInfo.tf_dtypes()
 
   def add_info(*data: Any) -> replay_sample.ReplaySample:
-    info = replay_sample.SampleInfo(
-        *[tf.zeros([], dtype) for dtype in dtypes])
+    info = replay_sample.SampleInfo(*[tf.zeros([], dtype) for dtype in dtypes])
     return replay_sample.ReplaySample(
-        info=info, data=data[0] if len(data) == 1 else data)
+      info=info, data=data[0] if len(data) == 1 else data
+    )
 
   return dataset.map(add_info)

@@ -15,10 +15,10 @@
 #include "pybind11/pybind11.h"
 #include "pybind11/stl.h"
 #include "server/checkpointing/checkpointer.h"
-#include "server/client.h"
+#include "server/client/client.h"
 #include "server/rate_limiter.h"
 #include "server/selectors/selector.h"
-#include "server/server.h"
+#include "server/service/server.h"
 #include "server/table.h"
 #include "tf_reverb/pybind_common.h"
 
@@ -38,15 +38,18 @@ deepmind::reverb::KeyDistributionOptions ParseOptions(const py::bytes& serialize
 std::shared_ptr<Table> MakeTable(const std::string& name, const py::bytes& sampler,
                                  const py::bytes& remover, int64_t max_size,
                                  int32_t max_times_sampled, double samples_per_insert,
-                                 int64_t min_size_to_sample, double min_diff,
-                                 double max_diff, const py::bytes& signature,
-                                 bool check_item_signatures) {
+                                 int64_t min_size_to_sample, double min_diff, double max_diff,
+                                 const py::bytes& signature, bool check_item_signatures) {
   return ValueOrRaise(Table::Create(Table::Config{
-      name, ValueOrRaise(CreateSelector(ParseOptions(sampler))),
-      ValueOrRaise(CreateSelector(ParseOptions(remover))), max_size, max_times_sampled,
-      ValueOrRaise(RateLimiter::Create(samples_per_insert, min_size_to_sample, min_diff,
-                                       max_diff)),
-      std::string(signature), {}, check_item_signatures}));
+      name,
+      ValueOrRaise(CreateSelector(ParseOptions(sampler))),
+      ValueOrRaise(CreateSelector(ParseOptions(remover))),
+      max_size,
+      max_times_sampled,
+      ValueOrRaise(RateLimiter::Create(samples_per_insert, min_size_to_sample, min_diff, max_diff)),
+      std::string(signature),
+      {},
+      check_item_signatures}));
 }
 
 }  // namespace
@@ -107,7 +110,7 @@ PYBIND11_MODULE(pybind, m) {
       .def("stop", &Server::Stop, py::call_guard<py::gil_scoped_release>())
       .def("debug_string", &Server::DebugString);
 
-  // Raises ValueError for a malformed sharded target (server/shard_target.h);
+  // Raises ValueError for a malformed sharded target (server/client/shard_target.h);
   // returns whether the target names several servers.
   m.def("check_target", [](const std::string& target) {
     absl::StatusOr<ShardTarget> parsed = ParseShardTarget(target);
@@ -117,8 +120,7 @@ PYBIND11_MODULE(pybind, m) {
 
   py::class_<Client>(m, "Client")
       .def(py::init<std::string>(), py::arg("server_address"))
-      .def("setup_error",
-           [](const Client& client) { MaybeRaise(client.setup_status()); })
+      .def("setup_error", [](const Client& client) { MaybeRaise(client.setup_status()); })
       .def("server_info",
            [](Client& client, int64_t timeout_ms) {
              absl::StatusOr<deepmind::reverb::ServerInfoResponse> info;
@@ -181,32 +183,30 @@ PYBIND11_MODULE(pybind, m) {
              py::list result;
              for (const Client::ShardInfo& info : ValueOrRaise(std::move(infos))) {
                if (info.status.ok()) {
-                 result.append(py::make_tuple(info.address,
-                                              py::bytes(info.response.SerializeAsString()),
-                                              py::none()));
+                 result.append(py::make_tuple(
+                     info.address, py::bytes(info.response.SerializeAsString()), py::none()));
                } else {
                  result.append(py::make_tuple(info.address, py::none(), info.status.ToString()));
                }
              }
              return result;
            })
-      .def("insert",
-           [](Client& client, const py::list& columns,
-              const std::vector<std::pair<std::string, double>>& priorities) {
-             std::vector<Tensor> step;
-             for (const py::handle& column : columns) {
-               py::tuple parts = column.cast<py::tuple>();
-               step.push_back(TensorFromPython(parts[0].cast<int>(),
-                                               parts[1].cast<std::vector<int64_t>>(),
-                                               py::reinterpret_borrow<py::object>(parts[2])));
-             }
-             absl::Status status;
-             {
-               py::gil_scoped_release release;
-               status = client.InsertStep(step, priorities);
-             }
-             MaybeRaise(status);
-           });
+      .def("insert", [](Client& client, const py::list& columns,
+                        const std::vector<std::pair<std::string, double>>& priorities) {
+        std::vector<Tensor> step;
+        for (const py::handle& column : columns) {
+          py::tuple parts = column.cast<py::tuple>();
+          step.push_back(TensorFromPython(parts[0].cast<int>(),
+                                          parts[1].cast<std::vector<int64_t>>(),
+                                          py::reinterpret_borrow<py::object>(parts[2])));
+        }
+        absl::Status status;
+        {
+          py::gil_scoped_release release;
+          status = client.InsertStep(step, priorities);
+        }
+        MaybeRaise(status);
+      });
 
   RegisterSelectorBindings(m);
   RegisterSamplerBindings(m);

@@ -1,22 +1,19 @@
 #include "tf_reverb/pybind_common.h"
 
-#include "absl/strings/match.h"
-#include "server/security/channel_credentials.h"
-
 #include <cstring>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "pybind11/stl.h"
+#include "server/security/channel_credentials.h"
 
 namespace py = pybind11;
 
 namespace tf_reverb {
 namespace {
 
-py::array StringArray(const std::vector<std::string>& strings,
-                      const std::vector<int64_t>& shape) {
+py::array StringArray(const std::vector<std::string>& strings, const std::vector<int64_t>& shape) {
   py::array out(py::dtype("O"), shape);
   auto** cells = static_cast<PyObject**>(out.mutable_data());
   for (size_t i = 0; i < strings.size(); ++i) {
@@ -25,12 +22,11 @@ py::array StringArray(const std::vector<std::string>& strings,
   return out;
 }
 
-py::array EmptyNumericArray(DataType dtype, const std::vector<int64_t>& shape,
-                            int column) {
+py::array EmptyNumericArray(DataType dtype, const std::vector<int64_t>& shape, int column) {
   const char* name = NumpyDtypeName(dtype);
   if (name == nullptr) {
-    throw py::value_error(absl::StrCat("Column ", column, " has unsupported dtype ",
-                                       DataTypeName(dtype)));
+    throw py::value_error(
+        absl::StrCat("Column ", column, " has unsupported dtype ", DataTypeName(dtype)));
   }
   return py::array(py::dtype(name), shape);
 }
@@ -39,21 +35,36 @@ py::array EmptyNumericArray(DataType dtype, const std::vector<int64_t>& shape,
 
 const char* NumpyDtypeName(DataType dtype) {
   switch (dtype) {
-    case tf::DT_FLOAT: return "float32";
-    case tf::DT_DOUBLE: return "float64";
-    case tf::DT_INT32: return "int32";
-    case tf::DT_UINT8: return "uint8";
-    case tf::DT_INT16: return "int16";
-    case tf::DT_INT8: return "int8";
-    case tf::DT_COMPLEX64: return "complex64";
-    case tf::DT_INT64: return "int64";
-    case tf::DT_BOOL: return "bool";
-    case tf::DT_UINT16: return "uint16";
-    case tf::DT_COMPLEX128: return "complex128";
-    case tf::DT_HALF: return "float16";
-    case tf::DT_UINT32: return "uint32";
-    case tf::DT_UINT64: return "uint64";
-    default: return nullptr;
+    case tf::DT_FLOAT:
+      return "float32";
+    case tf::DT_DOUBLE:
+      return "float64";
+    case tf::DT_INT32:
+      return "int32";
+    case tf::DT_UINT8:
+      return "uint8";
+    case tf::DT_INT16:
+      return "int16";
+    case tf::DT_INT8:
+      return "int8";
+    case tf::DT_COMPLEX64:
+      return "complex64";
+    case tf::DT_INT64:
+      return "int64";
+    case tf::DT_BOOL:
+      return "bool";
+    case tf::DT_UINT16:
+      return "uint16";
+    case tf::DT_COMPLEX128:
+      return "complex128";
+    case tf::DT_HALF:
+      return "float16";
+    case tf::DT_UINT32:
+      return "uint32";
+    case tf::DT_UINT64:
+      return "uint64";
+    default:
+      return nullptr;
   }
 }
 
@@ -90,8 +101,8 @@ void MaybeRaise(const absl::Status& status) {
 constexpr absl::string_view kWriterTimeoutText = " call did not complete within provided timeout";
 
 void MaybeRaiseWithDeadline(const absl::Status& status) {
-  // Only a writer's own timeout is a DeadlineExceededError (reverb-spec
-  // §2.13). A DEADLINE_EXCEEDED the server ended the insert stream with is
+  // Only a writer's own timeout is a DeadlineExceededError
+  // (docs/reference/errors.md). A DEADLINE_EXCEEDED the server ended the insert stream with is
   // the stream's sticky error, raised by every later call (the legacy
   // Writer's flush and close too, which take no timeout): a RuntimeError
   // with the server's message, as Reverb raises it.
@@ -104,8 +115,7 @@ void MaybeRaiseWithDeadline(const absl::Status& status) {
   MaybeRaise(status);
 }
 
-Tensor TensorFromPython(int dtype, const std::vector<int64_t>& shape,
-                        const py::object& data) {
+Tensor TensorFromPython(int dtype, const std::vector<int64_t>& shape, const py::object& data) {
   Tensor tensor;
   tensor.dtype = static_cast<DataType>(dtype);
   tensor.shape = shape;

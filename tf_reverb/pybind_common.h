@@ -19,7 +19,7 @@
 #include "absl/time/time.h"
 #include "pybind11/numpy.h"
 #include "pybind11/pybind11.h"
-#include "server/sample.h"
+#include "server/client/sample.h"
 #include "server/tensor.h"
 
 namespace tf_reverb {
@@ -56,8 +56,7 @@ inline absl::Duration TimeoutFromMs(int64_t timeout_ms) {
 
 // A tensor from Python's (dtype, shape, data): `data` is a C-contiguous numpy
 // array for numeric dtypes and a list of bytes for DT_STRING.
-Tensor TensorFromPython(int dtype, const std::vector<int64_t>& shape,
-                        const pybind11::object& data);
+Tensor TensorFromPython(int dtype, const std::vector<int64_t>& shape, const pybind11::object& data);
 
 // One step of columns from Python: each entry is None (no value) or a
 // (dtype, shape, data) tuple as TensorFromPython takes it.

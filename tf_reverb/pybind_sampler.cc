@@ -30,8 +30,8 @@
 #include "pybind11/numpy.h"
 #include "pybind11/pybind11.h"
 #include "pybind11/stl.h"
-#include "server/client.h"
-#include "server/sampler.h"
+#include "server/client/client.h"
+#include "server/client/sampler.h"
 #include "tf_reverb/pybind_common.h"
 
 namespace py = pybind11;
@@ -43,8 +43,8 @@ SamplerOptions MakeOptions(int64_t max_samples, int64_t max_in_flight_samples_pe
                            int64_t num_workers, int64_t max_samples_per_stream,
                            int64_t rate_limiter_timeout_ms) {
   if (rate_limiter_timeout_ms < -1) {
-    throw py::value_error(absl::StrCat("rate_limiter_timeout_ms (", rate_limiter_timeout_ms,
-                                       ") must be >= -1"));
+    throw py::value_error(
+        absl::StrCat("rate_limiter_timeout_ms (", rate_limiter_timeout_ms, ") must be >= -1"));
   }
   SamplerOptions options;
   options.max_samples = max_samples;
@@ -63,7 +63,8 @@ std::string SpecString(const ColumnSpec& spec) {
 // A 64-byte aligned heap buffer.
 struct AlignedBuffer {
   explicit AlignedBuffer(size_t bytes)
-      : data(static_cast<char*>(std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64)))) {}
+      : data(static_cast<char*>(
+            std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64)))) {}
   ~AlignedBuffer() { std::free(data); }
   char* data;
 };
@@ -134,8 +135,7 @@ class BatchIterator {
       {
         absl::MutexLock lock(&mu_);
         auto can_start = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return closed_ || ended_ ||
-                 static_cast<int64_t>(done_.size()) + assembling_ < prefetch_;
+          return closed_ || ended_ || static_cast<int64_t>(done_.size()) + assembling_ < prefetch_;
         };
         mu_.Await(absl::Condition(&can_start));
         n = budget_ < 0 ? batch_size_ : std::min(batch_size_, budget_);
@@ -152,8 +152,7 @@ class BatchIterator {
       if (!status.ok()) {
         ended_ = true;
         // max_samples reached or a rate-limiter timeout: a normal end.
-        if (!absl::IsOutOfRange(status) && !absl::IsDeadlineExceeded(status) &&
-            status_.ok()) {
+        if (!absl::IsOutOfRange(status) && !absl::IsDeadlineExceeded(status) && status_.ok()) {
           status_ = status;
         }
         break;
@@ -177,23 +176,22 @@ class BatchIterator {
           const ColumnSpec& spec = (*specs)[c];
           if (spec.dtype == tf::DT_STRING) continue;
           if (NumpyDtypeName(spec.dtype) == nullptr) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                "Column ", c, " has unsupported dtype ", DataTypeName(spec.dtype)));
+            return absl::InvalidArgumentError(
+                absl::StrCat("Column ", c, " has unsupported dtype ", DataTypeName(spec.dtype)));
           }
           batch->buffers[c] = std::make_unique<AlignedBuffer>(n * ColumnBytes(spec));
         }
       } else if (specs->size() != batch->specs.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Cannot batch samples with different numbers of columns: ", specs->size(),
-            " vs ", batch->specs.size(), "."));
+        return absl::InvalidArgumentError(
+            absl::StrCat("Cannot batch samples with different numbers of columns: ", specs->size(),
+                         " vs ", batch->specs.size(), "."));
       }
       for (size_t c = 0; c < specs->size(); ++c) {
         const ColumnSpec& spec = (*specs)[c];
         if (spec.dtype != batch->specs[c].dtype || spec.shape != batch->specs[c].shape) {
           return absl::InvalidArgumentError(absl::StrCat(
               "Cannot batch column ", c, ": the batch's first sample has (dtype, shape) ",
-              SpecString(batch->specs[c]), " but sample ", i, " has ", SpecString(spec),
-              "."));
+              SpecString(batch->specs[c]), " but sample ", i, " has ", SpecString(spec), "."));
         }
         if (spec.dtype == tf::DT_STRING) {
           absl::StatusOr<Tensor> tensor = sample->UnpackColumn(static_cast<int>(c));
@@ -203,8 +201,8 @@ class BatchIterator {
         }
         const int64_t bytes = ColumnBytes(spec);
         if (bytes == 0) continue;
-        if (absl::Status s = sample->UnpackColumnInto(static_cast<int>(c),
-                                                      batch->buffers[c]->data + i * bytes);
+        if (absl::Status s =
+                sample->UnpackColumnInto(static_cast<int>(c), batch->buffers[c]->data + i * bytes);
             !s.ok()) {
           return s;
         }
@@ -316,8 +314,7 @@ void RegisterSamplerBindings(py::module_& m) {
       .def(py::init([](Client& client, const std::string& table, int64_t batch_size,
                        int64_t max_samples, int64_t max_in_flight_samples_per_worker,
                        int64_t num_workers, int64_t max_samples_per_stream,
-                       int64_t rate_limiter_timeout_ms, int64_t num_threads,
-                       int64_t prefetch) {
+                       int64_t rate_limiter_timeout_ms, int64_t num_threads, int64_t prefetch) {
              if (batch_size < 1) throw py::value_error("batch_size must be >= 1");
              if (num_threads < 1) throw py::value_error("num_threads must be >= 1");
              if (prefetch < 1) throw py::value_error("prefetch must be >= 1");
@@ -325,8 +322,8 @@ void RegisterSamplerBindings(py::module_& m) {
                  MakeOptions(max_samples, max_in_flight_samples_per_worker, num_workers,
                              max_samples_per_stream, rate_limiter_timeout_ms);
              py::gil_scoped_release release;
-             return std::make_unique<BatchIterator>(client.NewSampler(table, options),
-                                                    batch_size, num_threads, prefetch);
+             return std::make_unique<BatchIterator>(client.NewSampler(table, options), batch_size,
+                                                    num_threads, prefetch);
            }),
            py::arg("client"), py::arg("table"), py::arg("batch_size"), py::arg("max_samples"),
            py::arg("max_in_flight_samples_per_worker"), py::arg("num_workers"),

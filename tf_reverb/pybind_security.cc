@@ -8,7 +8,7 @@
 #include "pybind11/pybind11.h"
 #include "server/security/channel_credentials.h"
 #include "server/security/server_credentials.h"
-#include "server/server.h"
+#include "server/service/server.h"
 #include "tf_reverb/pybind_common.h"
 
 namespace py = pybind11;
@@ -64,8 +64,7 @@ void RegisterSecurityBindings(py::module_& m) {
       py::arg("certificate_chain"), py::arg("private_key"), py::arg("server_name"),
       py::arg("auth_token"));
 
-  m.def("server_security",
-        [](const Server& server) { return server.security(); });
+  m.def("server_security", [](const Server& server) { return server.security(); });
 }
 
 }  // namespace tf_reverb

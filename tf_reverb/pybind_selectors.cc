@@ -63,11 +63,12 @@ KeyDistributionOptions Deterministic(bool deterministic) {
 }
 
 struct UniformDescription : SelectorDescription {
-  UniformDescription() : SelectorDescription([] {
-    KeyDistributionOptions options = Deterministic(false);
-    options.set_uniform(true);
-    return options;
-  }()) {}
+  UniformDescription()
+      : SelectorDescription([] {
+          KeyDistributionOptions options = Deterministic(false);
+          options.set_uniform(true);
+          return options;
+        }()) {}
 };
 
 struct PrioritizedDescription : SelectorDescription {
@@ -80,34 +81,37 @@ struct PrioritizedDescription : SelectorDescription {
 };
 
 struct FifoDescription : SelectorDescription {
-  FifoDescription() : SelectorDescription([] {
-    KeyDistributionOptions options = Deterministic(true);
-    options.set_fifo(true);
-    return options;
-  }()) {}
+  FifoDescription()
+      : SelectorDescription([] {
+          KeyDistributionOptions options = Deterministic(true);
+          options.set_fifo(true);
+          return options;
+        }()) {}
 };
 
 struct LifoDescription : SelectorDescription {
-  LifoDescription() : SelectorDescription([] {
-    KeyDistributionOptions options = Deterministic(true);
-    options.set_lifo(true);
-    return options;
-  }()) {}
+  LifoDescription()
+      : SelectorDescription([] {
+          KeyDistributionOptions options = Deterministic(true);
+          options.set_lifo(true);
+          return options;
+        }()) {}
 };
 
 struct HeapDescription : SelectorDescription {
-  explicit HeapDescription(bool min_heap) : SelectorDescription([min_heap] {
-    KeyDistributionOptions options = Deterministic(true);
-    options.mutable_heap()->set_min_heap(min_heap);
-    return options;
-  }()) {}
+  explicit HeapDescription(bool min_heap)
+      : SelectorDescription([min_heap] {
+          KeyDistributionOptions options = Deterministic(true);
+          options.mutable_heap()->set_min_heap(min_heap);
+          return options;
+        }()) {}
 };
 
 // The parameters of a rate limiter, validated as the table will.
 class RateLimiterDescription {
  public:
-  RateLimiterDescription(double samples_per_insert, int64_t min_size_to_sample,
-                         double min_diff, double max_diff)
+  RateLimiterDescription(double samples_per_insert, int64_t min_size_to_sample, double min_diff,
+                         double max_diff)
       : debug_string_(ValueOrRaise(RateLimiter::Create(samples_per_insert, min_size_to_sample,
                                                        min_diff, max_diff))
                           .DebugString()) {}
@@ -132,8 +136,7 @@ void RegisterSelectorBindings(py::module_& m) {
       .def("claim", &SelectorDescription::Claim, py::arg("owner"),
            "Marks the selector as used by `owner`; ValueError if already used.")
       .def("__repr__", &SelectorDescription::DebugString);
-  py::class_<UniformDescription, SelectorDescription>(m, "UniformSelector")
-      .def(py::init<>());
+  py::class_<UniformDescription, SelectorDescription>(m, "UniformSelector").def(py::init<>());
   py::class_<PrioritizedDescription, SelectorDescription>(m, "PrioritizedSelector")
       .def(py::init<double>(), py::arg("priority_exponent"));
   py::class_<FifoDescription, SelectorDescription>(m, "FifoSelector").def(py::init<>());

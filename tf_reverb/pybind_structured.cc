@@ -12,7 +12,7 @@
 
 #include "pybind11/pybind11.h"
 #include "pybind11/stl.h"
-#include "server/client.h"
+#include "server/client/client.h"
 #include "server/patterns/structured_writer.h"
 #include "tf_reverb/pybind_common.h"
 
@@ -44,24 +44,27 @@ void RegisterStructuredBindings(py::module_& m) {
   py::class_<StructuredWriter>(m, "StructuredWriter")
       .def(py::init(&MakeStructuredWriter), py::arg("client"), py::arg("configs"),
            py::keep_alive<1, 2>())
-      .def("append",
-           [](StructuredWriter& writer, const py::list& data, bool partial) {
-             std::vector<std::optional<Tensor>> step = StepFromPython(data);
-             CallWithoutGil([&] { return writer.Append(std::move(step), partial); });
-           },
-           py::arg("data"), py::arg("partial"))
-      .def("flush",
-           [](StructuredWriter& writer, int block_until_num_items, int64_t timeout_ms) {
-             CallWithoutGil(
-                 [&] { return writer.Flush(block_until_num_items, TimeoutFromMs(timeout_ms)); });
-           },
-           py::arg("block_until_num_items"), py::arg("timeout_ms"))
-      .def("end_episode",
-           [](StructuredWriter& writer, bool clear_buffers, int64_t timeout_ms) {
-             CallWithoutGil(
-                 [&] { return writer.EndEpisode(clear_buffers, TimeoutFromMs(timeout_ms)); });
-           },
-           py::arg("clear_buffers"), py::arg("timeout_ms"))
+      .def(
+          "append",
+          [](StructuredWriter& writer, const py::list& data, bool partial) {
+            std::vector<std::optional<Tensor>> step = StepFromPython(data);
+            CallWithoutGil([&] { return writer.Append(std::move(step), partial); });
+          },
+          py::arg("data"), py::arg("partial"))
+      .def(
+          "flush",
+          [](StructuredWriter& writer, int block_until_num_items, int64_t timeout_ms) {
+            CallWithoutGil(
+                [&] { return writer.Flush(block_until_num_items, TimeoutFromMs(timeout_ms)); });
+          },
+          py::arg("block_until_num_items"), py::arg("timeout_ms"))
+      .def(
+          "end_episode",
+          [](StructuredWriter& writer, bool clear_buffers, int64_t timeout_ms) {
+            CallWithoutGil(
+                [&] { return writer.EndEpisode(clear_buffers, TimeoutFromMs(timeout_ms)); });
+          },
+          py::arg("clear_buffers"), py::arg("timeout_ms"))
       .def_property_readonly("step_is_open", &StructuredWriter::step_is_open)
       .def_property_readonly("num_items_created", &StructuredWriter::num_items_created);
 }

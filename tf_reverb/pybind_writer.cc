@@ -28,7 +28,7 @@
 #include "pybind11/numpy.h"
 #include "pybind11/pybind11.h"
 #include "pybind11/stl.h"
-#include "server/client.h"
+#include "server/client/client.h"
 #include "server/writer/cell_ref.h"
 #include "server/writer/trajectory_writer.h"
 #include "tf_reverb/pybind_common.h"
@@ -82,14 +82,22 @@ DataType NumericDataType(const py::dtype& dtype) {
   const py::ssize_t size = dtype.itemsize();
   switch (dtype.kind()) {
     case 'f':
-      return size == 4 ? tf::DT_FLOAT : size == 8 ? tf::DT_DOUBLE
-                                      : size == 2 ? tf::DT_HALF : tf::DT_INVALID;
+      return size == 4   ? tf::DT_FLOAT
+             : size == 8 ? tf::DT_DOUBLE
+             : size == 2 ? tf::DT_HALF
+                         : tf::DT_INVALID;
     case 'i':
-      return size == 4 ? tf::DT_INT32 : size == 8 ? tf::DT_INT64
-             : size == 1 ? tf::DT_INT8 : size == 2 ? tf::DT_INT16 : tf::DT_INVALID;
+      return size == 4   ? tf::DT_INT32
+             : size == 8 ? tf::DT_INT64
+             : size == 1 ? tf::DT_INT8
+             : size == 2 ? tf::DT_INT16
+                         : tf::DT_INVALID;
     case 'u':
-      return size == 1 ? tf::DT_UINT8 : size == 2 ? tf::DT_UINT16
-             : size == 4 ? tf::DT_UINT32 : size == 8 ? tf::DT_UINT64 : tf::DT_INVALID;
+      return size == 1   ? tf::DT_UINT8
+             : size == 2 ? tf::DT_UINT16
+             : size == 4 ? tf::DT_UINT32
+             : size == 8 ? tf::DT_UINT64
+                         : tf::DT_INVALID;
     case 'b':
       return size == 1 ? tf::DT_BOOL : tf::DT_INVALID;
     case 'c':
@@ -113,7 +121,8 @@ struct PendingValue {
 
 // numpy arrays and scalars and Python numbers (np.asarray applies as is).
 bool IsNumpyOrNumber(const py::handle& value) {
-  static PyObject* const generic = py::object(py::module_::import("numpy").attr("generic")).release().ptr();
+  static PyObject* const generic =
+      py::object(py::module_::import("numpy").attr("generic")).release().ptr();
   PyObject* object = value.ptr();
   return py::isinstance<py::array>(value) || PyFloat_Check(object) || PyLong_Check(object) ||
          PyObject_TypeCheck(object, reinterpret_cast<PyTypeObject*>(generic));
@@ -228,8 +237,9 @@ class StepHistory {
   void CreateItem(TrajectoryWriter& writer, const std::string& table, double priority,
                   int num_steps) {
     if (num_steps < 1 || num_steps > static_cast<int>(steps_.size())) {
-      throw py::value_error("Argument `num_timesteps` is larger than number of buffered "
-                            "timesteps.");
+      throw py::value_error(
+          "Argument `num_timesteps` is larger than number of buffered "
+          "timesteps.");
     }
     size_t num_columns = 0;
     for (const auto& step : steps_) num_columns = std::max(num_columns, step.size());
@@ -300,8 +310,8 @@ void RegisterWriterBindings(py::module_& m) {
                                for (int64_t d : r.Lock()->spec().shape) shape.append(d);
                                return shape;
                              })
-      .def_property_readonly("dtype",
-                             [](const WeakCellRef& r) { return NumpyDtype(r.Lock()->spec().dtype); })
+      .def_property_readonly(
+          "dtype", [](const WeakCellRef& r) { return NumpyDtype(r.Lock()->spec().dtype); })
       .def_property_readonly("episode_step",
                              [](const WeakCellRef& r) { return r.Lock()->episode_step(); });
 
@@ -315,33 +325,32 @@ void RegisterWriterBindings(py::module_& m) {
   py::class_<TrajectoryWriter>(m, "TrajectoryWriter")
       .def(py::init(&MakeWriter), py::arg("client"), py::arg("num_keep_alive_refs"),
            py::arg("max_chunk_length"), py::arg("delta_encoded"), py::arg("max_queued_items"),
-           py::arg("signatures"), py::arg("accept_step_shape_signatures"),
-           py::keep_alive<1, 2>())
+           py::arg("signatures"), py::arg("accept_step_shape_signatures"), py::keep_alive<1, 2>())
       .def("append", &Append, py::arg("data"), py::arg("partial"))
-      .def("create_item", &CreateItem, py::arg("table"), py::arg("priority"),
-           py::arg("columns"))
-      .def("flush",
-           [](TrajectoryWriter& writer, int block_until_num_items, int64_t timeout_ms) {
-             CallWithoutGil(
-                 [&] { return writer.Flush(block_until_num_items, TimeoutFromMs(timeout_ms)); });
-           },
-           py::arg("block_until_num_items"), py::arg("timeout_ms"))
-      .def("end_episode",
-           [](TrajectoryWriter& writer, bool clear_buffers, int64_t timeout_ms) {
-             CallWithoutGil(
-                 [&] { return writer.EndEpisode(clear_buffers, TimeoutFromMs(timeout_ms)); });
-           },
-           py::arg("clear_buffers"), py::arg("timeout_ms"))
-      .def("configure",
-           [](TrajectoryWriter& writer, int column, int num_keep_alive_refs,
-              int max_chunk_length) {
-             MaybeRaise(writer.ConfigureChunker(column, {num_keep_alive_refs, max_chunk_length}));
-           },
-           py::arg("column"), py::arg("num_keep_alive_refs"), py::arg("max_chunk_length"))
+      .def("create_item", &CreateItem, py::arg("table"), py::arg("priority"), py::arg("columns"))
+      .def(
+          "flush",
+          [](TrajectoryWriter& writer, int block_until_num_items, int64_t timeout_ms) {
+            CallWithoutGil(
+                [&] { return writer.Flush(block_until_num_items, TimeoutFromMs(timeout_ms)); });
+          },
+          py::arg("block_until_num_items"), py::arg("timeout_ms"))
+      .def(
+          "end_episode",
+          [](TrajectoryWriter& writer, bool clear_buffers, int64_t timeout_ms) {
+            CallWithoutGil(
+                [&] { return writer.EndEpisode(clear_buffers, TimeoutFromMs(timeout_ms)); });
+          },
+          py::arg("clear_buffers"), py::arg("timeout_ms"))
+      .def(
+          "configure",
+          [](TrajectoryWriter& writer, int column, int num_keep_alive_refs, int max_chunk_length) {
+            MaybeRaise(writer.ConfigureChunker(column, {num_keep_alive_refs, max_chunk_length}));
+          },
+          py::arg("column"), py::arg("num_keep_alive_refs"), py::arg("max_chunk_length"))
       .def("close", &TrajectoryWriter::Close, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("episode_steps", &TrajectoryWriter::episode_steps)
-      .def_property_readonly("max_num_keep_alive_refs",
-                             &TrajectoryWriter::max_num_keep_alive_refs)
+      .def_property_readonly("max_num_keep_alive_refs", &TrajectoryWriter::max_num_keep_alive_refs)
       .def_property_readonly("num_pending_items", &TrajectoryWriter::num_pending_items);
 }
 

@@ -56,8 +56,9 @@ try:
   import ray
 except ImportError as e:  # pragma: no cover - depends on the environment
   raise ImportError(
-      'tf_reverb.ray needs Ray; install it with `pip install "tf_reverb[ray]"` '
-      '(or `pip install ray`).') from e
+    'tf_reverb.ray needs Ray; install it with `pip install "tf_reverb[ray]"` '
+    '(or `pip install ray`).'
+  ) from e
 
 from google.protobuf import json_format
 from google.protobuf import text_format
@@ -70,9 +71,12 @@ from tf_reverb.proto import schema_pb2
 from tf_reverb.server_executable import server_from_proto
 from tf_reverb.server_executable import server_main
 
+__all__ = ['ReplayCluster', 'table_config', 'server_config', 'grpc_target']
+
 # What ``tables`` may hold: Table objects, table configs, or their JSON form.
-TableConfig = Union[server_lib.Table, checkpoint_pb2.PriorityTableCheckpoint,
-                    Mapping[str, Any]]
+TableConfig = Union[
+  server_lib.Table, checkpoint_pb2.PriorityTableCheckpoint, Mapping[str, Any]
+]
 
 # Seconds a server may take from exec to its `event=started` line (it
 # restores its checkpoint first, which may be large).
@@ -82,8 +86,13 @@ DEFAULT_START_TIMEOUT = 300.0
 _REBIND_ATTEMPTS = 20
 _REBIND_PAUSE = 0.25
 # Keys of resources_per_shard passed to the actor's options.
-_RESOURCE_KEYS = ('num_cpus', 'num_gpus', 'memory', 'resources',
-                  'accelerator_type')
+_RESOURCE_KEYS = (
+  'num_cpus',
+  'num_gpus',
+  'memory',
+  'resources',
+  'accelerator_type',
+)
 
 
 def table_config(table: TableConfig) -> checkpoint_pb2.PriorityTableCheckpoint:
@@ -103,17 +112,19 @@ def table_config(table: TableConfig) -> checkpoint_pb2.PriorityTableCheckpoint:
     info = schema_pb2.TableInfo.FromString(table._table.info())  # pylint: disable=protected-access
     limiter = info.rate_limiter_info
     return checkpoint_pb2.PriorityTableCheckpoint(
-        table_name=info.name,
-        sampler=info.sampler_options,
-        remover=info.remover_options,
-        max_size=info.max_size,
-        max_times_sampled=info.max_times_sampled,
-        rate_limiter=checkpoint_pb2.RateLimiterCheckpoint(
-            samples_per_insert=limiter.samples_per_insert,
-            min_size_to_sample=limiter.min_size_to_sample,
-            min_diff=limiter.min_diff,
-            max_diff=limiter.max_diff),
-        signature=info.signature)
+      table_name=info.name,
+      sampler=info.sampler_options,
+      remover=info.remover_options,
+      max_size=info.max_size,
+      max_times_sampled=info.max_times_sampled,
+      rate_limiter=checkpoint_pb2.RateLimiterCheckpoint(
+        samples_per_insert=limiter.samples_per_insert,
+        min_size_to_sample=limiter.min_size_to_sample,
+        min_diff=limiter.min_diff,
+        max_diff=limiter.max_diff,
+      ),
+      signature=info.signature,
+    )
   if isinstance(table, checkpoint_pb2.PriorityTableCheckpoint):
     config = checkpoint_pb2.PriorityTableCheckpoint()
     config.CopyFrom(table)
@@ -126,9 +137,10 @@ def table_config(table: TableConfig) -> checkpoint_pb2.PriorityTableCheckpoint:
       raise ValueError(f'Invalid table config {dict(table)!r}: {e}') from e
     return config
   raise TypeError(
-      'tables must hold tf_reverb.Table objects, PriorityTableCheckpoint '
-      f'protos or their JSON form (dicts); got {type(table).__name__}: '
-      f'{table!r}')
+    'tables must hold tf_reverb.Table objects, PriorityTableCheckpoint '
+    f'protos or their JSON form (dicts); got {type(table).__name__}: '
+    f'{table!r}'
+  )
 
 
 def server_config(tables: Sequence[TableConfig]) -> str:
@@ -142,8 +154,9 @@ def server_config(tables: Sequence[TableConfig]) -> str:
       (the message names the table).
     TypeError: as ``table_config``.
   """
-  if isinstance(tables, (server_lib.Table, Mapping,
-                         checkpoint_pb2.PriorityTableCheckpoint)):
+  if isinstance(
+    tables, (server_lib.Table, Mapping, checkpoint_pb2.PriorityTableCheckpoint)
+  ):
     tables = [tables]
   configs = [table_config(table) for table in tables]
   if not configs:
@@ -157,9 +170,11 @@ def server_config(tables: Sequence[TableConfig]) -> str:
       server_from_proto.tables_from_proto([config])
     except (ValueError, TypeError, NotImplementedError, RuntimeError) as e:
       raise ValueError(
-          f'Invalid config of table {config.table_name!r}: {e}') from e
+        f'Invalid config of table {config.table_name!r}: {e}'
+      ) from e
   return text_format.MessageToString(
-      checkpoint_pb2.ReverbServerConfig(tables=configs, port=0))
+    checkpoint_pb2.ReverbServerConfig(tables=configs, port=0)
+  )
 
 
 def grpc_target(addresses: Sequence[str]) -> str:
@@ -185,8 +200,9 @@ def grpc_target(addresses: Sequence[str]) -> str:
       raise ValueError(f'{address!r} is not <ip>:<port>') from e
   if len(versions) > 1:
     raise ValueError(
-        f'Shard addresses mix IPv4 and IPv6 ({addresses}); use '
-        'shard_addresses with one client per shard.')
+      f'Shard addresses mix IPv4 and IPv6 ({addresses}); use '
+      'shard_addresses with one client per shard.'
+    )
   return ('ipv4:' if versions == {4} else 'ipv6:') + ','.join(addresses)
 
 
@@ -218,7 +234,9 @@ def _dying_with_parent(args: List[str]) -> Tuple[List[str], Any]:
   no Python runs between fork and exec (a preexec_fn in a multi-threaded Ray
   worker can deadlock); where setpriv is missing, the prctl hook does it.
   """
-  setpriv = shutil.which('setpriv') if sys.platform.startswith('linux') else None
+  setpriv = (
+    shutil.which('setpriv') if sys.platform.startswith('linux') else None
+  )
   if setpriv:
     return [setpriv, '--pdeathsig', 'KILL', '--'] + list(args), None
   return list(args), _die_with_parent_hook()
@@ -240,8 +258,9 @@ class _ServerProcess:
     self.proc: Optional[subprocess.Popen] = None
     self.port = -1
     self.last_lines: List[str] = []
-    self._thread = threading.Thread(target=self._keep, daemon=True,
-                                    name='reverb_server keeper')
+    self._thread = threading.Thread(
+      target=self._keep, daemon=True, name='reverb_server keeper'
+    )
 
   def start(self, timeout: float) -> bool:
     """Starts the server; True once it serves, False if it exited first.
@@ -256,15 +275,21 @@ class _ServerProcess:
       if self.proc is not None:
         self.proc.kill()
       raise TimeoutError(
-          f'reverb_server did not start within {timeout}s; log: '
-          f'{self.last_lines[-10:]}') from None
+        f'reverb_server did not start within {timeout}s; log: '
+        f'{self.last_lines[-10:]}'
+      ) from None
 
   def _keep(self) -> None:
     with open(self._log_path, 'a') as log:
       args, hook = _dying_with_parent(self._args)
       self.proc = subprocess.Popen(
-          args, stdin=subprocess.DEVNULL, stdout=log,
-          stderr=subprocess.PIPE, text=True, preexec_fn=hook)
+        args,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=hook,
+      )
       started = False
       for line in self.proc.stderr:
         log.write(line)
@@ -273,7 +298,7 @@ class _ServerProcess:
         if not started and 'event=started' in line:
           for field in line.split():
             if field.startswith('port='):
-              self.port = int(field[len('port='):])
+              self.port = int(field[len('port=') :])
           started = True
           self._started.put(True)
       code = self.proc.wait()
@@ -287,14 +312,21 @@ class _ServerProcess:
 class _Shard:
   """The Ray actor owning one shard's ``reverb_server`` (see the module doc)."""
 
-  def __init__(self, index: int, cluster_id: str, config_text: str,
-               checkpoint_dir: Optional[str],
-               checkpoint_interval_seconds: int,
-               server_flags: Sequence[str], start_timeout: float):
+  def __init__(
+    self,
+    index: int,
+    cluster_id: str,
+    config_text: str,
+    checkpoint_dir: Optional[str],
+    checkpoint_interval_seconds: int,
+    server_flags: Sequence[str],
+    start_timeout: float,
+  ):
     self._index = index
     self._stopping = False
-    self._state_dir = os.path.join(tempfile.gettempdir(), 'tf_reverb_ray',
-                                   cluster_id, f'shard-{index}')
+    self._state_dir = os.path.join(
+      tempfile.gettempdir(), 'tf_reverb_ray', cluster_id, f'shard-{index}'
+    )
     os.makedirs(self._state_dir, exist_ok=True)
     config_path = os.path.join(self._state_dir, 'config.textproto')
     with open(config_path, 'w') as f:
@@ -307,7 +339,8 @@ class _Shard:
       args.append(f'--checkpoint_dir={self._checkpoint_dir}')
       if checkpoint_interval_seconds:
         args.append(
-            f'--checkpoint_interval_seconds={checkpoint_interval_seconds}')
+          f'--checkpoint_interval_seconds={checkpoint_interval_seconds}'
+        )
     args.extend(server_flags)
     port_path = os.path.join(self._state_dir, 'port')
     previous = 0
@@ -321,15 +354,17 @@ class _Shard:
     attempts.append(0)
     self._server = None
     for attempt, port in enumerate(attempts):
-      server = _ServerProcess(args + [f'--port={port}'], log_path,
-                              self._server_exited)
+      server = _ServerProcess(
+        args + [f'--port={port}'], log_path, self._server_exited
+      )
       if server.start(start_timeout):
         self._server = server
         break
       if port == 0:
         raise RuntimeError(
-            f'reverb_server of shard {index} failed to start: '
-            f'{server.last_lines[-10:]}')
+          f'reverb_server of shard {index} failed to start: '
+          f'{server.last_lines[-10:]}'
+        )
       if attempt + 1 < len(attempts) and attempts[attempt + 1] == port:
         time.sleep(_REBIND_PAUSE)  # retry pause, not synchronisation
     assert self._server is not None
@@ -339,28 +374,31 @@ class _Shard:
     with warnings.catch_warnings():  # Ray warns inside its own property
       warnings.simplefilter('ignore')
       self._reconstructed = bool(
-          ray.get_runtime_context().was_current_actor_reconstructed)
+        ray.get_runtime_context().was_current_actor_reconstructed
+      )
 
   def _server_exited(self, code: int) -> None:
     if self._stopping:
       return
     # The server died under us: die too, so that Ray restarts this shard.
-    sys.stderr.write(f'tf_reverb.ray: reverb_server of shard {self._index} '
-                     f'exited with {code}; exiting so Ray restarts the shard\n')
+    sys.stderr.write(
+      f'tf_reverb.ray: reverb_server of shard {self._index} '
+      f'exited with {code}; exiting so Ray restarts the shard\n'
+    )
     sys.stderr.flush()
     os._exit(1)  # pylint: disable=protected-access
 
   def info(self) -> Dict[str, Any]:
     """The shard's index, address, ip, port, server pid and restart flag."""
     return {
-        'index': self._index,
-        'address': _host_port(self._ip, self._server.port),
-        'ip': self._ip,
-        'port': self._server.port,
-        'pid': self._server.proc.pid,
-        'actor_pid': os.getpid(),
-        'reconstructed': self._reconstructed,
-        'checkpoint_dir': self._checkpoint_dir,
+      'index': self._index,
+      'address': _host_port(self._ip, self._server.port),
+      'ip': self._ip,
+      'port': self._server.port,
+      'pid': self._server.proc.pid,
+      'actor_pid': os.getpid(),
+      'reconstructed': self._reconstructed,
+      'checkpoint_dir': self._checkpoint_dir,
     }
 
   def stop(self, timeout: float) -> Optional[int]:
@@ -388,17 +426,19 @@ class ReplayCluster:
   shards are placed, restarted and found again.
   """
 
-  def __init__(self,
-               tables: Union[TableConfig, Sequence[TableConfig]],
-               num_shards: int,
-               checkpoint_dir: Optional[str] = None,
-               resources_per_shard: Optional[Mapping[str, Any]] = None,
-               *,
-               max_restarts: int = -1,
-               checkpoint_interval_seconds: int = 0,
-               scheduling_strategy: Any = 'SPREAD',
-               server_flags: Sequence[str] = (),
-               start_timeout: float = DEFAULT_START_TIMEOUT):
+  def __init__(
+    self,
+    tables: Union[TableConfig, Sequence[TableConfig]],
+    num_shards: int,
+    checkpoint_dir: Optional[str] = None,
+    resources_per_shard: Optional[Mapping[str, Any]] = None,
+    *,
+    max_restarts: int = -1,
+    checkpoint_interval_seconds: int = 0,
+    scheduling_strategy: Any = 'SPREAD',
+    server_flags: Sequence[str] = (),
+    start_timeout: float = DEFAULT_START_TIMEOUT,
+  ):
     """Starts the shards and waits until every one serves.
 
     Args:
@@ -430,34 +470,47 @@ class ReplayCluster:
     if max_restarts < -1:
       raise ValueError(f'max_restarts ({max_restarts}) must be >= -1')
     if checkpoint_interval_seconds < 0:
-      raise ValueError(f'checkpoint_interval_seconds '
-                       f'({checkpoint_interval_seconds}) must be >= 0')
-    resources = dict({'num_cpus': 1} if resources_per_shard is None else
-                     resources_per_shard)
+      raise ValueError(
+        f'checkpoint_interval_seconds '
+        f'({checkpoint_interval_seconds}) must be >= 0'
+      )
+    resources = dict(
+      {'num_cpus': 1} if resources_per_shard is None else resources_per_shard
+    )
     unknown = sorted(set(resources) - set(_RESOURCE_KEYS))
     if unknown:
-      raise ValueError(f'Unknown keys in resources_per_shard: {unknown}; '
-                       f'known: {list(_RESOURCE_KEYS)}')
+      raise ValueError(
+        f'Unknown keys in resources_per_shard: {unknown}; '
+        f'known: {list(_RESOURCE_KEYS)}'
+      )
     config_text = server_config(tables)
     if not ray.is_initialized():
       ray.init()
     self._num_shards = num_shards
-    self._checkpoint_dir = (os.path.abspath(checkpoint_dir)
-                            if checkpoint_dir else None)
+    self._checkpoint_dir = (
+      os.path.abspath(checkpoint_dir) if checkpoint_dir else None
+    )
     self._cluster_id = uuid.uuid4().hex[:12]
     self._start_timeout = start_timeout
     actor_class = ray.remote(_Shard).options(
-        max_restarts=max_restarts,
-        # Calls are idempotent queries; across a restart they wait for the
-        # new incarnation instead of failing.
-        max_task_retries=-1,
-        scheduling_strategy=scheduling_strategy,
-        **resources)
+      max_restarts=max_restarts,
+      # Calls are idempotent queries; across a restart they wait for the
+      # new incarnation instead of failing.
+      max_task_retries=-1,
+      scheduling_strategy=scheduling_strategy,
+      **resources,
+    )
     self._actors = [
-        actor_class.remote(i, self._cluster_id, config_text,
-                           self._checkpoint_dir, checkpoint_interval_seconds,
-                           list(server_flags), start_timeout)
-        for i in range(num_shards)
+      actor_class.remote(
+        i,
+        self._cluster_id,
+        config_text,
+        self._checkpoint_dir,
+        checkpoint_interval_seconds,
+        list(server_flags),
+        start_timeout,
+      )
+      for i in range(num_shards)
     ]
     self._stopped = False
     try:
@@ -466,18 +519,22 @@ class ReplayCluster:
       self.shutdown()
       raise
 
-  def _shard_infos(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+  def _shard_infos(
+    self, timeout: Optional[float] = None
+  ) -> List[Dict[str, Any]]:
     timeout = timeout or self._start_timeout + 60
     try:
-      return ray.get([actor.info.remote() for actor in self._actors],
-                     timeout=timeout)
+      return ray.get(
+        [actor.info.remote() for actor in self._actors], timeout=timeout
+      )
     except ray.exceptions.RayActorError as e:
       raise RuntimeError(f'A shard of the ReplayCluster failed: {e}') from e
     except ray.exceptions.GetTimeoutError as e:
       raise RuntimeError(
-          f'Not every shard of the ReplayCluster answered within {timeout}s '
-          '(is a shard waiting for resources_per_shard no node offers, or '
-          'being restarted?); `ray status` shows pending demands.') from e
+        f'Not every shard of the ReplayCluster answered within {timeout}s '
+        '(is a shard waiting for resources_per_shard no node offers, or '
+        'being restarted?); `ray status` shows pending demands.'
+      ) from e
 
   def _check_running(self) -> None:
     if self._stopped:
@@ -488,7 +545,9 @@ class ReplayCluster:
     """Number of shards."""
     return self._num_shards
 
-  def shard_infos(self, timeout: Optional[float] = None) -> List[Dict[str, Any]]:
+  def shard_infos(
+    self, timeout: Optional[float] = None
+  ) -> List[Dict[str, Any]]:
     """Per shard (in order): index, address, ip, port, pid (of the server),
     actor_pid, reconstructed (a restarted incarnation) and checkpoint_dir.
 
@@ -524,8 +583,8 @@ class ReplayCluster:
     return [client_lib.Client(address) for address in self.shard_addresses]
 
   def server_info(
-      self,
-      timeout: Optional[int] = None) -> List[Dict[str, reverb_types.TableInfo]]:
+    self, timeout: Optional[int] = None
+  ) -> List[Dict[str, reverb_types.TableInfo]]:
     """Each shard's ``Client.server_info()``, in shard order.
 
     Args:
@@ -544,7 +603,8 @@ class ReplayCluster:
     """
     if not self._checkpoint_dir:
       raise ValueError(
-          'This ReplayCluster has no checkpoint_dir; pass one to checkpoint.')
+        'This ReplayCluster has no checkpoint_dir; pass one to checkpoint.'
+      )
     return [client.checkpoint() for client in self.shard_clients()]
 
   def shutdown(self, timeout: float = 60.0) -> None:
@@ -553,17 +613,22 @@ class ReplayCluster:
     if self._stopped:
       return
     self._stopped = True
-    pending = [actor.stop.options(max_task_retries=0).remote(timeout)
-               for actor in self._actors]
+    pending = [
+      actor.stop.options(max_task_retries=0).remote(timeout)
+      for actor in self._actors
+    ]
     try:
       ray.get(pending, timeout=timeout + 30)
     except (ray.exceptions.RayError, TimeoutError) as e:
-      print(f'tf_reverb.ray: a shard did not stop cleanly: {e}',
-            file=sys.stderr)
+      print(
+        f'tf_reverb.ray: a shard did not stop cleanly: {e}', file=sys.stderr
+      )
     for actor in self._actors:
       ray.kill(actor, no_restart=True)
-    shutil.rmtree(os.path.join(tempfile.gettempdir(), 'tf_reverb_ray',
-                               self._cluster_id), ignore_errors=True)
+    shutil.rmtree(
+      os.path.join(tempfile.gettempdir(), 'tf_reverb_ray', self._cluster_id),
+      ignore_errors=True,
+    )
 
   def __enter__(self) -> 'ReplayCluster':
     return self
@@ -572,6 +637,9 @@ class ReplayCluster:
     self.shutdown()
 
   def __repr__(self) -> str:
-    state = 'stopped' if self._stopped else ','.join(
-        info['address'] for info in self._infos)
+    state = (
+      'stopped'
+      if self._stopped
+      else ','.join(info['address'] for info in self._infos)
+    )
     return f'ReplayCluster(num_shards={self._num_shards}, {state})'

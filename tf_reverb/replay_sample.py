@@ -2,6 +2,8 @@
 
 from typing import Any, NamedTuple, Tuple
 
+__all__ = ['ReplaySample', 'SampleInfo']
+
 
 class SampleInfo(NamedTuple):
   """Metadata of a sampled item.
@@ -13,6 +15,7 @@ class SampleInfo(NamedTuple):
     priority: its priority when it was sampled.
     times_sampled: how often it has been sampled, this sample included.
   """
+
   key: Any
   probability: Any
   table_size: Any
@@ -23,12 +26,14 @@ class SampleInfo(NamedTuple):
   def tf_dtypes(cls) -> Tuple[Any, ...]:
     """The TensorFlow dtypes of the fields (imports TensorFlow)."""
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
     return (tf.uint64, tf.double, tf.int64, tf.double, tf.int32)
 
   @classmethod
   def tf_shapes(cls) -> Tuple[Any, ...]:
     """The TensorFlow shapes of the fields: all scalars."""
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
     return tuple(tf.TensorShape([]) for _ in cls._fields)
 
   @classmethod
@@ -39,5 +44,6 @@ class SampleInfo(NamedTuple):
 
 class ReplaySample(NamedTuple):
   """A sampled item: its ``SampleInfo`` and its data."""
+
   info: SampleInfo
   data: Any

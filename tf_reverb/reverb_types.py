@@ -13,6 +13,8 @@ from tf_reverb.proto import schema_pb2
 from tf_reverb.proto import struct_pb2
 from tf_reverb.proto import tensor_pb2
 
+__all__ = ['TableInfo']
+
 # A selector object (see tf_reverb.selectors).
 SelectorType = Any
 # A nest of specs: tf.TensorSpec, or tensor_spec.TensorSpec without TF.
@@ -26,10 +28,12 @@ def _tensorflow_in_use() -> bool:
 def _shape_proto(shape: tensor_spec.Shape) -> tensor_pb2.TensorShapeProto:
   if shape is None:
     return tensor_pb2.TensorShapeProto(unknown_rank=True)
-  return tensor_pb2.TensorShapeProto(dim=[
+  return tensor_pb2.TensorShapeProto(
+    dim=[
       tensor_pb2.TensorShapeProto.Dim(size=-1 if d is None else d)
       for d in shape
-  ])
+    ]
+  )
 
 
 def _shape_from_proto(proto: tensor_pb2.TensorShapeProto) -> tensor_spec.Shape:
@@ -53,24 +57,27 @@ def _encode(value: Any) -> struct_pb2.StructuredValue:
     fields = proto.dict_value.fields
     for key, item in sorted(value.items(), key=lambda kv: str(kv[0])):
       if not isinstance(key, str):
-        raise ValueError(
-            f'Signature dict keys must be strings, got {key!r}')
+        raise ValueError(f'Signature dict keys must be strings, got {key!r}')
       fields[key].CopyFrom(_encode(item))
     return proto
   if _is_namedtuple(value):
     pairs = [
-        struct_pb2.PairValue(key=field, value=_encode(item))
-        for field, item in zip(value._fields, value)
+      struct_pb2.PairValue(key=field, value=_encode(item))
+      for field, item in zip(value._fields, value)
     ]
     return struct_pb2.StructuredValue(
-        named_tuple_value=struct_pb2.NamedTupleValue(
-            name=type(value).__name__, values=pairs))
+      named_tuple_value=struct_pb2.NamedTupleValue(
+        name=type(value).__name__, values=pairs
+      )
+    )
   if isinstance(value, tuple):
     return struct_pb2.StructuredValue(
-        tuple_value=struct_pb2.TupleValue(values=[_encode(v) for v in value]))
+      tuple_value=struct_pb2.TupleValue(values=[_encode(v) for v in value])
+    )
   if isinstance(value, list):
     return struct_pb2.StructuredValue(
-        list_value=struct_pb2.ListValue(values=[_encode(v) for v in value]))
+      list_value=struct_pb2.ListValue(values=[_encode(v) for v in value])
+    )
   if isinstance(value, tensor_spec.TensorSpec):
     spec = value
   elif _tensorflow_in_use() and _is_tf_tensor_spec(value):
@@ -80,14 +87,17 @@ def _encode(value: Any) -> struct_pb2.StructuredValue:
   else:
     raise ValueError(f'Unsupported signature spec: {value!r}')
   return struct_pb2.StructuredValue(
-      tensor_spec_value=struct_pb2.TensorSpecProto(
-          name=spec.name or '',
-          shape=_shape_proto(spec.shape),
-          dtype=spec.dtype.as_datatype_enum))
+    tensor_spec_value=struct_pb2.TensorSpecProto(
+      name=spec.name or '',
+      shape=_shape_proto(spec.shape),
+      dtype=spec.dtype.as_datatype_enum,
+    )
+  )
 
 
 def _is_tf_tensor_spec(value: Any) -> bool:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   return isinstance(value, tf.TensorSpec)
 
 
@@ -97,7 +107,8 @@ def _decode(proto: struct_pb2.StructuredValue) -> Any:
   if kind == 'tensor_spec_value' or kind == 'bounded_tensor_spec_value':
     spec = getattr(proto, kind)
     return tensor_spec.TensorSpec(
-        _shape_from_proto(spec.shape), spec.dtype, spec.name or None)
+      _shape_from_proto(spec.shape), spec.dtype, spec.name or None
+    )
   if kind == 'list_value':
     return [_decode(v) for v in proto.list_value.values]
   if kind == 'tuple_value':
@@ -152,8 +163,9 @@ def decode_signature(serialized: bytes) -> Optional[SpecNest]:
     # pylint: enable=g-import-not-at-top
   except ImportError as e:
     raise ValueError(
-        'The table signature holds composite specs, which only TensorFlow '
-        f'can decode, and TensorFlow cannot be imported: {e}') from e
+      'The table signature holds composite specs, which only TensorFlow '
+      f'can decode, and TensorFlow cannot be imported: {e}'
+    ) from e
   value = tf_struct_pb2.StructuredValue.FromString(serialized)
   return nested_structure_coder.decode_proto(value)
 
@@ -170,8 +182,9 @@ def encode_signature(signature: Optional[SpecNest]) -> bytes:
   Raises:
     ValueError: for leaves that are no TensorSpec, or non-string dict keys.
   """
-  if signature is None or (isinstance(signature, (dict, list, tuple)) and
-                           not signature):
+  if signature is None or (
+    isinstance(signature, (dict, list, tuple)) and not signature
+  ):
     return b''
   try:
     # Deterministic: map entries (dict keys) sorted, so equal nests give
@@ -182,20 +195,30 @@ def encode_signature(signature: Optional[SpecNest]) -> bytes:
   # pylint: disable=g-import-not-at-top
   import tensorflow as tf
   from tensorflow.python.saved_model import nested_structure_coder
+
   # pylint: enable=g-import-not-at-top
   for leaf in tree.flatten(signature):
     if not isinstance(leaf, (tf.TensorSpec, tensor_spec.TensorSpec)):
       raise ValueError(f'Unsupported signature spec: {leaf!r}')
   signature = tree.map_structure(
-      lambda s: s if isinstance(s, tf.TensorSpec) else tf.TensorSpec(
-          None if s.shape is None else list(s.shape), s.dtype.as_datatype_enum,
-          s.name), signature)
+    lambda s: (
+      s
+      if isinstance(s, tf.TensorSpec)
+      else tf.TensorSpec(
+        None if s.shape is None else list(s.shape),
+        s.dtype.as_datatype_enum,
+        s.name,
+      )
+    ),
+    signature,
+  )
   return nested_structure_coder.encode_structure(signature).SerializeToString()
 
 
 @dataclasses.dataclass
 class TableInfo:
   """A table's configuration and state, as ``Client.server_info`` reports."""
+
   name: str
   sampler_options: schema_pb2.KeyDistributionOptions
   remover_options: schema_pb2.KeyDistributionOptions
@@ -215,18 +238,19 @@ class TableInfo:
   def from_proto(cls, proto: schema_pb2.TableInfo) -> 'TableInfo':
     """Builds a TableInfo from its proto (decoding the signature)."""
     return cls(
-        name=proto.name,
-        sampler_options=proto.sampler_options,
-        remover_options=proto.remover_options,
-        max_size=proto.max_size,
-        max_times_sampled=proto.max_times_sampled,
-        rate_limiter_info=proto.rate_limiter_info,
-        signature=decode_signature(proto.signature),
-        current_size=proto.current_size,
-        num_episodes=proto.num_episodes,
-        num_deleted_episodes=proto.num_deleted_episodes,
-        num_unique_samples=proto.num_unique_samples,
-        table_worker_time=proto.table_worker_time)
+      name=proto.name,
+      sampler_options=proto.sampler_options,
+      remover_options=proto.remover_options,
+      max_size=proto.max_size,
+      max_times_sampled=proto.max_times_sampled,
+      rate_limiter_info=proto.rate_limiter_info,
+      signature=decode_signature(proto.signature),
+      current_size=proto.current_size,
+      num_episodes=proto.num_episodes,
+      num_deleted_episodes=proto.num_deleted_episodes,
+      num_unique_samples=proto.num_unique_samples,
+      table_worker_time=proto.table_worker_time,
+    )
 
   @classmethod
   def from_serialized_proto(cls, serialized: bytes) -> 'TableInfo':

@@ -15,6 +15,8 @@ from tf_reverb import pybind
 from tf_reverb import rate_limiters
 from tf_reverb import reverb_types
 
+__all__ = ['Server', 'Table', 'TableExtensionBase']
+
 
 class TableExtensionBase(metaclass=abc.ABCMeta):
   """Base of Python table extensions: they build the C++ extensions of a table.
@@ -24,7 +26,8 @@ class TableExtensionBase(metaclass=abc.ABCMeta):
 
   @abc.abstractmethod
   def build_internal_extensions(
-      self, table_name: str) -> List[pybind.TableExtension]:
+    self, table_name: str
+  ) -> List[pybind.TableExtension]:
     """The C++ extensions (``pybind.TableExtension``) to attach to `table_name`."""
 
 
@@ -33,19 +36,42 @@ class Table:
 
   The C++ table is created at once and holds its data for as long as this
   object or a server hosting it lives.
+
+  Example:
+    ```python
+    import tf_reverb as reverb
+
+    # Prioritized replay: sample in proportion to priority ** 0.6, evict
+    # the oldest item beyond 100,000, two samples per insert on average
+    # once 1,000 items are in.
+    replay = reverb.Table(
+        name='replay',
+        sampler=reverb.selectors.Prioritized(priority_exponent=0.6),
+        remover=reverb.selectors.Fifo(),
+        max_size=100_000,
+        rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
+            samples_per_insert=2.0, min_size_to_sample=1000,
+            error_buffer=100.0))
+    # A FIFO queue: each item is sampled exactly once, in order.
+    work = reverb.Table.queue('work', max_size=100)
+    server = reverb.Server(tables=[replay, work], host='127.0.0.1')
+    server.stop()
+    ```
   """
 
-  def __init__(self,
-               name: str,
-               sampler: reverb_types.SelectorType,
-               remover: reverb_types.SelectorType,
-               max_size: int,
-               rate_limiter: rate_limiters.RateLimiter,
-               max_times_sampled: int = 0,
-               extensions: Sequence[object] = (),
-               signature: Optional[reverb_types.SpecNest] = None,
-               *,
-               check_item_signatures: bool = False):
+  def __init__(
+    self,
+    name: str,
+    sampler: reverb_types.SelectorType,
+    remover: reverb_types.SelectorType,
+    max_size: int,
+    rate_limiter: rate_limiters.RateLimiter,
+    max_times_sampled: int = 0,
+    extensions: Sequence[object] = (),
+    signature: Optional[reverb_types.SpecNest] = None,
+    *,
+    check_item_signatures: bool = False,
+  ):
     """Creates a table.
 
     Args:
@@ -79,68 +105,88 @@ class Table:
     for role, selector in (('sampler', sampler), ('remover', remover)):
       if not isinstance(selector, pybind.ItemSelector):
         raise TypeError(
-            f'{role} must be a selector (reverb.selectors.Uniform(), ...), got '
-            f'{type(selector).__name__}: {selector!r}')
+          f'{role} must be a selector (reverb.selectors.Uniform(), ...), got '
+          f'{type(selector).__name__}: {selector!r}'
+        )
     if not isinstance(rate_limiter, rate_limiters.RateLimiter):
       raise TypeError(
-          'rate_limiter must be a reverb.rate_limiters.RateLimiter, got '
-          f'{type(rate_limiter).__name__}: {rate_limiter!r}')
+        'rate_limiter must be a reverb.rate_limiters.RateLimiter, got '
+        f'{type(rate_limiter).__name__}: {rate_limiter!r}'
+      )
     if sampler is remover:
       raise ValueError(
-          'sampler and remover must be different selector objects.')
+        'sampler and remover must be different selector objects.'
+      )
     sampler.claim(f'sampler of table {name!r}')
     remover.claim(f'remover of table {name!r}')
     rate_limiter.claim(name)
     self._signature = signature
     self._extensions = tuple(extensions)
     self._table = pybind.Table(
-        name=name,
-        sampler=sampler.serialized_options(),
-        remover=remover.serialized_options(),
-        max_size=max_size,
-        max_times_sampled=max_times_sampled,
-        samples_per_insert=rate_limiter.samples_per_insert,
-        min_size_to_sample=rate_limiter.min_size_to_sample,
-        min_diff=rate_limiter.min_diff,
-        max_diff=rate_limiter.max_diff,
-        signature=reverb_types.encode_signature(signature),
-        check_item_signatures=check_item_signatures)
+      name=name,
+      sampler=sampler.serialized_options(),
+      remover=remover.serialized_options(),
+      max_size=max_size,
+      max_times_sampled=max_times_sampled,
+      samples_per_insert=rate_limiter.samples_per_insert,
+      min_size_to_sample=rate_limiter.min_size_to_sample,
+      min_diff=rate_limiter.min_diff,
+      max_diff=rate_limiter.max_diff,
+      signature=reverb_types.encode_signature(signature),
+      check_item_signatures=check_item_signatures,
+    )
 
   @classmethod
-  def queue(cls,
-            name: str,
-            max_size: int,
-            extensions: Sequence[object] = (),
-            signature: Optional[reverb_types.SpecNest] = None) -> 'Table':
+  def queue(
+    cls,
+    name: str,
+    max_size: int,
+    extensions: Sequence[object] = (),
+    signature: Optional[reverb_types.SpecNest] = None,
+  ) -> 'Table':
     """A FIFO queue: each item is sampled once, inserts block when full."""
-    return cls(name=name, sampler=item_selectors.Fifo(),
-               remover=item_selectors.Fifo(), max_size=max_size,
-               max_times_sampled=1,
-               rate_limiter=rate_limiters.Queue(max_size),
-               extensions=extensions, signature=signature)
+    return cls(
+      name=name,
+      sampler=item_selectors.Fifo(),
+      remover=item_selectors.Fifo(),
+      max_size=max_size,
+      max_times_sampled=1,
+      rate_limiter=rate_limiters.Queue(max_size),
+      extensions=extensions,
+      signature=signature,
+    )
 
   @classmethod
-  def stack(cls,
-            name: str,
-            max_size: int,
-            extensions: Sequence[object] = (),
-            signature: Optional[reverb_types.SpecNest] = None) -> 'Table':
+  def stack(
+    cls,
+    name: str,
+    max_size: int,
+    extensions: Sequence[object] = (),
+    signature: Optional[reverb_types.SpecNest] = None,
+  ) -> 'Table':
     """A LIFO stack: each item is sampled once, inserts block when full."""
-    return cls(name=name, sampler=item_selectors.Lifo(),
-               remover=item_selectors.Lifo(), max_size=max_size,
-               max_times_sampled=1,
-               rate_limiter=rate_limiters.Stack(max_size),
-               extensions=extensions, signature=signature)
+    return cls(
+      name=name,
+      sampler=item_selectors.Lifo(),
+      remover=item_selectors.Lifo(),
+      max_size=max_size,
+      max_times_sampled=1,
+      rate_limiter=rate_limiters.Stack(max_size),
+      extensions=extensions,
+      signature=signature,
+    )
 
-  def replace(self,
-              name: Optional[str] = None,
-              sampler: Optional[reverb_types.SelectorType] = None,
-              remover: Optional[reverb_types.SelectorType] = None,
-              max_size: Optional[int] = None,
-              rate_limiter: Optional[rate_limiters.RateLimiter] = None,
-              max_times_sampled: Optional[int] = None,
-              extensions: Optional[Sequence[object]] = None,
-              signature: Optional[reverb_types.SpecNest] = None) -> 'Table':
+  def replace(
+    self,
+    name: Optional[str] = None,
+    sampler: Optional[reverb_types.SelectorType] = None,
+    remover: Optional[reverb_types.SelectorType] = None,
+    max_size: Optional[int] = None,
+    rate_limiter: Optional[rate_limiters.RateLimiter] = None,
+    max_times_sampled: Optional[int] = None,
+    extensions: Optional[Sequence[object]] = None,
+    signature: Optional[reverb_types.SpecNest] = None,
+  ) -> 'Table':
     """A new, empty table with the given settings changed.
 
     Settings left as None are copied from this table: the selectors are
@@ -150,19 +196,27 @@ class Table:
     info = self.info
     limiter_info = info.rate_limiter_info
     return Table(
-        name=name or info.name,
-        sampler=sampler or item_selectors.selector_from_proto(
-            info.sampler_options),
-        remover=remover or item_selectors.selector_from_proto(
-            info.remover_options),
-        max_size=max_size or info.max_size,
-        rate_limiter=rate_limiter or rate_limiters.RateLimiter(
-            limiter_info.samples_per_insert, limiter_info.min_size_to_sample,
-            limiter_info.min_diff, limiter_info.max_diff),
-        max_times_sampled=(info.max_times_sampled
-                           if max_times_sampled is None else max_times_sampled),
-        extensions=self._extensions if extensions is None else extensions,
-        signature=signature or self._signature)
+      name=name or info.name,
+      sampler=sampler
+      or item_selectors.selector_from_proto(info.sampler_options),
+      remover=remover
+      or item_selectors.selector_from_proto(info.remover_options),
+      max_size=max_size or info.max_size,
+      rate_limiter=rate_limiter
+      or rate_limiters.RateLimiter(
+        limiter_info.samples_per_insert,
+        limiter_info.min_size_to_sample,
+        limiter_info.min_diff,
+        limiter_info.max_diff,
+      ),
+      max_times_sampled=(
+        info.max_times_sampled
+        if max_times_sampled is None
+        else max_times_sampled
+      ),
+      extensions=self._extensions if extensions is None else extensions,
+      signature=signature or self._signature,
+    )
 
   @property
   def name(self) -> str:
@@ -194,18 +248,37 @@ class Server:
   """A gRPC replay server hosting a fixed set of tables.
 
   Usable as a context manager; ``stop()`` is idempotent.
+
+  Example:
+    ```python
+    import tf_reverb as reverb
+
+    with reverb.Server(tables=[
+        reverb.Table(
+            name='replay',
+            sampler=reverb.selectors.Uniform(),
+            remover=reverb.selectors.Fifo(),
+            max_size=1000,
+            rate_limiter=reverb.rate_limiters.MinSize(1)),
+    ], host='127.0.0.1') as server:
+      client = reverb.Client(f'localhost:{server.port}')
+      client.insert([1.0, 2.0], priorities={'replay': 1.0})
+      print(client.server_info()['replay'].current_size)  # 1
+    ```
   """
 
-  def __init__(self,
-               tables: Optional[Sequence[Table]] = None,
-               port: Optional[int] = None,
-               checkpointer: Optional[checkpointers_lib.CheckpointerBase] = None,
-               *,
-               host: Optional[str] = None,
-               credentials: Optional[credentials_lib.ServerCredentials] = None,
-               auth_token_file: Optional[str] = None,
-               metrics_port: Optional[int] = None,
-               metrics_host: str = ''):
+  def __init__(
+    self,
+    tables: Optional[Sequence[Table]] = None,
+    port: Optional[int] = None,
+    checkpointer: Optional[checkpointers_lib.CheckpointerBase] = None,
+    *,
+    host: Optional[str] = None,
+    credentials: Optional[credentials_lib.ServerCredentials] = None,
+    auth_token_file: Optional[str] = None,
+    metrics_port: Optional[int] = None,
+    metrics_host: str = '',
+  ):
     """Starts serving.
 
     Args:
@@ -230,7 +303,7 @@ class Server:
       metrics_port: serve Prometheus metrics (text format) at
         ``http://<metrics_host>:<metrics_port>/metrics``; 0 picks a free port
         (``Server.metrics_port`` reports it); None serves none. The metrics
-        are listed in the README ("Operating a server").
+        are listed in docs/guides/metrics-logs-alerts.md.
       metrics_host: the IPv4 address the metrics endpoint listens on; empty
         for all interfaces.
 
@@ -246,33 +319,44 @@ class Server:
     names = [table.name for table in tables]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
-      raise ValueError(f'Multiple items in tables have the same name: '
-                       f'{", ".join(duplicates)}')
+      raise ValueError(
+        f'Multiple items in tables have the same name: {", ".join(duplicates)}'
+      )
     if checkpointer is None:
       checkpointer = checkpointers_lib.default_checkpointer()
     if port is None:
       port = portpicker.pick_unused_port()
     if metrics_port is not None and (
-        isinstance(metrics_port, bool) or not isinstance(metrics_port, int) or
-        not 0 <= metrics_port <= 65535):
-      raise ValueError(f'metrics_port must be an int in 0..65535 or None, '
-                       f'got {metrics_port!r}')
+      isinstance(metrics_port, bool)
+      or not isinstance(metrics_port, int)
+      or not 0 <= metrics_port <= 65535
+    ):
+      raise ValueError(
+        f'metrics_port must be an int in 0..65535 or None, got {metrics_port!r}'
+      )
     if credentials is not None and not isinstance(
-        credentials, credentials_lib.ServerCredentials):
-      raise TypeError('credentials must be a tf_reverb.ServerCredentials, got '
-                      f'{type(credentials).__name__}')
+      credentials, credentials_lib.ServerCredentials
+    ):
+      raise TypeError(
+        'credentials must be a tf_reverb.ServerCredentials, got '
+        f'{type(credentials).__name__}'
+      )
     security = pybind.ServerSecurity(
-        host=host or '',
-        certificate_chain=credentials.certificate_chain if credentials else b'',
-        private_key=credentials.private_key if credentials else b'',
-        client_ca=(credentials.client_ca or b'') if credentials else b'',
-        auth_token_file=auth_token_file or '')
+      host=host or '',
+      certificate_chain=credentials.certificate_chain if credentials else b'',
+      private_key=credentials.private_key if credentials else b'',
+      client_ca=(credentials.client_ca or b'') if credentials else b'',
+      auth_token_file=auth_token_file or '',
+    )
     self._tables: List[Table] = list(tables)
     self._server = pybind.Server(
-        [table._table for table in tables], port,  # pylint: disable=protected-access
-        checkpointer.internal_checkpointer(), security,
-        metrics_port=-1 if metrics_port is None else metrics_port,
-        metrics_host=metrics_host)
+      [table._table for table in tables],
+      port,  # pylint: disable=protected-access
+      checkpointer.internal_checkpointer(),
+      security,
+      metrics_port=-1 if metrics_port is None else metrics_port,
+      metrics_host=metrics_host,
+    )
     self._security = security
     self._stopped = False
     warning = security.exposure_warning()
@@ -291,12 +375,14 @@ class Server:
     return None if port < 0 else port
 
   def localhost_client(
-      self,
-      credentials: Optional[credentials_lib.ChannelCredentials] = None,
-      auth_token: Optional[str] = None) -> client_lib.Client:
+    self,
+    credentials: Optional[credentials_lib.ChannelCredentials] = None,
+    auth_token: Optional[str] = None,
+  ) -> client_lib.Client:
     """A client of this server through localhost (arguments as ``Client``'s)."""
-    return client_lib.Client(f'localhost:{self.port}', credentials=credentials,
-                             auth_token=auth_token)
+    return client_lib.Client(
+      f'localhost:{self.port}', credentials=credentials, auth_token=auth_token
+    )
 
   def reload_auth_tokens(self) -> int:
     """Re-reads `auth_token_file` (token rotation); returns the token count.

@@ -13,7 +13,7 @@ a plain ``"host:port"``:
 
 Streams are balanced by gRPC's ``round_robin`` policy over the shards that
 pass grpc.health.v1 health checks; admin calls fan out to every shard. See
-README "Sharding" for the semantics.
+docs/concepts/sharding.md for the semantics.
 """
 
 import ipaddress
@@ -21,6 +21,8 @@ import socket
 from typing import List, Sequence, Union
 
 from tf_reverb import pybind
+
+__all__ = ['to_target', 'is_sharded']
 
 Address = Union[str, Sequence[str]]
 
@@ -32,25 +34,31 @@ def _split_host_port(address: str) -> 'tuple[str, str]':
     host, sep, port = address.rpartition(':')
   if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
     raise ValueError(
-        f'Invalid server address {address!r}: expected "host:port" (IPv6 as '
-        '"[addr]:port")')
+      f'Invalid server address {address!r}: expected "host:port" (IPv6 as '
+      '"[addr]:port")'
+    )
   return host, port
 
 
-def _literal(host: str) -> 'ipaddress.IPv4Address | ipaddress.IPv6Address | None':
+def _literal(
+  host: str,
+) -> 'ipaddress.IPv4Address | ipaddress.IPv6Address | None':
   try:
     return ipaddress.ip_address(host.split('%', 1)[0])
   except ValueError:
     return None
 
 
-def _resolve(host: str, port: str, address: str) -> 'tuple[str | None, str | None]':
+def _resolve(
+  host: str, port: str, address: str
+) -> 'tuple[str | None, str | None]':
   """The first IPv4 and the first IPv6 address of `host`, either may be None."""
   try:
     found = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
   except socket.gaierror as e:
     raise ValueError(
-        f'Server address {address!r} of the list does not resolve: {e}') from e
+      f'Server address {address!r} of the list does not resolve: {e}'
+    ) from e
   v4 = next((a[4][0] for a in found if a[0] == socket.AF_INET), None)
   v6 = next((a[4][0] for a in found if a[0] == socket.AF_INET6), None)
   return v4, v6
@@ -81,15 +89,17 @@ def to_target(address: Address) -> str:
     return address
   if not isinstance(address, (list, tuple)):
     raise TypeError(
-        'A server address is a "host:port" string, a gRPC target or a list '
-        f'of "host:port" strings, not {type(address).__name__}')
+      'A server address is a "host:port" string, a gRPC target or a list '
+      f'of "host:port" strings, not {type(address).__name__}'
+    )
   if not address:
     raise ValueError('The list of server addresses is empty')
   for entry in address:
     if not isinstance(entry, str):
       raise TypeError(
-          f'Server addresses must be strings, not {type(entry).__name__} '
-          f'({entry!r})')
+        f'Server addresses must be strings, not {type(entry).__name__} '
+        f'({entry!r})'
+      )
   if len(address) == 1:
     return to_target(address[0])
   v4: List['str | None'] = []
@@ -114,8 +124,9 @@ def to_target(address: Address) -> str:
     scheme = 'ipv6'
   else:
     raise ValueError(
-        f'The server addresses {list(address)} mix IPv4-only and IPv6-only '
-        'servers; one gRPC target can only list one address family')
+      f'The server addresses {list(address)} mix IPv4-only and IPv6-only '
+      'servers; one gRPC target can only list one address family'
+    )
   target = f'{scheme}:{",".join(shards)}'
   pybind.check_target(target)  # e.g. one server named twice
   return target

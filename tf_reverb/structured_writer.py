@@ -24,20 +24,46 @@ from tf_reverb import _dtypes
 from tf_reverb import errors
 from tf_reverb.proto import patterns_pb2
 
+__all__ = [
+  'StructuredWriter',
+  'Config',
+  'PatternNode',
+  'ReferenceStep',
+  'Pattern',
+  'PatternTransform',
+  'Condition',
+  'create_reference_step',
+  'pattern_from_transform',
+  'create_config',
+  'unpack_pattern',
+  'infer_signature',
+  'add_buffer_length_conditions',
+  'constant_priority_fn',
+  'td_error',
+]
+
 Config = patterns_pb2.StructuredWriterConfig
+"""A config: the pattern, table, priority and conditions of the items it makes
+(``StructuredWriterConfig``; build it with ``create_config``)."""
+
 PatternNode = patterns_pb2.PatternNode
+"""One leaf of a pattern: a column (``flat_source_index``) and the slice of
+its recent steps an item takes."""
+
 # A condition of a config (built with ``Condition``).
 ConditionProto = patterns_pb2.Condition
 
 # Type names of Reverb's module, used in annotations by rlds and Acme.
-# A reference step: the step structure with a ``_RefNode`` per leaf
-# (``create_reference_step``).
 ReferenceStep = Any
-# A pattern: a nest of ``PatternNode`` (what a transform of a reference step
-# returns).
+"""A reference step: the step structure with a ``_RefNode`` per leaf
+(``create_reference_step``)."""
+
 Pattern = Any
-# A function from a reference step to a pattern (``pattern_from_transform``).
+"""A pattern: a nest of ``PatternNode`` (what a transform of a reference step
+returns)."""
+
 PatternTransform = Callable[[ReferenceStep], Pattern]
+"""A function from a reference step to a pattern (``pattern_from_transform``)."""
 
 
 class _RefNode:
@@ -64,8 +90,9 @@ class _RefNode:
         node.step = int(key.step)
       return node
     raise ValueError(
-        f'Unsupported key type {type(key).__name__} ({key!r}): reference '
-        'nodes are indexed with an int (ref[-1]) or a slice (ref[-3:]).')
+      f'Unsupported key type {type(key).__name__} ({key!r}): reference '
+      'nodes are indexed with an int (ref[-1]) or a slice (ref[-3:]).'
+    )
 
   def __repr__(self) -> str:
     return f'_RefNode(flat_source_index={self._index})'
@@ -78,12 +105,14 @@ def create_reference_step(step_structure: Any) -> ReferenceStep:
   ``StructuredWriter.append`` flattens steps.
   """
   flat = tree.flatten(step_structure)
-  return tree.unflatten_as(step_structure,
-                           [_RefNode(i) for i in range(len(flat))])
+  return tree.unflatten_as(
+    step_structure, [_RefNode(i) for i in range(len(flat))]
+  )
 
 
-def pattern_from_transform(step_structure: Any,
-                           transform: PatternTransform) -> Pattern:
+def pattern_from_transform(
+  step_structure: Any, transform: PatternTransform
+) -> Pattern:
   """``transform(create_reference_step(step_structure))``.
 
   Example: ``pattern_from_transform(step, lambda s: {'obs': s['obs'][-2:],
@@ -95,11 +124,15 @@ def pattern_from_transform(step_structure: Any,
 def constant_priority_fn(value: float) -> patterns_pb2.Priority:
   """A priority that is always `value`."""
   return patterns_pb2.Priority(
-      constant_fn=patterns_pb2.Priority.ConstantPriorityFn(value=value))
+    constant_fn=patterns_pb2.Priority.ConstantPriorityFn(value=value)
+  )
 
 
-def td_error(max_priority_weight: float, step_structure: Any,
-             get_field_from_step_fn: Callable[[Any], Any]) -> patterns_pb2.Priority:
+def td_error(
+  max_priority_weight: float,
+  step_structure: Any,
+  get_field_from_step_fn: Callable[[Any], Any],
+) -> patterns_pb2.Priority:
   """A priority from the TD errors the item holds.
 
   The priority is ``w * max(|td|) + (1 - w) * mean(|td|)`` over the rows of
@@ -117,22 +150,28 @@ def td_error(max_priority_weight: float, step_structure: Any,
   """
   if not 0 <= max_priority_weight <= 1:
     raise ValueError(
-        f'max_priority_weight must be in [0, 1] but got {max_priority_weight}')
+      f'max_priority_weight must be in [0, 1] but got {max_priority_weight}'
+    )
   node = get_field_from_step_fn(create_reference_step(step_structure))
   if not isinstance(node, _RefNode):
     raise ValueError(
-        'get_field_from_step_fn must return a leaf of the reference step but '
-        f'returned {node!r}')
+      'get_field_from_step_fn must return a leaf of the reference step but '
+      f'returned {node!r}'
+    )
   return patterns_pb2.Priority(
-      td_error=patterns_pb2.Priority.TDError(
-          max_priority_weight=max_priority_weight,
-          flat_source_index=node.flat_source_index))
+    td_error=patterns_pb2.Priority.TDError(
+      max_priority_weight=max_priority_weight,
+      flat_source_index=node.flat_source_index,
+    )
+  )
 
 
-def create_config(pattern: Pattern,
-                  table: str,
-                  conditions: Sequence[ConditionProto] = (),
-                  priority: Optional[patterns_pb2.Priority] = None) -> Config:
+def create_config(
+  pattern: Pattern,
+  table: str,
+  conditions: Sequence[ConditionProto] = (),
+  priority: Optional[patterns_pb2.Priority] = None,
+) -> Config:
   """A ``Config``: items of `table` shaped like `pattern`.
 
   Args:
@@ -142,14 +181,17 @@ def create_config(pattern: Pattern,
     priority: ``constant_priority_fn(1.0)`` when None.
   """
   from tensorflow.python.saved_model import nested_structure_coder  # pylint: disable=g-import-not-at-top
+
   structure = tree.map_structure(lambda _: None, pattern)
   return Config(
-      flat=tree.flatten(pattern),
-      pattern_structure=nested_structure_coder.encode_structure(
-          structure).SerializeToString(),
-      table=table,
-      priority=priority if priority is not None else constant_priority_fn(1.0),
-      conditions=conditions)
+    flat=tree.flatten(pattern),
+    pattern_structure=nested_structure_coder.encode_structure(
+      structure
+    ).SerializeToString(),
+    table=table,
+    priority=priority if priority is not None else constant_priority_fn(1.0),
+    conditions=conditions,
+  )
 
 
 def unpack_pattern(config: Config) -> Pattern:
@@ -159,8 +201,10 @@ def unpack_pattern(config: Config) -> Pattern:
     return list(config.flat)
   from tensorflow.core.protobuf import struct_pb2  # pylint: disable=g-import-not-at-top
   from tensorflow.python.saved_model import nested_structure_coder  # pylint: disable=g-import-not-at-top
+
   structure = nested_structure_coder.decode_proto(
-      struct_pb2.StructuredValue.FromString(config.pattern_structure))
+    struct_pb2.StructuredValue.FromString(config.pattern_structure)
+  )
   return tree.unflatten_as(structure, list(config.flat))
 
 
@@ -191,17 +235,20 @@ def infer_signature(configs: Sequence[Config], step_spec: Any) -> Any:
       structure, dtype, rank or non-leading dimensions.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   if not configs:
     raise ValueError('At least one config must be provided.')
   tables = sorted({c.table for c in configs})
   if len(tables) > 1:
     raise ValueError(
-        'All configs must target the same table but provided configs '
-        f'included {", ".join(tables)}.')
+      'All configs must target the same table but provided configs '
+      f'included {", ".join(tables)}.'
+    )
   if any(c.pattern_structure != configs[0].pattern_structure for c in configs):
     raise ValueError(
-        'All configs must have exactly the same pattern_structure. Got '
-        f'{[unpack_pattern(c) for c in configs]}.')
+      'All configs must have exactly the same pattern_structure. Got '
+      f'{[unpack_pattern(c) for c in configs]}.'
+    )
   if any(len(c.flat) != len(configs[0].flat) for c in configs):
     raise ValueError('All configs must have the same number of nodes.')
   structure = unpack_pattern(configs[0])
@@ -213,8 +260,9 @@ def infer_signature(configs: Sequence[Config], step_spec: Any) -> Any:
     for i, node in enumerate(config.flat):
       if node.flat_source_index >= len(flat_step):
         raise ValueError(
-            f'Node {i} references flat_source_index {node.flat_source_index} '
-            f'but the step has only {len(flat_step)} leaves.')
+          f'Node {i} references flat_source_index {node.flat_source_index} '
+          f'but the step has only {len(flat_step)} leaves.'
+        )
       source = flat_step[node.flat_source_index]
       shape = tf.TensorShape(source.shape)
       rows = _node_rows(node)
@@ -227,20 +275,22 @@ def infer_signature(configs: Sequence[Config], step_spec: Any) -> Any:
     shapes = [shape for _, shape in outputs]
     if len(set(dtypes)) > 1:
       raise ValueError(
-          f'Configs produce trajectories with multiple dtypes at {path}. '
-          f'Got {dtypes}.')
+        f'Configs produce trajectories with multiple dtypes at {path}. '
+        f'Got {dtypes}.'
+      )
     shape = shapes[0]
     for other in shapes[1:]:
       if other.rank != shape.rank or (shape.rank and other[1:] != shape[1:]):
         raise ValueError(
-            'Configs produce trajectories with incompatible shapes at '
-            f'{path}. Got {shapes} (only the leading dimension may differ).')
+          'Configs produce trajectories with incompatible shapes at '
+          f'{path}. Got {shapes} (only the leading dimension may differ).'
+        )
       if shape.rank and other[0] != shape[0]:
         shape = tf.TensorShape([None]).concatenate(shape[1:])
     merged.append((dtypes[0], shape))
   specs = [
-      tf.TensorSpec(shape, dtype, name='/'.join(str(p) for p in path))
-      for (dtype, shape), path in zip(merged, node_paths)
+    tf.TensorSpec(shape, dtype, name='/'.join(str(p) for p in path))
+    for (dtype, shape), path in zip(merged, node_paths)
   ]
   return tree.unflatten_as(structure, specs)
 
@@ -265,14 +315,18 @@ class _ConditionBuilder:
     condition.mod_eq.mod = int(mod)
     return _ConditionBuilder(condition)
 
-  def __eq__(self, value: int) -> patterns_pb2.Condition:  # pytype: disable=signature-mismatch
+  def __eq__(
+    self, value: int
+  ) -> patterns_pb2.Condition:  # pytype: disable=signature-mismatch
     if self._condition.HasField('mod_eq'):
       condition = self._finish()
       condition.mod_eq.eq = int(value)
       return condition
     return self._finish(eq=int(value))
 
-  def __ne__(self, value: int) -> patterns_pb2.Condition:  # pytype: disable=signature-mismatch
+  def __ne__(
+    self, value: int
+  ) -> patterns_pb2.Condition:  # pytype: disable=signature-mismatch
     condition = self.__eq__(value)
     condition.inverse = True
     return condition
@@ -328,9 +382,11 @@ class Condition:
     incomparable value makes the condition false.
     """
     return tree.map_structure(
-        lambda node: _ConditionBuilder(
-            patterns_pb2.Condition(flat_source_index=node.flat_source_index)),
-        create_reference_step(step_structure))
+      lambda node: _ConditionBuilder(
+        patterns_pb2.Condition(flat_source_index=node.flat_source_index)
+      ),
+      create_reference_step(step_structure),
+    )
 
 
 def add_buffer_length_conditions(configs: Sequence[Config]) -> None:
@@ -340,12 +396,20 @@ def add_buffer_length_conditions(configs: Sequence[Config]) -> None:
   condition keeps a config from firing before its oldest node has data.
   """
   for config in configs:
-    max_age = max((abs(n.start) if n.HasField('start') else abs(n.stop)
-                   for n in config.flat), default=0)
-    if not any(c.buffer_length and c.HasField('ge') and not c.inverse and
-               c.ge >= max_age for c in config.conditions):
+    max_age = max(
+      (
+        abs(n.start) if n.HasField('start') else abs(n.stop)
+        for n in config.flat
+      ),
+      default=0,
+    )
+    if not any(
+      c.buffer_length and c.HasField('ge') and not c.inverse and c.ge >= max_age
+      for c in config.conditions
+    ):
       config.conditions.append(
-          patterns_pb2.Condition(buffer_length=True, ge=max_age))
+        patterns_pb2.Condition(buffer_length=True, ge=max_age)
+      )
 
 
 _COLUMN_RE = re.compile(r'column (\d+)')
@@ -381,21 +445,26 @@ class StructuredWriter:
     """
     flat = tree.flatten(data)
     columns = [
-        None if value is None else _dtypes.to_core_tensor(value, str(i))
-        for i, value in enumerate(flat)
+      None if value is None else _dtypes.to_core_tensor(value, str(i))
+      for i, value in enumerate(flat)
     ]
     try:
       self._writer.append(columns, partial_step)
     except ValueError as e:
       paths = [path for path, _ in tree.flatten_with_path(data)]
       message = _COLUMN_RE.sub(
-          lambda m: (f'column {m.group(1)} (path={paths[int(m.group(1))]})'
-                     if int(m.group(1)) < len(paths) else m.group(0)), str(e))
+        lambda m: (
+          f'column {m.group(1)} (path={paths[int(m.group(1))]})'
+          if int(m.group(1)) < len(paths)
+          else m.group(0)
+        ),
+        str(e),
+      )
       raise ValueError(message) from e
 
-  def flush(self,
-            block_until_num_items: int = 0,
-            timeout_ms: Optional[int] = None) -> None:
+  def flush(
+    self, block_until_num_items: int = 0, timeout_ms: Optional[int] = None
+  ) -> None:
     """Sends pending items; blocks until at most `block_until_num_items` remain.
 
     Args:
@@ -408,15 +477,18 @@ class StructuredWriter:
     """
     if block_until_num_items < 0:
       raise ValueError(
-          f'block_until_num_items must be >= 0, got {block_until_num_items}')
+        f'block_until_num_items must be >= 0, got {block_until_num_items}'
+      )
     timeout = -1 if timeout_ms is None else max(0, int(timeout_ms))
     errors.call_with_deadline(
-        'Flush', timeout,
-        lambda: self._writer.flush(block_until_num_items, timeout))
+      'Flush',
+      timeout,
+      lambda: self._writer.flush(block_until_num_items, timeout),
+    )
 
-  def end_episode(self,
-                  clear_buffers: bool = True,
-                  timeout_ms: Optional[int] = None) -> None:
+  def end_episode(
+    self, clear_buffers: bool = True, timeout_ms: Optional[int] = None
+  ) -> None:
     """Creates the end-of-episode items, flushes, and starts a new episode.
 
     Args:
@@ -430,5 +502,7 @@ class StructuredWriter:
     """
     timeout = -1 if timeout_ms is None else max(0, int(timeout_ms))
     errors.call_with_deadline(
-        'End episode', timeout,
-        lambda: self._writer.end_episode(clear_buffers, timeout))
+      'End episode',
+      timeout,
+      lambda: self._writer.end_episode(clear_buffers, timeout),
+    )

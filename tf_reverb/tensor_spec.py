@@ -9,38 +9,40 @@ numbering, so they travel unchanged), a shape whose unknown dimensions are
 dm-tree treats them as leaves.
 """
 
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Type, Union
 
 import numpy as np
 import tree
 
 from tf_reverb import _dtypes
 
+__all__ = ['TensorSpec', 'DType', 'as_dtype', 'as_shape']
+
 # DataType number -> (TensorFlow's name, numpy scalar type or None).
 _DTYPES = {
-    1: ('float32', np.float32),
-    2: ('float64', np.float64),
-    3: ('int32', np.int32),
-    4: ('uint8', np.uint8),
-    5: ('int16', np.int16),
-    6: ('int8', np.int8),
-    7: ('string', np.object_),
-    8: ('complex64', np.complex64),
-    9: ('int64', np.int64),
-    10: ('bool', np.bool_),
-    11: ('qint8', None),
-    12: ('quint8', None),
-    13: ('qint32', None),
-    14: ('bfloat16', None),
-    15: ('qint16', None),
-    16: ('quint16', None),
-    17: ('uint16', np.uint16),
-    18: ('complex128', np.complex128),
-    19: ('float16', np.float16),
-    20: ('resource', None),
-    21: ('variant', None),
-    22: ('uint32', np.uint32),
-    23: ('uint64', np.uint64),
+  1: ('float32', np.float32),
+  2: ('float64', np.float64),
+  3: ('int32', np.int32),
+  4: ('uint8', np.uint8),
+  5: ('int16', np.int16),
+  6: ('int8', np.int8),
+  7: ('string', np.object_),
+  8: ('complex64', np.complex64),
+  9: ('int64', np.int64),
+  10: ('bool', np.bool_),
+  11: ('qint8', None),
+  12: ('quint8', None),
+  13: ('qint32', None),
+  14: ('bfloat16', None),
+  15: ('qint16', None),
+  16: ('quint16', None),
+  17: ('uint16', np.uint16),
+  18: ('complex128', np.complex128),
+  19: ('float16', np.float16),
+  20: ('resource', None),
+  21: ('variant', None),
+  22: ('uint32', np.uint32),
+  23: ('uint64', np.uint64),
 }
 _BY_NAME = {name: number for number, (name, _) in _DTYPES.items()}
 _BY_NAME.update({'float': 1, 'double': 2, 'half': 19})
@@ -76,7 +78,7 @@ class DType:
     return self._number
 
   @property
-  def as_numpy_dtype(self) -> Any:
+  def as_numpy_dtype(self) -> Type[np.generic]:
     """The numpy scalar type (``np.object_`` for strings).
 
     Raises:
@@ -155,7 +157,9 @@ def as_shape(value: Any) -> Shape:
     d = getattr(d, 'value', d)  # tf.compat.v1.Dimension
     if d is None or (isinstance(d, (int, np.integer)) and d == -1):
       dims.append(None)
-    elif isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0:
+    elif (
+      isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0
+    ):
       dims.append(int(d))
     else:
       raise ValueError(f'Invalid dimension {d!r} in shape {value!r}')
@@ -171,10 +175,12 @@ class TensorSpec:
 
   __slots__ = ('_shape', '_dtype', '_name')
 
-  def __init__(self,
-               shape: Union[Sequence[Optional[int]], Any, None],
-               dtype: Any = 'float32',
-               name: Optional[str] = None):
+  def __init__(
+    self,
+    shape: Union[Sequence[Optional[int]], Any, None],
+    dtype: Any = 'float32',
+    name: Optional[str] = None,
+  ):
     """A spec of `shape` (see ``as_shape``), `dtype` (see ``as_dtype``)."""
     self._shape = as_shape(shape)
     self._dtype = as_dtype(dtype)
@@ -214,8 +220,8 @@ class TensorSpec:
     if self._shape is None or other.shape is None:
       return True
     return len(self._shape) == len(other.shape) and all(
-        a is None or b is None or a == b
-        for a, b in zip(self._shape, other.shape))
+      a is None or b is None or a == b for a, b in zip(self._shape, other.shape)
+    )
 
   def __eq__(self, other: Any) -> bool:
     if not (hasattr(other, 'shape') and hasattr(other, 'dtype')):
@@ -224,8 +230,11 @@ class TensorSpec:
       other = TensorSpec.from_spec(other)
     except (TypeError, ValueError):
       return False
-    return (self._shape == other.shape and self._dtype == other.dtype and
-            self._name == other.name)
+    return (
+      self._shape == other.shape
+      and self._dtype == other.dtype
+      and self._name == other.name
+    )
 
   def __ne__(self, other: Any) -> bool:
     return not self == other
@@ -235,15 +244,15 @@ class TensorSpec:
 
   def __repr__(self) -> str:
     shape = 'None' if self._shape is None else repr(self._shape)
-    return (f'TensorSpec(shape={shape}, dtype={self._dtype!r}, '
-            f'name={self._name!r})')
+    return (
+      f'TensorSpec(shape={shape}, dtype={self._dtype!r}, name={self._name!r})'
+    )
 
   def __reduce__(self):
     return TensorSpec, (self._shape, self._dtype, self._name)
 
 
-def flat_columns(
-    signature: Any) -> List[Tuple[int, Optional[List[int]]]]:
+def flat_columns(signature: Any) -> List[Tuple[int, Optional[List[int]]]]:
   """[(DataType number, dims with -1 for unknown, or None)] per leaf.
 
   `signature` is a nest of specs (``TensorSpec`` or ``tf.TensorSpec``); the

@@ -13,22 +13,49 @@ from tf_reverb import replay_sample
 from tf_reverb import shard_target
 from tf_reverb.ops import reverb_ops
 
+__all__ = ['TFClient']
+
 
 class TFClient:
-  """A client of a Reverb server for TensorFlow graphs."""
+  """A client of a Reverb server for TensorFlow graphs.
 
-  def __init__(self,
-               server_address: Union[str, Sequence[str]],
-               shared_name: Optional[str] = None,
-               name: str = 'reverb',
-               *,
-               credentials: Optional[credentials_lib.ChannelCredentials] = None,
-               auth_token: Optional[str] = None):
+  Its ops (``insert``, ``sample``, ``update_priorities``) run
+  inside ``tf.function``s and TF1 graphs.
+
+  Example:
+    ```python
+    import tensorflow as tf
+    import tf_reverb as reverb
+
+    server = reverb.Server(tables=[reverb.Table.queue('steps', max_size=10)],
+                           host='127.0.0.1')
+    tf_client = reverb.TFClient(f'localhost:{server.port}')
+
+    @tf.function
+    def act(observation):
+      tf_client.insert([observation], tables=tf.constant(['steps']),
+                       priorities=tf.constant([1.0], tf.float64))
+
+    act(tf.constant([1.0, 2.0]))
+    sample = tf_client.sample('steps', [tf.float32])
+    print(sample.data[0])  # tf.Tensor([1. 2.], ...)
+    server.stop()
+    ```"""
+
+  def __init__(
+    self,
+    server_address: Union[str, Sequence[str]],
+    shared_name: Optional[str] = None,
+    name: str = 'reverb',
+    *,
+    credentials: Optional[credentials_lib.ChannelCredentials] = None,
+    auth_token: Optional[str] = None,
+  ):
     """Creates the client resource (one gRPC channel) for `server_address`.
 
     Args:
       server_address: "host:port", or a sharded target or list of addresses
-        (README "Sharding"): samples come from the healthy shards, inserts
+        (docs/concepts/sharding.md): samples come from the healthy shards, inserts
         go to one shard each, update_priorities reaches every shard.
       shared_name: resource name shared between graphs (default: unique).
       name: op name.
@@ -47,17 +74,17 @@ class TFClient:
     credentials_lib.register_if_given(server_address, credentials, auth_token)
     self._server_address = server_address
     self._handle = reverb_ops.reverb_client(
-        server_address=server_address, shared_name=shared_name or '', name=name)
+      server_address=server_address, shared_name=shared_name or '', name=name
+    )
 
   @property
   def server_address(self) -> str:
     """The address of the server."""
     return self._server_address
 
-  def sample(self,
-             table: str,
-             data_dtypes: Any,
-             name: Optional[str] = None) -> replay_sample.ReplaySample:
+  def sample(
+    self, table: str, data_dtypes: Any, name: Optional[str] = None
+  ) -> replay_sample.ReplaySample:
     """Samples one item of `table` and returns its first timestep.
 
     As in Reverb, the data is the item's FIRST TIMESTEP: row 0 of every
@@ -87,18 +114,24 @@ class TFClient:
     with tf.name_scope(name or 'sample'):
       flat_dtypes = [tf.as_dtype(d) for d in tree.flatten(data_dtypes)]
       key, probability, table_size, priority, times_sampled, data = (
-          reverb_ops.reverb_client_sample(
-              self._handle, table, Toutput_list=flat_dtypes))
-      info = replay_sample.SampleInfo(key, probability, table_size, priority,
-                                      times_sampled)
+        reverb_ops.reverb_client_sample(
+          self._handle, table, Toutput_list=flat_dtypes
+        )
+      )
+      info = replay_sample.SampleInfo(
+        key, probability, table_size, priority, times_sampled
+      )
       return replay_sample.ReplaySample(
-          info, tree.unflatten_as(data_dtypes, data))
+        info, tree.unflatten_as(data_dtypes, data)
+      )
 
-  def insert(self,
-             data: Sequence[tf.Tensor],
-             tables: tf.Tensor,
-             priorities: tf.Tensor,
-             name: Optional[str] = None) -> tf.Operation:
+  def insert(
+    self,
+    data: Sequence[tf.Tensor],
+    tables: tf.Tensor,
+    priorities: tf.Tensor,
+    name: Optional[str] = None,
+  ) -> tf.Operation:
     """Inserts `data` as one item into each of `tables`.
 
     Args:
@@ -117,20 +150,25 @@ class TFClient:
       raise ValueError(f'tables must be a rank 1 string tensor, got {tables}')
     if priorities.dtype != tf.float64 or priorities.shape.rank != 1:
       raise ValueError(
-          f'priorities must be a rank 1 float64 tensor, got {priorities}')
+        f'priorities must be a rank 1 float64 tensor, got {priorities}'
+      )
     if not tables.shape.is_compatible_with(priorities.shape):
       raise ValueError(
-          f'tables and priorities must have the same shape, got '
-          f'{tables.shape} and {priorities.shape}')
+        f'tables and priorities must have the same shape, got '
+        f'{tables.shape} and {priorities.shape}'
+      )
     with tf.name_scope(name or 'insert'):
       return reverb_ops.reverb_client_insert(
-          self._handle, tree.flatten(data), tables, priorities)
+        self._handle, tree.flatten(data), tables, priorities
+      )
 
-  def update_priorities(self,
-                        table: str,
-                        keys: tf.Tensor,
-                        priorities: tf.Tensor,
-                        name: Optional[str] = None) -> tf.Operation:
+  def update_priorities(
+    self,
+    table: str,
+    keys: tf.Tensor,
+    priorities: tf.Tensor,
+    name: Optional[str] = None,
+  ) -> tf.Operation:
     """Sets the priorities of items `keys` of `table`; absent keys are ignored.
 
     On a sharded client every reachable shard gets the whole update and
@@ -138,5 +176,8 @@ class TFClient:
     """
     with tf.name_scope(name or 'update_priorities'):
       return reverb_ops.reverb_client_update_priorities(
-          self._handle, table, tf.cast(keys, tf.uint64),
-          tf.cast(priorities, tf.float64))
+        self._handle,
+        table,
+        tf.cast(keys, tf.uint64),
+        tf.cast(priorities, tf.float64),
+      )

@@ -1,10 +1,12 @@
-"""``TimestepDataset``: one element per timestep (reverb-spec.md §2.10).
+"""``TimestepDataset``: one element per timestep (docs/concepts/datasets.md).
 
 Imports TensorFlow; reach it as ``tf_reverb.TimestepDataset`` (resolved on
 first access).
 """
 
 from tf_reverb import _reverb_dataset
+
+__all__ = ['TimestepDataset']
 
 
 class TimestepDataset(_reverb_dataset.ReverbDatasetBase):
@@ -17,7 +19,7 @@ class TimestepDataset(_reverb_dataset.ReverbDatasetBase):
   decomposed into timesteps."). Rows are handed out as slices of tensors the
   item was decompressed into, without copies. Options, and the
   ``tf.compat.v1.data.Dataset`` iterators of TF1-style graphs, and sharded
-  targets (README "Sharding"), as for ``TrajectoryDataset``.
+  targets (docs/concepts/sharding.md), as for ``TrajectoryDataset``.
   """
 
   _op_name = 'reverb_timestep_dataset'

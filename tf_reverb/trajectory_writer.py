@@ -17,13 +17,24 @@ import collections
 import itertools
 import operator
 import re
-from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import (
+  Any,
+  Deque,
+  Dict,
+  Iterator,
+  List,
+  Optional,
+  Sequence,
+  Tuple,
+  Union,
+)
 
 import numpy as np
 import tree
 
 from tf_reverb import errors
-from tf_reverb import pybind
+
+__all__ = ['TrajectoryWriter', 'TrajectoryColumn']
 
 # A dm-tree path, e.g. ('obs',) or (0, 'a').
 Path = Tuple[Union[int, str], ...]
@@ -41,11 +52,13 @@ class TrajectoryColumn:
 
   __slots__ = ('_data_references', '_squeeze', '_path')
 
-  def __init__(self,
-               data_references: Sequence[Any],
-               *,
-               squeeze: bool = False,
-               path: Optional[Path] = None):
+  def __init__(
+    self,
+    data_references: Sequence[Any],
+    *,
+    squeeze: bool = False,
+    path: Optional[Path] = None,
+  ):
     """Creates a column over `data_references` (``pybind.WeakCellRef``s).
 
     Raises:
@@ -55,19 +68,22 @@ class TrajectoryColumn:
     """
     if squeeze and len(data_references) != 1:
       raise ValueError(
-          f'Columns must contain exactly one data reference when squeeze set, '
-          f'got {len(data_references)}')
+        f'Columns must contain exactly one data reference when squeeze set, '
+        f'got {len(data_references)}'
+      )
     if any(ref is None for ref in data_references):
       raise ValueError(
-          'TrajectoryColumns cannot contain any None data references, got '
-          f'{list(data_references)!r} for TrajectoryColumn at path {path}')
+        'TrajectoryColumns cannot contain any None data references, got '
+        f'{list(data_references)!r} for TrajectoryColumn at path {path}'
+      )
     self._data_references = tuple(data_references)
     self._squeeze = squeeze
     self._path = path
 
   @classmethod
-  def _trusted(cls, refs: Tuple[Any, ...], squeeze: bool,
-               path: Optional[Path]) -> 'TrajectoryColumn':
+  def _trusted(
+    cls, refs: Tuple[Any, ...], squeeze: bool, path: Optional[Path]
+  ) -> 'TrajectoryColumn':
     """A column over `refs` known to hold no None (no argument checks)."""
     column = object.__new__(cls)
     column._data_references = refs
@@ -83,20 +99,25 @@ class TrajectoryColumn:
 
   def __getitem__(self, index) -> 'TrajectoryColumn':
     if isinstance(index, (int, np.integer)):
-      return TrajectoryColumn([self._data_references[index]], squeeze=True,
-                              path=self._path)
+      return TrajectoryColumn(
+        [self._data_references[index]], squeeze=True, path=self._path
+      )
     if isinstance(index, slice):
       return TrajectoryColumn(self._data_references[index], path=self._path)
     if isinstance(index, list):
-      return TrajectoryColumn([self._data_references[i] for i in index],
-                              path=self._path)
+      return TrajectoryColumn(
+        [self._data_references[i] for i in index], path=self._path
+      )
     raise TypeError(
-        f'{type(self).__name__} indices must be integers, slices or lists of '
-        f'integers, not {type(index).__name__}')
+      f'{type(self).__name__} indices must be integers, slices or lists of '
+      f'integers, not {type(index).__name__}'
+    )
 
   def __repr__(self) -> str:
-    return (f'TrajectoryColumn(path={self._path}, len={len(self)}, '
-            f'squeeze={self._squeeze})')
+    return (
+      f'TrajectoryColumn(path={self._path}, len={len(self)}, '
+      f'squeeze={self._squeeze})'
+    )
 
   @property
   def is_squeezed(self) -> bool:
@@ -156,7 +177,8 @@ class _ColumnHistory:
     self._path = path
     # The writer appends to (and clears) _refs directly.
     self._refs: Deque[Any] = collections.deque(
-        [None] * min(steps.count, buffer_size), maxlen=buffer_size)
+      [None] * min(steps.count, buffer_size), maxlen=buffer_size
+    )
     self._steps = steps
 
   def __len__(self) -> int:
@@ -182,17 +204,21 @@ class _ColumnHistory:
         if None not in refs:
           return TrajectoryColumn._trusted(refs, False, self._path)  # pylint: disable=protected-access
         return TrajectoryColumn(refs, path=self._path)
-      return TrajectoryColumn([self._ref_at(i) for i in range(start, stop, step)],
-                              path=self._path)
+      return TrajectoryColumn(
+        [self._ref_at(i) for i in range(start, stop, step)], path=self._path
+      )
     if isinstance(index, (int, np.integer)):
-      return TrajectoryColumn([self._ref_at(int(index))], squeeze=True,
-                              path=self._path)
+      return TrajectoryColumn(
+        [self._ref_at(int(index))], squeeze=True, path=self._path
+      )
     if isinstance(index, list):
-      return TrajectoryColumn([self._ref_at(int(i)) for i in index],
-                              path=self._path)
+      return TrajectoryColumn(
+        [self._ref_at(int(i)) for i in index], path=self._path
+      )
     raise TypeError(
-        f'_ColumnHistory indices must be integers, slices or lists of '
-        f'integers, not {type(index).__name__}')
+      f'_ColumnHistory indices must be integers, slices or lists of '
+      f'integers, not {type(index).__name__}'
+    )
 
   def __repr__(self) -> str:
     return f'_ColumnHistory(path={self._path}, len={len(self)})'
@@ -203,17 +229,22 @@ def _merge_structure(old: Any, new: Any) -> Any:
   if old is None:
     return tree.map_structure(lambda _: None, new)
   if isinstance(old, collections.abc.Mapping) and isinstance(
-      new, collections.abc.Mapping):
+    new, collections.abc.Mapping
+  ):
     merged = dict(old)
     for key, value in new.items():
       merged[key] = _merge_structure(old.get(key), value)
     return type(old)(merged) if not isinstance(old, dict) else merged
-  if (isinstance(old, (list, tuple)) and isinstance(new, (list, tuple)) and
-      not isinstance(old, str)):
+  if (
+    isinstance(old, (list, tuple))
+    and isinstance(new, (list, tuple))
+    and not isinstance(old, str)
+  ):
     items = [
-        _merge_structure(old[i] if i < len(old) else None,
-                         new[i] if i < len(new) else None)
-        for i in range(max(len(old), len(new)))
+      _merge_structure(
+        old[i] if i < len(old) else None, new[i] if i < len(new) else None
+      )
+      for i in range(max(len(old), len(new)))
     ]
     if hasattr(old, '_fields'):  # namedtuple
       return type(old)(*items)
@@ -253,8 +284,14 @@ def _getter(indices: Sequence[int]) -> Any:
 class _FlatPlan:
   """How the values of a flat step layout map to the writer's columns."""
 
-  __slots__ = ('columns', 'num_columns', 'to_columns', 'from_columns', 'keys',
-               'kind')
+  __slots__ = (
+    'columns',
+    'num_columns',
+    'to_columns',
+    'from_columns',
+    'keys',
+    'kind',
+  )
 
   def __init__(self, data: Any, columns: Sequence[int], num_columns: int):
     # columns[i]: the column of the i-th value of `data`.
@@ -262,8 +299,11 @@ class _FlatPlan:
     self.num_columns = num_columns
     position = {column: i for i, column in enumerate(columns)}
     # Only used while the layout sets every column exactly once.
-    self.to_columns = (_getter([position[c] for c in range(num_columns)])
-                       if sorted(columns) == list(range(num_columns)) else None)
+    self.to_columns = (
+      _getter([position[c] for c in range(num_columns)])
+      if sorted(columns) == list(range(num_columns))
+      else None
+    )
     self.from_columns = _getter(columns)
     self.kind = type(data)
     self.keys = tuple(data) if self.kind is dict else None
@@ -279,7 +319,8 @@ class _FlatPlan:
 def _flatten_with_path(structure: Any) -> List[Tuple[Path, Any]]:
   """tree.flatten_with_path, with fast paths for flat dicts, lists, tuples."""
   if type(structure) is dict and all(  # pylint: disable=unidiomatic-typecheck
-      _is_leaf(v) for v in structure.values()):
+    _is_leaf(v) for v in structure.values()
+  ):
     return [((key,), structure[key]) for key in sorted(structure)]
   if type(structure) in (list, tuple) and all(_is_leaf(v) for v in structure):
     return [((i,), value) for i, value in enumerate(structure)]
@@ -290,11 +331,13 @@ def _unflatten_as(structure: Any, flat: List[Any]) -> Any:
   """tree.unflatten_as, with fast paths for flat dicts, lists and tuples."""
   nests = (dict, list, tuple)
   if type(structure) is dict and not any(  # pylint: disable=unidiomatic-typecheck
-      isinstance(v, nests) or v is None for v in structure.values()):
+    isinstance(v, nests) or v is None for v in structure.values()
+  ):
     by_key = dict(zip(sorted(structure), flat))
     return {key: by_key[key] for key in structure}
   if type(structure) in (list, tuple) and not any(
-      isinstance(v, nests) or v is None for v in structure):
+    isinstance(v, nests) or v is None for v in structure
+  ):
     return type(structure)(flat)
   return tree.unflatten_as(structure, flat)
 
@@ -306,6 +349,31 @@ class TrajectoryWriter:
   """Writes steps into chunks and trajectories of them into tables.
 
   Use ``Client.trajectory_writer`` to create one.
+
+  ``append`` adds a step (a nest of arrays); ``history`` gives, per column,
+  the steps still kept, and ``create_item`` inserts an item over any slice
+  of them. Data reaches the server in chunks, asynchronously; ``flush``
+  waits for the confirmations and ``end_episode`` starts a new episode.
+
+  Example:
+    ```python
+    import numpy as np
+    import tf_reverb as reverb
+
+    server = reverb.Server(tables=[reverb.Table.queue('pairs', max_size=10)],
+                           host='127.0.0.1')
+    client = reverb.Client(f'localhost:{server.port}')
+    with client.trajectory_writer(num_keep_alive_refs=2) as writer:
+      for step in range(4):
+        writer.append({'obs': np.float32(step), 'action': np.int32(step)})
+        if step >= 1:  # an item over the last two observations
+          writer.create_item('pairs', priority=1.0, trajectory={
+              'obs': writer.history['obs'][-2:],
+              'action': writer.history['action'][-1]})
+      writer.end_episode()
+    print(client.server_info()['pairs'].current_size)  # 3
+    server.stop()
+    ```
   """
 
   def __init__(self, cpp_writer: Any):
@@ -352,11 +420,13 @@ class TrajectoryWriter:
     """
     if not self._has_structure:
       raise RuntimeError(
-          'history cannot be accessed before `append` is called at least once.')
+        'history cannot be accessed before `append` is called at least once.'
+      )
     if self._history_cache is None:
       self._history_cache = tree.map_structure_with_path(
-          lambda path, _: self._column_history[self._path_to_column[path]],
-          self._structure)
+        lambda path, _: self._column_history[self._path_to_column[path]],
+        self._structure,
+      )
     return self._history_cache
 
   @property
@@ -370,8 +440,13 @@ class TrajectoryWriter:
     pending = [config[0] for config in self._pending_configs.values()]
     return max([self._writer.max_num_keep_alive_refs] + pending)
 
-  def configure(self, path: Path, *, num_keep_alive_refs: int,
-                max_chunk_length: Optional[int]) -> None:
+  def configure(
+    self,
+    path: Path,
+    *,
+    num_keep_alive_refs: int,
+    max_chunk_length: Optional[int],
+  ) -> None:
     """Overrides the chunking of the column at `path`.
 
     Args:
@@ -387,13 +462,16 @@ class TrajectoryWriter:
     """
     if num_keep_alive_refs < 1:
       raise ValueError(
-          f'num_keep_alive_refs ({num_keep_alive_refs}) must be a positive '
-          'integer')
+        f'num_keep_alive_refs ({num_keep_alive_refs}) must be a positive '
+        'integer'
+      )
     if max_chunk_length is not None and not (
-        0 < max_chunk_length <= num_keep_alive_refs):
+      0 < max_chunk_length <= num_keep_alive_refs
+    ):
       raise ValueError(
-          f'max_chunk_length ({max_chunk_length}) must be None or a positive '
-          f'integer <= num_keep_alive_refs ({num_keep_alive_refs})')
+        f'max_chunk_length ({max_chunk_length}) must be None or a positive '
+        f'integer <= num_keep_alive_refs ({num_keep_alive_refs})'
+      )
     path = tuple(path)
     config = (num_keep_alive_refs, max_chunk_length or 0)
     if path in self._path_to_column:
@@ -414,9 +492,13 @@ class TrajectoryWriter:
 
   def _rewrite_error(self, error: Exception) -> Exception:
     message = _COLUMN_RE.sub(
-        lambda m: ('column ' + str(self._column_paths[int(m.group(1))])
-                   if int(m.group(1)) < len(self._column_paths) else m.group(0)),
-        str(error))
+      lambda m: (
+        'column ' + str(self._column_paths[int(m.group(1))])
+        if int(m.group(1)) < len(self._column_paths)
+        else m.group(0)
+      ),
+      str(error),
+    )
     return type(error)(message)
 
   def append(self, data: Any, *, partial_step: bool = False) -> Any:
@@ -446,7 +528,8 @@ class TrajectoryWriter:
         return self._append_flat(values, plan, partial_step)
     flat = _flatten_with_path(data)
     if not self._has_structure or any(
-        path not in self._path_to_column for path, _ in flat):
+      path not in self._path_to_column for path, _ in flat
+    ):
       self._structure = _merge_structure(self._structure, data)
       self._has_structure = True
       self._history_cache = None
@@ -465,24 +548,29 @@ class TrajectoryWriter:
         continue
       if open_step_paths and path in open_step_paths:
         raise ValueError(
-            f'Field {path} has already been set in the active step by previous '
-            '(partial) append call and thus must be omitted or set to None '
-            f'but got: {value}')
+          f'Field {path} has already been set in the active step by previous '
+          '(partial) append call and thus must be omitted or set to None '
+          f'but got: {value}'
+        )
       # Converted in C++ (_dtypes.to_core_tensor for other than numpy values
       # and numbers; errors name the column index, rewritten to the path).
       columns[index] = value
       set_indices.append(index)
     refs = self._append_columns(columns, set_indices, partial_step)
-    if not partial_step and layout is not None and all(
-        map(_is_leaf, values)):
+    if not partial_step and layout is not None and all(map(_is_leaf, values)):
       self._flat_plans[layout] = _FlatPlan(
-          data, [path_to_column[(k,)] for k in (
-              data if type(data) is dict else range(len(data)))],  # pylint: disable=unidiomatic-typecheck
-          len(self._column_paths))
+        data,
+        [
+          path_to_column[(k,)]
+          for k in (data if type(data) is dict else range(len(data)))
+        ],  # pylint: disable=unidiomatic-typecheck
+        len(self._column_paths),
+      )
     return _unflatten_as(data, [refs[index] for index in indices])
 
-  def _append_columns(self, columns: List[Any], set_indices: Sequence[int],
-                      partial_step: bool) -> List[Any]:
+  def _append_columns(
+    self, columns: List[Any], set_indices: Sequence[int], partial_step: bool
+  ) -> List[Any]:
     """Appends core `columns` (set at `set_indices`) and records the returned
     references, one per column, in the history."""
     try:
@@ -503,13 +591,17 @@ class TrajectoryWriter:
       self._open_step_paths.clear()
     return refs
 
-  def _append_flat(self, values: Sequence[Any], plan: _FlatPlan,
-                   partial_step: bool) -> Any:
+  def _append_flat(
+    self, values: Sequence[Any], plan: _FlatPlan, partial_step: bool
+  ) -> Any:
     """append() of the `values` of a flat step whose layout was seen (no open
     partial step)."""
-    if (plan.to_columns is not None and
-        plan.num_columns == len(self._column_paths) and
-        not partial_step and not self._last_step_is_open):
+    if (
+      plan.to_columns is not None
+      and plan.num_columns == len(self._column_paths)
+      and not partial_step
+      and not self._last_step_is_open
+    ):
       # The step sets every column: no scatter, no open-step bookkeeping.
       refs = self._append_columns(plan.to_columns(values), (), False)
       return plan.structure(refs)
@@ -517,11 +609,14 @@ class TrajectoryWriter:
     for index, value in zip(plan.columns, values):
       columns[index] = value
     # The set columns only matter when a step is (or stays) open.
-    set_indices = [index for index, value in zip(plan.columns, values)
-                   if value is not None] if (
-                       partial_step or self._last_step_is_open) else ()
+    set_indices = (
+      [index for index, value in zip(plan.columns, values) if value is not None]
+      if (partial_step or self._last_step_is_open)
+      else ()
+    )
     return plan.structure(
-        self._append_columns(columns, set_indices, partial_step))
+      self._append_columns(columns, set_indices, partial_step)
+    )
 
   def create_item(self, table: str, priority: float, trajectory: Any) -> None:
     """Queues an item of `table` whose columns are the leaves of `trajectory`.
@@ -540,17 +635,21 @@ class TrajectoryWriter:
     flat = tree.flatten(trajectory)
     for column in flat:
       if type(column) is not TrajectoryColumn and not isinstance(  # pylint: disable=unidiomatic-typecheck
-          column, TrajectoryColumn):
+        column, TrajectoryColumn
+      ):
         raise TypeError(
-            f'All leaves of `trajectory` must be TrajectoryColumn but got '
-            f'{type(column).__name__}: {column!r}')
+          f'All leaves of `trajectory` must be TrajectoryColumn but got '
+          f'{type(column).__name__}: {column!r}'
+        )
     self._writer.create_item(
-        table, float(priority),
-        [(column._data_references, column._squeeze) for column in flat])  # pylint: disable=protected-access
+      table,
+      float(priority),
+      [(column._data_references, column._squeeze) for column in flat],
+    )  # pylint: disable=protected-access
 
-  def flush(self,
-            block_until_num_items: int = 0,
-            timeout_ms: Optional[int] = None) -> None:
+  def flush(
+    self, block_until_num_items: int = 0, timeout_ms: Optional[int] = None
+  ) -> None:
     """Sends pending items; blocks until at most `block_until_num_items` remain.
 
     Args:
@@ -565,15 +664,18 @@ class TrajectoryWriter:
     """
     if block_until_num_items < 0:
       raise ValueError(
-          f'block_until_num_items must be >= 0, got {block_until_num_items}')
+        f'block_until_num_items must be >= 0, got {block_until_num_items}'
+      )
     timeout = -1 if timeout_ms is None or timeout_ms <= 0 else int(timeout_ms)
     errors.call_with_deadline(
-        'Flush', timeout,
-        lambda: self._writer.flush(block_until_num_items, timeout))
+      'Flush',
+      timeout,
+      lambda: self._writer.flush(block_until_num_items, timeout),
+    )
 
-  def end_episode(self,
-                  clear_buffers: bool = True,
-                  timeout_ms: Optional[int] = None) -> None:
+  def end_episode(
+    self, clear_buffers: bool = True, timeout_ms: Optional[int] = None
+  ) -> None:
     """Flushes all items, then starts a new episode.
 
     Args:
@@ -586,8 +688,10 @@ class TrajectoryWriter:
     """
     timeout = -1 if timeout_ms is None else max(0, int(timeout_ms))
     errors.call_with_deadline(
-        'End episode', timeout,
-        lambda: self._writer.end_episode(clear_buffers, timeout))
+      'End episode',
+      timeout,
+      lambda: self._writer.end_episode(clear_buffers, timeout),
+    )
     if clear_buffers:
       self._steps.count = 0
       for history in self._column_history:

@@ -1,4 +1,4 @@
-"""The legacy step-oriented ``Writer`` (``Client.writer``, reverb-spec.md §2.7).
+"""The legacy step-oriented ``Writer`` (``Client.writer``, docs/concepts/writers-and-patterns.md).
 
 Built on the C++ TrajectoryWriter: every flattened column of the steps is
 chunked `chunk_length` steps at a time, and ``create_item`` makes an item over
@@ -19,6 +19,8 @@ import tree
 
 from tf_reverb import _dtypes
 from tf_reverb import pybind
+
+__all__ = ['Writer']
 
 
 class Writer:
@@ -53,8 +55,10 @@ class Writer:
         logging.exception('Closing the Writer failed.')
 
   def __repr__(self) -> str:
-    return (f'Writer(max_sequence_length={self._max_sequence_length}, '
-            f'buffered_steps={len(self._steps)}, closed={self._closed})')
+    return (
+      f'Writer(max_sequence_length={self._max_sequence_length}, '
+      f'buffered_steps={len(self._steps)}, closed={self._closed})'
+    )
 
   def _check_open(self) -> None:
     if self._closed:
@@ -73,8 +77,9 @@ class Writer:
       self._num_columns = len(flat)
     elif len(flat) != self._num_columns:
       raise ValueError(
-          'Number of tensors per timestep was inconsistent. Previously '
-          f'received {self._num_columns} tensors but got {len(flat)} now.')
+        'Number of tensors per timestep was inconsistent. Previously '
+        f'received {self._num_columns} tensors but got {len(flat)} now.'
+      )
     # Converted in C++ (other than numpy values and numbers through
     # _dtypes.to_core_tensor, naming the column index in errors).
     self._steps.append(self._writer, flat)
@@ -93,18 +98,21 @@ class Writer:
     for value in flat:
       if value.ndim < 1:
         raise ValueError(
-            'append_sequence requires tensors of rank >= 1, got a scalar.')
+          'append_sequence requires tensors of rank >= 1, got a scalar.'
+        )
       lengths.add(value.shape[0])
     if len(lengths) != 1:
       raise ValueError(
-          'append_sequence requires all tensors to have the same leading '
-          f'dimension, got {sorted(lengths)}.')
+        'append_sequence requires all tensors to have the same leading '
+        f'dimension, got {sorted(lengths)}.'
+      )
     structure = tree.unflatten_as(sequence, flat)
     for t in range(lengths.pop()):
       self.append(tree.map_structure(lambda x, t=t: x[t], structure))
 
-  def create_item(self, table: str, num_timesteps: int,
-                  priority: float) -> None:
+  def create_item(
+    self, table: str, num_timesteps: int, priority: float
+  ) -> None:
     """Creates an item of `table` over the last `num_timesteps` timesteps.
 
     Raises:
@@ -115,19 +123,20 @@ class Writer:
     self._check_open()
     if num_timesteps < 1:
       raise ValueError(
-          f'num_timesteps ({num_timesteps}) must be a positive integer')
+        f'num_timesteps ({num_timesteps}) must be a positive integer'
+      )
     if num_timesteps > self._max_sequence_length:
       raise ValueError(
-          f'num_timesteps ({num_timesteps}) must be <= max_sequence_length '
-          f'({self._max_sequence_length})')
+        f'num_timesteps ({num_timesteps}) must be <= max_sequence_length '
+        f'({self._max_sequence_length})'
+      )
     if num_timesteps > len(self._steps):
       raise ValueError(
-          'Argument `num_timesteps` is larger than number of buffered '
-          'timesteps.')
+        'Argument `num_timesteps` is larger than number of buffered timesteps.'
+      )
     if math.isnan(priority):
       raise ValueError('Priority must not be NaN.')
-    self._steps.create_item(self._writer, table, float(priority),
-                            num_timesteps)
+    self._steps.create_item(self._writer, table, float(priority), num_timesteps)
 
   def flush(self) -> None:
     """Sends every pending item and waits until the server confirmed them."""
@@ -154,16 +163,23 @@ class Writer:
       self._writer.close()
 
 
-def new_cpp_writer(client: Any, *, num_keep_alive_refs: int,
-                   max_chunk_length: int, delta_encoded: bool,
-                   max_queued_items: int, signatures: Any,
-                   accept_step_shape_signatures: bool) -> Any:
+def new_cpp_writer(
+  client: Any,
+  *,
+  num_keep_alive_refs: int,
+  max_chunk_length: int,
+  delta_encoded: bool,
+  max_queued_items: int,
+  signatures: Any,
+  accept_step_shape_signatures: bool,
+) -> pybind.TrajectoryWriter:
   """A ``pybind.TrajectoryWriter`` over the C++ client `client`."""
   return pybind.TrajectoryWriter(
-      client,
-      num_keep_alive_refs=num_keep_alive_refs,
-      max_chunk_length=max_chunk_length,
-      delta_encoded=delta_encoded,
-      max_queued_items=max_queued_items,
-      signatures=signatures,
-      accept_step_shape_signatures=accept_step_shape_signatures)
+    client,
+    num_keep_alive_refs=num_keep_alive_refs,
+    max_chunk_length=max_chunk_length,
+    delta_encoded=delta_encoded,
+    max_queued_items=max_queued_items,
+    signatures=signatures,
+    accept_step_shape_signatures=accept_step_shape_signatures,
+  )

@@ -24,8 +24,10 @@ def main(mode: str, directory: str, state_path: str) -> None:
   tables = checkpoint_tables.tables(reverb)
   names = [table.name for table in tables]
   server = reverb.Server(
-      tables, port=None,
-      checkpointer=reverb.checkpointers.DefaultCheckpointer(path=directory))
+    tables,
+    port=None,
+    checkpointer=reverb.checkpointers.DefaultCheckpointer(path=directory),
+  )
   client = reverb.Client(f'localhost:{server.port}')
   if mode == 'write':
     checkpoint_tables.fill(client, names)

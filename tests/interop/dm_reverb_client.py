@@ -22,25 +22,29 @@ def main(address: str) -> None:
   print('server_info ok:', info['my_table'].current_size)
 
   # Legacy insert (one chunk, one item).
-  client.insert([np.arange(3, dtype=np.float32), np.int64(7)],
-                priorities={'my_table': 1.5})
+  client.insert(
+    [np.arange(3, dtype=np.float32), np.int64(7)], priorities={'my_table': 1.5}
+  )
 
   # TrajectoryWriter: several steps, an item over a slice of history.
   with client.trajectory_writer(num_keep_alive_refs=4) as writer:
     for i in range(4):
       writer.append({'obs': np.full((2,), i, np.int32), 'r': np.float32(i)})
-    writer.create_item('my_table', priority=3.0, trajectory={
+    writer.create_item(
+      'my_table',
+      priority=3.0,
+      trajectory={
         'obs': writer.history['obs'][-3:],
         'r': writer.history['r'][-1],
-    })
+      },
+    )
     writer.flush()
   info = client.server_info()
   assert info['my_table'].current_size == 2, info['my_table']
   print('inserts ok')
 
   seen = {}
-  for sample in client.sample('my_table', num_samples=40,
-                              emit_timesteps=False):
+  for sample in client.sample('my_table', num_samples=40, emit_timesteps=False):
     seen[sample.info.priority] = sample
   assert set(seen) == {1.5, 3.0}, seen.keys()
   legacy = seen[1.5].data
@@ -53,27 +57,34 @@ def main(address: str) -> None:
 
   key = seen[3.0].info.key
   client.mutate_priorities('my_table', updates={key: 9.0})
-  priorities = {s.info.priority for s in client.sample(
-      'my_table', 40, emit_timesteps=False)}
+  priorities = {
+    s.info.priority for s in client.sample('my_table', 40, emit_timesteps=False)
+  }
   assert 9.0 in priorities, priorities
   client.mutate_priorities('my_table', deletes=[seen[1.5].info.key])
   assert client.server_info()['my_table'].current_size == 1
   print('mutate_priorities ok')
 
   dataset = reverb.TrajectoryDataset(
-      server_address=address, table='my_table',
-      dtypes={'obs': tf.int32, 'r': tf.float32},
-      shapes={'obs': tf.TensorShape([3, 2]), 'r': tf.TensorShape([])},
-      max_in_flight_samples_per_worker=4)
+    server_address=address,
+    table='my_table',
+    dtypes={'obs': tf.int32, 'r': tf.float32},
+    shapes={'obs': tf.TensorShape([3, 2]), 'r': tf.TensorShape([])},
+    max_in_flight_samples_per_worker=4,
+  )
   for sample in dataset.take(3):
     assert sample.info.priority.numpy() == 9.0
-    np.testing.assert_array_equal(sample.data['obs'].numpy(),
-                                  [[1, 1], [2, 2], [3, 3]])
+    np.testing.assert_array_equal(
+      sample.data['obs'].numpy(), [[1, 1], [2, 2], [3, 3]]
+    )
   print('TrajectoryDataset ok')
 
   tf_client = reverb.TFClient(address)
-  tf_client.insert([tf.constant([5, 6], tf.int32)], tf.constant(['my_table']),
-                   tf.constant([2.0], tf.float64))
+  tf_client.insert(
+    [tf.constant([5, 6], tf.int32)],
+    tf.constant(['my_table']),
+    tf.constant([2.0], tf.float64),
+  )
   client.reset('my_table')
   assert client.server_info()['my_table'].current_size == 0
   print('TFClient insert + reset ok')

@@ -21,8 +21,9 @@ import tensorflow as tf
 
 
 def frame(step):
-  return ((np.arange(84 * 84, dtype=np.int64).reshape(84, 84) // 84 + 3 * step)
-          % 256).astype(np.uint8)
+  return (
+    (np.arange(84 * 84, dtype=np.int64).reshape(84, 84) // 84 + 3 * step) % 256
+  ).astype(np.uint8)
 
 
 def check_frames(frames, steps):
@@ -43,14 +44,20 @@ def main(address: str) -> None:
   print('sample trajectory ok')
 
   dataset = reverb.TrajectoryDataset(
-      server_address=address, table='my_table',
-      dtypes={'obs': tf.int32, 'r': tf.float32, 'text': tf.string},
-      shapes={'obs': tf.TensorShape([3, 2]), 'r': tf.TensorShape([]),
-              'text': tf.TensorShape([])},
-      max_in_flight_samples_per_worker=1)
+    server_address=address,
+    table='my_table',
+    dtypes={'obs': tf.int32, 'r': tf.float32, 'text': tf.string},
+    shapes={
+      'obs': tf.TensorShape([3, 2]),
+      'r': tf.TensorShape([]),
+      'text': tf.TensorShape([]),
+    },
+    max_in_flight_samples_per_worker=1,
+  )
   for item in dataset.take(2):
-    np.testing.assert_array_equal(item.data['obs'].numpy(),
-                                  [[1, 1], [2, 2], [3, 3]])
+    np.testing.assert_array_equal(
+      item.data['obs'].numpy(), [[1, 1], [2, 2], [3, 3]]
+    )
     assert item.data['text'].numpy() == b'step3'
   print('TrajectoryDataset ok')
 
@@ -62,9 +69,12 @@ def main(address: str) -> None:
   print('sample legacy (delta encoded) ok')
 
   timesteps = reverb.TimestepDataset(
-      server_address=address, table='legacy', dtypes=(tf.int32, tf.float32),
-      shapes=(tf.TensorShape([3]), tf.TensorShape([])),
-      max_in_flight_samples_per_worker=1)
+    server_address=address,
+    table='legacy',
+    dtypes=(tf.int32, tf.float32),
+    shapes=(tf.TensorShape([3]), tf.TensorShape([])),
+    max_in_flight_samples_per_worker=1,
+  )
   for t, step in enumerate(timesteps.take(3)):
     np.testing.assert_array_equal(step.data[0].numpy(), expected[t])
     assert float(step.data[1].numpy()) == t
@@ -76,11 +86,12 @@ def main(address: str) -> None:
     check_frames(frames, steps)
     seen.add(int(steps[0]))
   dataset = reverb.TrajectoryDataset(
-      server_address=address, table='frames',
-      dtypes={'frame': tf.uint8, 'step': tf.int32},
-      shapes={'frame': tf.TensorShape([2, 84, 84]),
-              'step': tf.TensorShape([2])},
-      max_in_flight_samples_per_worker=2)
+    server_address=address,
+    table='frames',
+    dtypes={'frame': tf.uint8, 'step': tf.int32},
+    shapes={'frame': tf.TensorShape([2, 84, 84]), 'step': tf.TensorShape([2])},
+    max_in_flight_samples_per_worker=2,
+  )
   for item in dataset.take(20):
     check_frames(item.data['frame'].numpy(), item.data['step'].numpy())
     seen.add(int(item.data['step'].numpy()[0]))

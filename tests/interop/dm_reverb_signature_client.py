@@ -37,24 +37,31 @@ def main(address: str) -> None:
   with client.trajectory_writer(num_keep_alive_refs=3) as writer:
     for i in range(3):
       writer.append(_step(i))
-    writer.create_item('traj', priority=1.0, trajectory={
+    writer.create_item(
+      'traj',
+      priority=1.0,
+      trajectory={
         'obs': writer.history['obs'][-3:],
         'step': writer.history['step'][-1],
-    })
+      },
+    )
   info = client.server_info()
   assert info['steps'].current_size == 3, info['steps']
   assert info['traj'].current_size == 1, info['traj']
   print('legitimate items ok')
 
   # Unchecked by dm-reverb, rejected by the server: a 2-row obs.
-  writer = client.trajectory_writer(num_keep_alive_refs=3,
-                                    validate_items=False)
+  writer = client.trajectory_writer(num_keep_alive_refs=3, validate_items=False)
   for i in range(2):
     writer.append(_step(i))
-  writer.create_item('traj', priority=1.0, trajectory={
+  writer.create_item(
+    'traj',
+    priority=1.0,
+    trajectory={
       'obs': writer.history['obs'][-2:],
       'step': writer.history['step'][-1],
-  })
+    },
+  )
   try:
     writer.flush()
     raise AssertionError('the server accepted a [2, 2] obs')

@@ -28,17 +28,23 @@ def configs():
   """The configs the test compares (shared text with the test file)."""
   structured = reverb.structured
   window = structured.pattern_from_transform(
-      STEP, lambda s: {'obs': s['obs'][-3:], 'a': s['a'][-1]})
+    STEP, lambda s: {'obs': s['obs'][-3:], 'a': s['a'][-1]}
+  )
   last = structured.pattern_from_transform(
-      STEP, lambda s: {'obs': s['obs'][-1:], 'a': s['a'][-1]})
+    STEP, lambda s: {'obs': s['obs'][-1:], 'a': s['a'][-1]}
+  )
   return [
-      structured.create_config(
-          window, 'my_table',
-          conditions=[structured.Condition.step_index() % 2 == 0]),
-      structured.create_config(
-          last, 'my_table',
-          conditions=[structured.Condition.is_end_episode()],
-          priority=structured.td_error(0.5, STEP, lambda s: s['a'])),
+    structured.create_config(
+      window,
+      'my_table',
+      conditions=[structured.Condition.step_index() % 2 == 0],
+    ),
+    structured.create_config(
+      last,
+      'my_table',
+      conditions=[structured.Condition.is_end_episode()],
+      priority=structured.td_error(0.5, STEP, lambda s: s['a']),
+    ),
   ]
 
 
@@ -57,14 +63,22 @@ def main(address: str) -> None:
   print('structured writer ok')
 
   ids = np.arange(NUM_STEPS)
-  steps = tf.data.Dataset.from_tensor_slices({
+  steps = tf.data.Dataset.from_tensor_slices(
+    {
       'obs': np.stack([ids, -ids], axis=1).astype(np.float32),
-      'a': ids.astype(np.int32)})
+      'a': ids.astype(np.int32),
+    }
+  )
   dataset = reverb.PatternDataset(
-      steps, configs(), respect_episode_boundaries=True,
-      is_end_of_episode=lambda s: (s['a'] + 1) % EPISODE_LENGTH == 0)
-  out = [{'obs': x['obs'].tolist(), 'a': int(x['a'])}
-         for x in dataset.as_numpy_iterator()]
+    steps,
+    configs(),
+    respect_episode_boundaries=True,
+    is_end_of_episode=lambda s: (s['a'] + 1) % EPISODE_LENGTH == 0,
+  )
+  out = [
+    {'obs': x['obs'].tolist(), 'a': int(x['a'])}
+    for x in dataset.as_numpy_iterator()
+  ]
   print('PATTERN_DATASET ' + json.dumps(out))
   print('ALL OK')
 

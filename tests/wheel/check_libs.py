@@ -25,15 +25,19 @@ from typing import Dict, List, Tuple
 
 DISTRIBUTION = 'tf_reverb'
 FORBIDDEN = re.compile(
-    r'^(/usr)?/lib/x86_64-linux-gnu/'
-    r'lib(grpc|protobuf|absl|snappy|zstd|gpr|upb|address_sorting)')
+  r'^(/usr)?/lib/x86_64-linux-gnu/'
+  r'lib(grpc|protobuf|absl|snappy|zstd|gpr|upb|address_sorting)'
+)
 # Resolved only where TensorFlow is installed (the kernel libraries link it).
-MAY_BE_MISSING = re.compile(r'^(libtensorflow_framework\.so|_pywrap_tensorflow)')
+MAY_BE_MISSING = re.compile(
+  r'^(libtensorflow_framework\.so|_pywrap_tensorflow)'
+)
 # The manylinux base (PEP 600's allow-list): present on every target system.
 BASE = re.compile(
-    r'^(linux-vdso|ld-linux[-\w]*|libc|libm|libdl|libpthread|librt|libutil|'
-    r'libgcc_s|libstdc\+\+|libcrypt|libnsl|libresolv|libz|libexpat|'
-    r'libX11|libGL)\.so')
+  r'^(linux-vdso|ld-linux[-\w]*|libc|libm|libdl|libpthread|librt|libutil|'
+  r'libgcc_s|libstdc\+\+|libcrypt|libnsl|libresolv|libz|libexpat|'
+  r'libX11|libGL)\.so'
+)
 
 
 def installed_elf_files() -> List[str]:
@@ -76,8 +80,9 @@ def check(path: str) -> Tuple[List[str], List[str]]:
     elif FORBIDDEN.match(target) or FORBIDDEN.match(os.path.realpath(target)):
       failures.append(f'{path}: {name} => {target} (system library)')
     elif target.startswith(('/usr/lib', '/lib')) and not BASE.match(name):
-      failures.append(f'{path}: {name} => {target} (outside the manylinux '
-                      'base)')
+      failures.append(
+        f'{path}: {name} => {target} (outside the manylinux base)'
+      )
     elif not target.startswith(('/usr/lib', '/lib')):
       notes.append(f'{path}: {name} => {target}')
   return failures, notes
@@ -99,8 +104,10 @@ def main() -> int:
   for failure in failures:
     print(f'FAIL {failure}')
   status = 'FAIL' if failures else 'ok'
-  print(f'libs: {status} {len(elf_files)} ELF files, {len(failures)} failures, '
-        f'{len(notes)} notes')
+  print(
+    f'libs: {status} {len(elf_files)} ELF files, {len(failures)} failures, '
+    f'{len(notes)} notes'
+  )
   return 1 if failures else 0
 
 

@@ -25,25 +25,37 @@ def load_package(package_dir: str) -> Dict[str, ModuleType]:
     name = os.path.basename(path)[:-3]
     modules[name] = importlib.import_module(f'{package}.{name}')
   assert 'tf_reverb' not in sys.modules, 'tf_reverb itself was imported'
-  expected = {'checkpoint_pb2', 'patterns_pb2', 'reverb_service_pb2',
-              'schema_pb2', 'struct_pb2', 'tensor_pb2'}
+  expected = {
+    'checkpoint_pb2',
+    'patterns_pb2',
+    'reverb_service_pb2',
+    'schema_pb2',
+    'struct_pb2',
+    'tensor_pb2',
+  }
   assert expected <= set(modules), f'missing modules: {expected - set(modules)}'
   return modules
 
 
 def check_insert_stream_request(m: Dict[str, ModuleType]) -> None:
   """InsertStreamRequest carrying a ChunkData (lazy Data, enums, Timestamp)."""
-  service, schema, tensor = (m['reverb_service_pb2'], m['schema_pb2'],
-                             m['tensor_pb2'])
+  service, schema, tensor = (
+    m['reverb_service_pb2'],
+    m['schema_pb2'],
+    m['tensor_pb2'],
+  )
   request = service.InsertStreamRequest()
-  chunk = request.chunks.add(chunk_key=7, delta_encoded=True,
-                             data_tensors_len=1, data_uncompressed_size=24)
+  chunk = request.chunks.add(
+    chunk_key=7,
+    delta_encoded=True,
+    data_tensors_len=1,
+    data_uncompressed_size=24,
+  )
   chunk.sequence_range.episode_id = 3
   chunk.sequence_range.start = 0
   chunk.sequence_range.end = 2
   chunk.compression = schema.ChunkData.COMPRESSION_ZSTD
-  t = chunk.data.tensors.add(dtype=tensor.DT_FLOAT,
-                             tensor_content=b'\x00' * 12)
+  t = chunk.data.tensors.add(dtype=tensor.DT_FLOAT, tensor_content=b'\x00' * 12)
   t.tensor_shape.dim.add(size=3)
   item = request.items.add(key=11, table='my_table', priority=1.5)
   item.inserted_at.seconds = 1_700_000_000
@@ -88,9 +100,10 @@ def check_server_config(m: Dict[str, ModuleType]) -> None:
   """ReverbServerConfig in text format (the reverb_server --config file)."""
   from google.protobuf import json_format  # pylint: disable=g-import-not-at-top
   from google.protobuf import text_format  # pylint: disable=g-import-not-at-top
+
   checkpoint = m['checkpoint_pb2']
   config = text_format.Parse(
-      """
+    """
       port: 8000
       tables {
         table_name: "my_table"
@@ -103,16 +116,20 @@ def check_server_config(m: Dict[str, ModuleType]) -> None:
           min_size_to_sample: 1
         }
       }
-      """, checkpoint.ReverbServerConfig())
+      """,
+    checkpoint.ReverbServerConfig(),
+  )
   assert config.port == 8000
   table = config.tables[0]
   assert table.sampler.prioritized.priority_exponent == 0.8
   assert table.remover.fifo and table.rate_limiter.min_size_to_sample == 1
-  again = text_format.Parse(text_format.MessageToString(config),
-                            checkpoint.ReverbServerConfig())
+  again = text_format.Parse(
+    text_format.MessageToString(config), checkpoint.ReverbServerConfig()
+  )
   assert again == config
-  from_json = json_format.Parse(json_format.MessageToJson(config),
-                                checkpoint.ReverbServerConfig())
+  from_json = json_format.Parse(
+    json_format.MessageToJson(config), checkpoint.ReverbServerConfig()
+  )
   assert from_json == config
 
 
@@ -123,9 +140,16 @@ def main() -> None:
   check_server_config(modules)
   import google.protobuf  # pylint: disable=g-import-not-at-top
   from google.protobuf.internal import api_implementation  # pylint: disable=g-import-not-at-top
-  print(json.dumps({'protobuf': google.protobuf.__version__,
-                    'implementation': api_implementation.Type(),
-                    'modules': sorted(modules)}))
+
+  print(
+    json.dumps(
+      {
+        'protobuf': google.protobuf.__version__,
+        'implementation': api_implementation.Type(),
+        'modules': sorted(modules),
+      }
+    )
+  )
 
 
 if __name__ == '__main__':

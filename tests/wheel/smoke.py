@@ -51,31 +51,42 @@ MAX_STARTUP_LINES = 200
 RPC_TIMEOUT_S = 60.0  # a deadline on each blocking call, never waited out
 TABLE = 't'
 SERVER_CONFIG = (
-    f'tables {{ table_name: "{TABLE}" sampler {{ uniform: true }} '
-    'remover { fifo: true } max_size: 1000 max_times_sampled: 0 '
-    'rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 '
-    'min_diff: -1e300 max_diff: 1e300 } }')
+  f'tables {{ table_name: "{TABLE}" sampler {{ uniform: true }} '
+  'remover { fifo: true } max_size: 1000 max_times_sampled: 0 '
+  'rate_limiter { samples_per_insert: 1 min_size_to_sample: 1 '
+  'min_diff: -1e300 max_diff: 1e300 } }'
+)
 
 
 def _reverb():
   """tf_reverb, imported on first use (import_without_tf runs first)."""
   import tf_reverb  # pylint: disable=g-import-not-at-top
+
   return tf_reverb
 
 
 def _table(name: str = TABLE, max_size: int = 1000):
   reverb = _reverb()
-  return reverb.Table(name, reverb.selectors.Fifo(), reverb.selectors.Fifo(),
-                      max_size, reverb.rate_limiters.MinSize(1))
+  return reverb.Table(
+    name,
+    reverb.selectors.Fifo(),
+    reverb.selectors.Fifo(),
+    max_size,
+    reverb.rate_limiters.MinSize(1),
+  )
 
 
 def _run_fresh_python(code: str) -> str:
   """Runs `code` in a new interpreter of this venv; returns its stdout."""
-  result = subprocess.run([sys.executable, '-c', textwrap.dedent(code)],
-                          capture_output=True, text=True)
+  result = subprocess.run(
+    [sys.executable, '-c', textwrap.dedent(code)],
+    capture_output=True,
+    text=True,
+  )
   if result.returncode:
-    raise AssertionError(f'exit {result.returncode}\n{result.stdout}\n'
-                         f'{result.stderr}')
+    raise AssertionError(
+      f'exit {result.returncode}\n{result.stdout}\n{result.stderr}'
+    )
   return result.stdout
 
 
@@ -89,7 +100,8 @@ def check_import_without_tf(forbid_path: Optional[str]) -> str:
   if forbid_path:
     forbidden = os.path.realpath(forbid_path) + os.sep
     assert not location.startswith(forbidden), (
-        f'tf_reverb was imported from {location}, inside {forbid_path}')
+      f'tf_reverb was imported from {location}, inside {forbid_path}'
+    )
   assert 'grpc' not in sys.modules, 'import tf_reverb imported grpcio'
   return location
 
@@ -98,9 +110,12 @@ class ServerProcess:
   """The `reverb_server` console script as a child process, stopped by pid."""
 
   def __init__(self, executable: str, *args: str):
-    self.process = subprocess.Popen([executable, *args],
-                                    stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True)
+    self.process = subprocess.Popen(
+      [executable, *args],
+      stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT,
+      text=True,
+    )
     self.lines: List[str] = []
     self.port: Optional[int] = None
     for _ in range(MAX_STARTUP_LINES):
@@ -113,8 +128,9 @@ class ServerProcess:
         self.port = int(match.group(1))
         return
     self.stop()
-    raise AssertionError('reverb_server did not report its port:\n' +
-                         ''.join(self.lines))
+    raise AssertionError(
+      'reverb_server did not report its port:\n' + ''.join(self.lines)
+    )
 
   def stop(self) -> int:
     """SIGTERM by pid, then SIGKILL if it is still there after its output."""
@@ -140,8 +156,13 @@ def _server_executable() -> str:
 def check_server_binary() -> str:
   reverb = _reverb()
   executable = _server_executable()
-  server = ServerProcess(executable, f'--config={SERVER_CONFIG}', '--port=0',
-                         '--metrics_port=0', '--metrics_host=127.0.0.1')
+  server = ServerProcess(
+    executable,
+    f'--config={SERVER_CONFIG}',
+    '--port=0',
+    '--metrics_port=0',
+    '--metrics_host=127.0.0.1',
+  )
   try:
     client = reverb.Client(f'127.0.0.1:{server.port}')
     for i in range(3):
@@ -149,13 +170,19 @@ def check_server_binary() -> str:
     info = client.server_info(timeout=RPC_TIMEOUT_S)[TABLE]
     assert info.current_size == 3, info
     # The vendored prometheus-cpp serves the metrics.
-    metrics_port = int(re.search(r'metrics_port=(\d+)', server.lines[-1]).group(1))
-    with urllib.request.urlopen(f'http://127.0.0.1:{metrics_port}/metrics',
-                                timeout=RPC_TIMEOUT_S) as response:
+    metrics_port = int(
+      re.search(r'metrics_port=(\d+)', server.lines[-1]).group(1)
+    )
+    with urllib.request.urlopen(
+      f'http://127.0.0.1:{metrics_port}/metrics', timeout=RPC_TIMEOUT_S
+    ) as response:
       page = response.read().decode()
     assert f'tf_reverb_table_inserts_total{{table="{TABLE}"}} 3' in page, page
-    samples = list(client.sample(TABLE, num_samples=5, emit_timesteps=False,
-                                 timeout=RPC_TIMEOUT_S))
+    samples = list(
+      client.sample(
+        TABLE, num_samples=5, emit_timesteps=False, timeout=RPC_TIMEOUT_S
+      )
+    )
     assert len(samples) == 5, samples
     for sample in samples:
       step, vector = sample.data
@@ -171,8 +198,12 @@ def check_server_binary_checkpoint() -> str:
   executable = _server_executable()
   directory = tempfile.mkdtemp(prefix='tf_reverb_smoke_binary_ckpt_')
   try:
-    args = (f'--config={SERVER_CONFIG}', '--port=0',
-            f'--checkpoint_dir={directory}', '--checkpoint_on_exit=false')
+    args = (
+      f'--config={SERVER_CONFIG}',
+      '--port=0',
+      f'--checkpoint_dir={directory}',
+      '--checkpoint_on_exit=false',
+    )
     server = ServerProcess(executable, *args)
     try:
       client = reverb.Client(f'127.0.0.1:{server.port}')
@@ -201,16 +232,23 @@ def check_trajectory_writer() -> str:
     client = reverb.Client(address)
     with client.trajectory_writer(num_keep_alive_refs=2) as writer:
       for step in range(6):
-        writer.append({'obs': np.full([3], step, np.float32),
-                       'step': np.int64(step)})
+        writer.append(
+          {'obs': np.full([3], step, np.float32), 'step': np.int64(step)}
+        )
         if step >= 1:
-          writer.create_item(TABLE, 1.0, {
+          writer.create_item(
+            TABLE,
+            1.0,
+            {
               'obs': writer.history['obs'][-2:],
-              'step': writer.history['step'][-2:]})
+              'step': writer.history['step'][-2:],
+            },
+          )
       writer.flush()
     assert client.server_info()[TABLE].current_size == 5
-    with reverb.NumpyIterator(address, TABLE, batch_size=4, max_samples=8,
-                              rate_limiter_timeout_ms=0) as iterator:
+    with reverb.NumpyIterator(
+      address, TABLE, batch_size=4, max_samples=8, rate_limiter_timeout_ms=0
+    ) as iterator:
       batches = list(iterator)
   assert [len(b.info.key) for b in batches] == [4, 4], batches
   for batch in batches:
@@ -237,8 +275,9 @@ def check_checkpoint_restore() -> str:
     with reverb.Server([_table()], checkpointer=checkpointer) as server:
       client = reverb.Client(f'localhost:{server.port}')
       assert client.server_info()[TABLE].current_size == 4
-      head = next(client.sample(TABLE, emit_timesteps=False,
-                                timeout=RPC_TIMEOUT_S))
+      head = next(
+        client.sample(TABLE, emit_timesteps=False, timeout=RPC_TIMEOUT_S)
+      )
       assert head.data[0].tolist() == [[0, 0]], head.data  # FIFO: the first
       assert head.info.priority == 1.0
   finally:
@@ -269,7 +308,7 @@ def check_install_as_reverb() -> str:
 
 def check_no_tensorflow() -> str:
   try:
-    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+    import tensorflow  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
   except ImportError:
     return 'tensorflow is not installed'
   raise AssertionError('TensorFlow is importable in the --no-tf environment')
@@ -280,6 +319,7 @@ def check_no_tensorflow() -> str:
 
 def check_tf_client_tf_function() -> str:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   reverb = _reverb()
   # A queue: each item is sampled once, in insertion order.
   with reverb.Server([reverb.Table.queue(TABLE, 10)]) as server:
@@ -288,8 +328,11 @@ def check_tf_client_tf_function() -> str:
 
     @tf.function
     def act(step):
-      client.insert([step, tf.strings.as_string(step)], tf.constant([TABLE]),
-                    tf.constant([1.0], tf.float64))
+      client.insert(
+        [step, tf.strings.as_string(step)],
+        tf.constant([TABLE]),
+        tf.constant([1.0], tf.float64),
+      )
       return step
 
     for i in range(3):
@@ -312,21 +355,26 @@ def check_tf_client_tf_function() -> str:
   match = re.search(r'_tf(\d+)_(\d+)\.so$', kernel)
   if match:
     assert match.groups() == tuple(tf.__version__.split('.')[:2]), (
-        f'TensorFlow {tf.__version__} runs kernel library {kernel}')
+      f'TensorFlow {tf.__version__} runs kernel library {kernel}'
+    )
   return f'TensorFlow {tf.__version__}, kernels {kernel}'
 
 
 def _loaded_kernel_library() -> str:
   """Basename of the tf_reverb kernel library mapped into this process."""
   with open('/proc/self/maps') as f:
-    names = {os.path.basename(line.split()[-1]) for line in f
-             if 'libtf_reverb_ops' in line}
+    names = {
+      os.path.basename(line.split()[-1])
+      for line in f
+      if 'libtf_reverb_ops' in line
+    }
   assert len(names) == 1, f'kernel libraries mapped: {sorted(names)}'
   return names.pop()
 
 
 def check_trajectory_dataset() -> str:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   reverb = _reverb()
   with reverb.Server([_table()]) as server:
     address = f'localhost:{server.port}'
@@ -335,12 +383,15 @@ def check_trajectory_dataset() -> str:
       for step in range(5):
         writer.append({'obs': np.full([2], step, np.float32)})
         if step >= 2:
-          writer.create_item(TABLE, 1.0,
-                             {'obs': writer.history['obs'][-3:]})
+          writer.create_item(TABLE, 1.0, {'obs': writer.history['obs'][-3:]})
     dataset = reverb.TrajectoryDataset(
-        address, TABLE, dtypes={'obs': tf.float32},
-        shapes={'obs': tf.TensorShape([3, 2])},
-        max_in_flight_samples_per_worker=2, max_samples=6)
+      address,
+      TABLE,
+      dtypes={'obs': tf.float32},
+      shapes={'obs': tf.TensorShape([3, 2])},
+      max_in_flight_samples_per_worker=2,
+      max_samples=6,
+    )
     batch = next(iter(dataset.batch(3)))
   obs = batch.data['obs'].numpy()
   assert obs.shape == (3, 3, 2), obs.shape
@@ -351,41 +402,44 @@ def check_trajectory_dataset() -> str:
 
 def check_tf_structured_writer() -> str:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   reverb = _reverb()
   structured = reverb.structured
   step_spec = {'obs': np.zeros(2, np.float32), 'a': np.int32(0)}
   pattern = structured.pattern_from_transform(
-      step_spec, lambda s: {'obs': s['obs'][-2:], 'a': s['a'][-1]})
+    step_spec, lambda s: {'obs': s['obs'][-2:], 'a': s['a'][-1]}
+  )
   with reverb.Server([_table()]) as server:
     address = f'localhost:{server.port}'
     writer = reverb.TFStructuredWriter(
-        address, [structured.create_config(pattern, TABLE)])
+      address, [structured.create_config(pattern, TABLE)]
+    )
 
     @tf.function
     def actor(num_steps):
       for i in tf.range(num_steps):
-        writer.append({'obs': tf.stack([tf.cast(i, tf.float32), 0.0]),
-                       'a': i})
+        writer.append({'obs': tf.stack([tf.cast(i, tf.float32), 0.0]), 'a': i})
       writer.flush()
 
     actor(tf.constant(4))
     client = reverb.Client(address)
     assert client.server_info()[TABLE].current_size == 3
-    first = next(client.sample(TABLE, emit_timesteps=False,
-                               timeout=RPC_TIMEOUT_S))
+    first = next(
+      client.sample(TABLE, emit_timesteps=False, timeout=RPC_TIMEOUT_S)
+    )
   a, obs = first.data  # dm-tree order: a, obs
   assert int(a) == 1 and obs[:, 0].tolist() == [0.0, 1.0], first.data
   return '3 items from 4 steps'
 
 
 def check_import_after_tf() -> str:
-  out = _run_fresh_python(f'''
+  out = _run_fresh_python('''
       import numpy as np
       import tensorflow as tf
       import tf_reverb as reverb
       server = reverb.Server([reverb.Table.queue('q', 10)])
-      address = f'localhost:{{server.port}}'
-      reverb.Client(address).insert([np.int64(5)], {{'q': 1.0}})
+      address = f'localhost:{server.port}'
+      reverb.Client(address).insert([np.int64(5)], {'q': 1.0})
       sample = reverb.TFClient(address).sample('q', [tf.int64])
       assert int(sample.data[0].numpy()) == 5, sample
       server.stop()
@@ -395,8 +449,9 @@ def check_import_after_tf() -> str:
   return out.strip().splitlines()[-1]
 
 
-def checks(no_tf: bool,
-           forbid_path: Optional[str]) -> Iterator[Tuple[str, Callable[[], str]]]:
+def checks(
+  no_tf: bool, forbid_path: Optional[str]
+) -> Iterator[Tuple[str, Callable[[], str]]]:
   yield 'import_without_tf', lambda: check_import_without_tf(forbid_path)
   yield 'server_binary', check_server_binary
   yield 'server_binary_checkpoint', check_server_binary_checkpoint
@@ -414,10 +469,14 @@ def checks(no_tf: bool,
 
 def main(argv: Optional[List[str]] = None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('--no-tf', action='store_true',
-                      help='the environment has no TensorFlow: TF-free checks')
-  parser.add_argument('--forbid-path',
-                      help='fail if tf_reverb is imported from under this path')
+  parser.add_argument(
+    '--no-tf',
+    action='store_true',
+    help='the environment has no TensorFlow: TF-free checks',
+  )
+  parser.add_argument(
+    '--forbid-path', help='fail if tf_reverb is imported from under this path'
+  )
   args = parser.parse_args(argv)
   passed, failed = 0, 0
   for name, check in checks(args.no_tf, args.forbid_path):

@@ -13,6 +13,11 @@ message built through either path is accepted wherever tf_reverb takes one.
 import importlib
 import sys
 
+# Nothing for `import *`: the modules here are imported by their paths
+# (``from tf_reverb.cc import schema_pb2``), and ``alias_module`` is the
+# plumbing of those modules, not API.
+__all__ = []
+
 
 def alias_module(name: str, target: str) -> None:
   """Makes the module being imported as `name` the module `target`.

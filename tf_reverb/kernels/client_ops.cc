@@ -1,5 +1,5 @@
 // The TFClient ops: ReverbClient (resource), ReverbClientSample,
-// ReverbClientInsert and ReverbClientUpdatePriorities (reverb-spec.md §2.11).
+// ReverbClientInsert and ReverbClientUpdatePriorities (docs/guides/graph-mode.md).
 // As in Reverb, ReverbClientSample returns only the FIRST TIMESTEP of the
 // sampled item: row 0 of every column (a squeezed column as it is), so an
 // item of one step comes back with the shapes it was inserted with; later
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "server/c_api.h"
+#include "server/c_api/c_api.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_op_kernel.h"
@@ -91,11 +91,9 @@ REGISTER_OP("ReverbClientUpdatePriorities")
     .SetShapeFn(tensorflow::shape_inference::NoOutputs)
     .Doc("Sets the priorities of items of `table`; absent keys are ignored.");
 
-class ReverbClientHandleOp
-    : public tensorflow::ResourceOpKernel<ReverbClientResource> {
+class ReverbClientHandleOp : public tensorflow::ResourceOpKernel<ReverbClientResource> {
  public:
-  explicit ReverbClientHandleOp(OpKernelConstruction* context)
-      : ResourceOpKernel(context) {
+  explicit ReverbClientHandleOp(OpKernelConstruction* context) : ResourceOpKernel(context) {
     OP_REQUIRES_OK(context, context->GetAttr("server_address", &server_address_));
   }
 
@@ -136,9 +134,9 @@ void* AllocateOutput(void* opaque, int32_t column, int32_t dtype, int32_t rank,
   const auto data_type = static_cast<tensorflow::DataType>(dtype);
   if (column >= static_cast<int32_t>(outputs->expected.size())) {
     if (!tensorflow::DataTypeCanUseMemcpy(data_type) && data_type != tensorflow::DT_STRING) {
-      outputs->status = tensorflow::errors::InvalidArgument(
-          "The sampled item has more columns than the ", outputs->expected.size(),
-          " dtypes requested.");
+      outputs->status =
+          tensorflow::errors::InvalidArgument("The sampled item has more columns than the ",
+                                              outputs->expected.size(), " dtypes requested.");
       return nullptr;
     }
     outputs->surplus.emplace_back(data_type, shape);
@@ -147,9 +145,8 @@ void* AllocateOutput(void* opaque, int32_t column, int32_t dtype, int32_t rank,
   }
   if (outputs->expected[column] != data_type) {
     outputs->status = tensorflow::errors::InvalidArgument(
-        "Column ", column, " of the sampled item has dtype ",
-        tensorflow::DataTypeString(data_type), " but ",
-        tensorflow::DataTypeString(outputs->expected[column]), " was requested.");
+        "Column ", column, " of the sampled item has dtype ", tensorflow::DataTypeString(data_type),
+        " but ", tensorflow::DataTypeString(outputs->expected[column]), " was requested.");
     return nullptr;
   }
   Tensor* tensor = nullptr;
@@ -197,15 +194,15 @@ class ReverbClientSampleOp : public OpKernel {
     SampleOutputs outputs{context, dtypes_, std::vector<Tensor*>(dtypes_.size())};
     TfReverbSampleInfo info;
     char error[kErrorSize] = {0};
-    int code = resource->api()->client_sample(resource->client(), table.c_str(), timeout_ms_,
-                                              &info, &AllocateOutput, &SetString, &outputs,
-                                              error, kErrorSize);
+    int code =
+        resource->api()->client_sample(resource->client(), table.c_str(), timeout_ms_, &info,
+                                       &AllocateOutput, &SetString, &outputs, error, kErrorSize);
     OP_REQUIRES_OK(context, outputs.status);
     OP_REQUIRES_OK(context, CoreStatus(code, error));
     OP_REQUIRES(context, outputs.num_columns == static_cast<int32_t>(dtypes_.size()),
-                tensorflow::errors::InvalidArgument(
-                    "The sampled item of table '", table, "' has ", outputs.num_columns,
-                    " columns but ", dtypes_.size(), " dtypes were requested."));
+                tensorflow::errors::InvalidArgument("The sampled item of table '", table, "' has ",
+                                                    outputs.num_columns, " columns but ",
+                                                    dtypes_.size(), " dtypes were requested."));
     auto scalar = [context](int index, auto value) {
       Tensor* tensor;
       OP_REQUIRES_OK(context, context->allocate_output(index, TensorShape({}), &tensor));
@@ -235,8 +232,9 @@ class ReverbClientInsertOp : public OpKernel {
     OP_REQUIRES_OK(context, context->input_list("data", &data));
     const Tensor& tables = context->input(data.size() + 1);
     const Tensor& priorities = context->input(data.size() + 2);
-    OP_REQUIRES(context, tables.dims() == 1 && priorities.dims() == 1 &&
-                             tables.NumElements() == priorities.NumElements(),
+    OP_REQUIRES(context,
+                tables.dims() == 1 && priorities.dims() == 1 &&
+                    tables.NumElements() == priorities.NumElements(),
                 tensorflow::errors::InvalidArgument(
                     "tables and priorities must be rank-1 tensors of equal length, got ",
                     tables.shape().DebugString(), " and ", priorities.shape().DebugString()));
@@ -248,10 +246,10 @@ class ReverbClientInsertOp : public OpKernel {
     auto names = tables.flat<tensorflow::tstring>();
     for (int64_t i = 0; i < names.size(); ++i) table_names.push_back(names(i).c_str());
     char error[kErrorSize] = {0};
-    int code = resource->api()->client_insert(
-        resource->client(), views.data(), views.size(),
-        table_names.data(), priorities.flat<double>().data(),
-        static_cast<int32_t>(table_names.size()), error, kErrorSize);
+    int code =
+        resource->api()->client_insert(resource->client(), views.data(), views.size(),
+                                       table_names.data(), priorities.flat<double>().data(),
+                                       static_cast<int32_t>(table_names.size()), error, kErrorSize);
     OP_REQUIRES_OK(context, CoreStatus(code, error));
   }
 };

@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "server/c_api.h"
+#include "server/c_api/c_api.h"
 #include "tensorflow/core/framework/resource_mgr.h"
 #include "tf_reverb/kernels/core_api.h"
 
@@ -18,13 +18,12 @@ namespace tf_reverb {
 class ReverbClientResource : public tensorflow::ResourceBase {
  public:
   ReverbClientResource(const CoreApi* api, const std::string& server_address)
-      : api_(api), server_address_(server_address),
+      : api_(api),
+        server_address_(server_address),
         client_(api->client_new(server_address.c_str())) {}
   ~ReverbClientResource() override { api_->client_free(client_); }
 
-  std::string DebugString() const override {
-    return "ReverbClient(" + server_address_ + ")";
-  }
+  std::string DebugString() const override { return "ReverbClient(" + server_address_ + ")"; }
   const CoreApi* api() const { return api_; }
   TfReverbClient* client() const { return client_; }
 

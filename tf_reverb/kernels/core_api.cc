@@ -37,8 +37,7 @@ tensorflow::Status CoreStatus(int code, const char* message) {
 
 }  // namespace tf_reverb
 
-extern "C" int tf_reverb_kernels_bind_core(const char* core_path, char* error,
-                                           size_t error_size) {
+extern "C" int tf_reverb_kernels_bind_core(const char* core_path, char* error, size_t error_size) {
   auto fail = [&](const std::string& message) {
     std::strncpy(error, message.c_str(), error_size - 1);
     error[error_size - 1] = '\0';
@@ -60,8 +59,7 @@ extern "C" int tf_reverb_kernels_bind_core(const char* core_path, char* error,
       !tf_reverb::Resolve(handle, "tf_reverb_sampler_next", &api->sampler_next) ||
       !tf_reverb::Resolve(handle, "tf_reverb_sampler_close", &api->sampler_close) ||
       !tf_reverb::Resolve(handle, "tf_reverb_sampler_free", &api->sampler_free) ||
-      !tf_reverb::Resolve(handle, "tf_reverb_structured_writer_new",
-                          &api->structured_writer_new) ||
+      !tf_reverb::Resolve(handle, "tf_reverb_structured_writer_new", &api->structured_writer_new) ||
       !tf_reverb::Resolve(handle, "tf_reverb_structured_writer_append",
                           &api->structured_writer_append) ||
       !tf_reverb::Resolve(handle, "tf_reverb_structured_writer_flush",
@@ -71,8 +69,7 @@ extern "C" int tf_reverb_kernels_bind_core(const char* core_path, char* error,
       !tf_reverb::Resolve(handle, "tf_reverb_structured_writer_free",
                           &api->structured_writer_free) ||
       !tf_reverb::Resolve(handle, "tf_reverb_pattern_engine_new", &api->pattern_engine_new) ||
-      !tf_reverb::Resolve(handle, "tf_reverb_pattern_engine_append",
-                          &api->pattern_engine_append) ||
+      !tf_reverb::Resolve(handle, "tf_reverb_pattern_engine_append", &api->pattern_engine_append) ||
       !tf_reverb::Resolve(handle, "tf_reverb_pattern_engine_pop", &api->pattern_engine_pop) ||
       !tf_reverb::Resolve(handle, "tf_reverb_pattern_engine_free", &api->pattern_engine_free)) {
     delete api;

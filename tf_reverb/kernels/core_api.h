@@ -1,4 +1,4 @@
-// CoreApi: the core's C ABI (server/c_api.h) as resolved at run time.
+// CoreApi: the core's C ABI (server/c_api/c_api.h) as resolved at run time.
 //
 // The kernel library links TensorFlow only. Python calls
 // tf_reverb_kernels_bind_core(path) once, with the path of the already
@@ -10,11 +10,11 @@
 #ifndef TF_REVERB_KERNELS_CORE_API_H_
 #define TF_REVERB_KERNELS_CORE_API_H_
 
-#include "server/c_api.h"
+#include <cstddef>
+
+#include "server/c_api/c_api.h"
 #include "tensorflow/core/platform/status.h"
 #include "tensorflow/core/platform/statusor.h"
-
-#include <cstddef>
 
 namespace tf_reverb {
 
@@ -50,7 +50,6 @@ tensorflow::Status CoreStatus(int code, const char* message);
 
 }  // namespace tf_reverb
 
-extern "C" int tf_reverb_kernels_bind_core(const char* core_path, char* error,
-                                           size_t error_size);
+extern "C" int tf_reverb_kernels_bind_core(const char* core_path, char* error, size_t error_size);
 
 #endif  // TF_REVERB_KERNELS_CORE_API_H_

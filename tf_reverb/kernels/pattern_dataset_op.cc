@@ -1,4 +1,4 @@
-// ReverbPatternDataset (reverb-spec.md §2.10, PatternDataset): runs the
+// ReverbPatternDataset (docs/concepts/datasets.md, PatternDataset): runs the
 // StructuredWriter pattern engine over the steps of an input dataset, with no
 // server, and emits the trajectories it produces. The engine lives in the
 // core and is reached through the C ABI (tf_reverb_pattern_engine_*).
@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "server/c_api.h"
+#include "server/c_api/c_api.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/dataset.h"
 #include "tensorflow/core/framework/op.h"
@@ -52,14 +52,15 @@ REGISTER_OP("ReverbPatternDataset")
     .Attr("shapes: list(shape) >= 1")
     .Output("dataset: variant")
     .SetShapeFn(tensorflow::shape_inference::ScalarShape)
-    .Doc("Trajectories produced by StructuredWriterConfigs over the steps of "
-         "input_dataset (each followed by a scalar bool is_end_of_episode).");
+    .Doc(
+        "Trajectories produced by StructuredWriterConfigs over the steps of "
+        "input_dataset (each followed by a scalar bool is_end_of_episode).");
 
 class PatternDataset : public DatasetBase {
  public:
   PatternDataset(OpKernelContext* ctx, const CoreApi* api, const DatasetBase* input,
-                 std::vector<std::string> configs, bool clear_after_episode,
-                 DataTypeVector dtypes, std::vector<PartialTensorShape> shapes)
+                 std::vector<std::string> configs, bool clear_after_episode, DataTypeVector dtypes,
+                 std::vector<PartialTensorShape> shapes)
       : DatasetBase(tensorflow::data::DatasetContext(ctx)),
         api_(api),
         input_(input),
@@ -95,8 +96,8 @@ class PatternDataset : public DatasetBase {
   bool clear_after_episode() const { return clear_after_episode_; }
 
  protected:
-  Status AsGraphDefInternal(tensorflow::data::SerializationContext* ctx,
-                            DatasetGraphDefBuilder* b, tensorflow::Node** output) const override {
+  Status AsGraphDefInternal(tensorflow::data::SerializationContext* ctx, DatasetGraphDefBuilder* b,
+                            tensorflow::Node** output) const override {
     tensorflow::Node* input = nullptr;
     TF_RETURN_IF_ERROR(b->AddInputDataset(ctx, input_, &input));
     tensorflow::AttrValue configs, clear, dtypes, shapes;
@@ -142,16 +143,14 @@ void* AllocateOutput(void* opaque, int32_t column, int32_t dtype, int32_t rank,
   return const_cast<char*>(tensor.tensor_data().data());
 }
 
-void SetOutputString(void* opaque, int32_t column, int64_t index, const char* data,
-                     size_t size) {
+void SetOutputString(void* opaque, int32_t column, int64_t index, const char* data, size_t size) {
   static_cast<Outputs*>(opaque)->columns[column].flat<tensorflow::tstring>()(index).assign(data,
                                                                                            size);
 }
 
 class PatternDatasetIterator : public tensorflow::data::DatasetIterator<PatternDataset> {
  public:
-  explicit PatternDatasetIterator(const Params& params)
-      : DatasetIterator<PatternDataset>(params) {}
+  explicit PatternDatasetIterator(const Params& params) : DatasetIterator<PatternDataset>(params) {}
 
   ~PatternDatasetIterator() override {
     if (engine_ != nullptr) dataset()->api()->pattern_engine_free(engine_);
@@ -165,9 +164,8 @@ class PatternDatasetIterator : public tensorflow::data::DatasetIterator<PatternD
       sizes.push_back(config.size());
     }
     char error[kErrorSize] = {0};
-    engine_ = dataset()->api()->pattern_engine_new(data.data(), sizes.data(),
-                                                   static_cast<int32_t>(data.size()), error,
-                                                   kErrorSize);
+    engine_ = dataset()->api()->pattern_engine_new(
+        data.data(), sizes.data(), static_cast<int32_t>(data.size()), error, kErrorSize);
     if (engine_ == nullptr) return tensorflow::errors::InvalidArgument(error);
     return dataset()->input()->MakeIterator(ctx, this, prefix(), &input_impl_);
   }
@@ -265,17 +263,17 @@ class PatternDatasetOp : public tensorflow::data::UnaryDatasetOpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("clear_after_episode", &clear_after_episode_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("dtypes", &dtypes_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("shapes", &shapes_));
-    OP_REQUIRES(ctx, dtypes_.size() == shapes_.size(),
-                tensorflow::errors::InvalidArgument(
-                    "dtypes and shapes must have the same length, got ", dtypes_.size(), " and ",
-                    shapes_.size()));
+    OP_REQUIRES(
+        ctx, dtypes_.size() == shapes_.size(),
+        tensorflow::errors::InvalidArgument("dtypes and shapes must have the same length, got ",
+                                            dtypes_.size(), " and ", shapes_.size()));
   }
 
   void MakeDataset(OpKernelContext* ctx, DatasetBase* input, DatasetBase** output) override {
     auto api = CoreApi::Get();
     OP_REQUIRES_OK(ctx, api.status());
-    *output = new PatternDataset(ctx, *api, input, configs_, clear_after_episode_, dtypes_,
-                                 shapes_);
+    *output =
+        new PatternDataset(ctx, *api, input, configs_, clear_after_episode_, dtypes_, shapes_);
   }
 
  private:

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "server/c_api.h"
+#include "server/c_api/c_api.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
@@ -41,8 +41,9 @@ REGISTER_OP("ReverbStructuredWriter")
     .Attr("shared_name: string = ''")
     .SetIsStateful()
     .SetShapeFn(tensorflow::shape_inference::ScalarShape)
-    .Doc("A StructuredWriter (serialized StructuredWriterConfigs `configs`) "
-         "writing to the Reverb server at `server_address`.");
+    .Doc(
+        "A StructuredWriter (serialized StructuredWriterConfigs `configs`) "
+        "writing to the Reverb server at `server_address`.");
 
 REGISTER_OP("ReverbStructuredWriterAppend")
     .Input("handle: resource")
@@ -50,8 +51,9 @@ REGISTER_OP("ReverbStructuredWriterAppend")
     .Attr("T: list(type) >= 1")
     .SetIsStateful()
     .SetShapeFn(tensorflow::shape_inference::NoOutputs)
-    .Doc("Appends the flattened step `data` (every leaf present) and creates "
-         "the items of the configs that apply.");
+    .Doc(
+        "Appends the flattened step `data` (every leaf present) and creates "
+        "the items of the configs that apply.");
 
 REGISTER_OP("ReverbStructuredWriterFlush")
     .Input("handle: resource")
@@ -142,9 +144,8 @@ class StructuredWriterAppendOp : public OpKernel {
     for (int i = 0; i < data.size(); ++i) tensors.push_back(&data[i]);
     const TensorViews views(tensors);
     WithWriter(context, [&](StructuredWriterResource& resource, char* error) {
-      return resource.api()->structured_writer_append(resource.writer(), views.data(),
-                                                      views.size(), /*partial=*/0, error,
-                                                      kErrorSize);
+      return resource.api()->structured_writer_append(resource.writer(), views.data(), views.size(),
+                                                      /*partial=*/0, error, kErrorSize);
     });
   }
 };

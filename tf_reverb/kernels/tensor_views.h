@@ -1,4 +1,4 @@
-// TensorViews: TF tensors as the core's TfReverbTensorView (server/c_api.h),
+// TensorViews: TF tensors as the core's TfReverbTensorView (server/c_api/c_api.h),
 // without copying their data. DT_STRING tensors get an array of
 // TfReverbString pointing into the tensors' tstrings.
 //
@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "server/c_api.h"
+#include "server/c_api/c_api.h"
 #include "tensorflow/core/framework/tensor.h"
 
 namespace tf_reverb {

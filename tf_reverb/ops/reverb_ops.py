@@ -18,6 +18,11 @@ import tensorflow as tf
 
 from tf_reverb import pybind
 
+# Internal: the loader of the kernels behind TFClient, the datasets and
+# TFStructuredWriter (scripts/check_install.py and the tests reach its names
+# by attribute); `import *` binds none of them.
+__all__ = []
+
 _DIRECTORY = os.path.dirname(os.path.abspath(__file__))
 _LIBRARY_PATTERN = re.compile(r'libtf_reverb_ops_tf(\d+)_(\d+)\.so$')
 
@@ -43,12 +48,13 @@ def _library_path() -> str:
   if not os.path.exists(path):
     have = ', '.join(available_versions()) or 'none'
     raise ImportError(
-        f'tf_reverb has no TensorFlow kernels for the installed TensorFlow '
-        f'{tf.__version__} (this installation has kernels for TensorFlow '
-        f'{have}). Install a TensorFlow it supports, or build tf_reverb from '
-        f'source against this one: in a checkout of tf_reverb, run '
-        f'`pip install --no-build-isolation .` with this Python (see the '
-        f"README's set-up).")
+      f'tf_reverb has no TensorFlow kernels for the installed TensorFlow '
+      f'{tf.__version__} (this installation has kernels for TensorFlow '
+      f'{have}). Install a TensorFlow it supports, or build tf_reverb from '
+      f'source against this one: in a checkout of tf_reverb, run '
+      f'`pip install --no-build-isolation .` with this Python (see the '
+      f"README's set-up)."
+    )
   return path
 
 
@@ -64,7 +70,8 @@ def _bind_core() -> None:
   bind.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
   if bind(pybind.__file__.encode(), error, len(error)) != 0:
     raise ImportError(
-        f'Cannot bind the tf_reverb kernels to the core: {error.value.decode()}')
+      f'Cannot bind the tf_reverb kernels to the core: {error.value.decode()}'
+    )
 
 
 _bind_core()

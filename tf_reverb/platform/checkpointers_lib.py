@@ -6,5 +6,9 @@ from tf_reverb.checkpointers import default_checkpointer
 from tf_reverb.checkpointers import DefaultCheckpointer
 from tf_reverb.checkpointers import TempDirCheckpointer
 
-__all__ = ['CheckpointerBase', 'DefaultCheckpointer', 'TempDirCheckpointer',
-           'default_checkpointer']
+__all__ = [
+  'CheckpointerBase',
+  'DefaultCheckpointer',
+  'TempDirCheckpointer',
+  'default_checkpointer',
+]
