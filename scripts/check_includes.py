@@ -132,7 +132,10 @@ def clang_command(
 ) -> List[str]:
   """A Bazel (GCC) compile command rewritten for clang's tooling on source
   (the command's own source file is replaced by it), run in the workspace:
-  include directories only the execution root has are made absolute."""
+  include directories only the execution root has are made absolute, and
+  those of external repositories point into the output base, where they stay
+  (the execution root links only the repositories of the last build, which
+  may not have needed TensorFlow's)."""
   compiled = arguments[arguments.index('-c') + 1]
   out, skip = ['clang++'], False
   for argument in arguments[1:]:
@@ -145,7 +148,12 @@ def clang_command(
     if out[-1] in ('-iquote', '-isystem', '-I') and not os.path.exists(
       os.path.join(ROOT, argument)
     ):
-      argument = os.path.join(execroot, argument)
+      if argument.startswith('external/'):
+        argument = os.path.join(
+          os.path.dirname(os.path.dirname(execroot)), argument
+        )
+      else:
+        argument = os.path.join(execroot, argument)
     if argument in ('-c', '-MD', compiled) or GCC_ONLY_FLAGS.match(argument):
       continue
     out.append(argument)
@@ -153,10 +161,11 @@ def clang_command(
 
 
 def header_command(
-  header: str, commands: Dict[str, List[str]]
+  header: str, commands: Dict[str, List[str]], seen: Optional[set] = None
 ) -> Optional[List[str]]:
   """The compile command of a header: its .cc's, else that of a source that
-  includes it (whose target has the header's dependencies)."""
+  includes it (whose target has the header's dependencies), else that of a
+  header of the tree that includes it (a header-only base class)."""
   stem = header[: -len('.h')]
   for candidate in (stem + '.cc', stem + '_test.cc'):
     if candidate in commands:
@@ -164,6 +173,13 @@ def header_command(
   for source, command in sorted(commands.items()):
     if header in includes_of(source):
       return command
+  seen = (seen or set()) | {header}
+  for other in sorted(glob.glob('**/*.h', root_dir=ROOT, recursive=True)):
+    if other not in seen and other.startswith(SCOPE):
+      if header in includes_of(other):
+        command = header_command(other, commands, seen)
+        if command:
+          return command
   return None
 
 

@@ -20,8 +20,10 @@ case "${1:-}" in
   *) echo "lint.sh: unknown argument $1 (--fix is the only one)" >&2; exit 2 ;;
 esac
 
-# Tracked C++ sources only (not bazel-* outputs nor the fuzz corpora).
-mapfile -t cpp < <(git ls-files '*.cc' '*.h')
+# The tree's C++ sources, tracked or new, that exist (not bazel-* outputs,
+# ignored files, the fuzz corpora, nor files deleted but not yet committed).
+mapfile -t cpp < <(git ls-files --cached --others --exclude-standard '*.cc' '*.h' |
+  sort -u | while read -r f; do [ -f "$f" ] && echo "$f"; done)
 status=0
 if [ "$FIX" -eq 1 ]; then
   "$RUFF" check --fix . || status=1

@@ -1,5 +1,7 @@
 #include "server/in_process_tables.h"
 
+#include <utility>
+
 #include "absl/base/const_init.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "server/table.h"
 #include "server/testing/table_testing.h"
 
 namespace tf_reverb {

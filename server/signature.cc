@@ -215,28 +215,89 @@ std::string SignatureString(const std::vector<SignatureSpec>& signature) {
   return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
 }
 
+std::optional<ItemMismatch> FindItemMismatch(const std::vector<SignatureSpec>& signature,
+                                             const std::vector<ItemColumn>& columns,
+                                             bool accept_step_shapes) {
+  if (columns.size() != signature.size()) return ItemMismatch{true, 0};
+  for (size_t c = 0; c < columns.size(); ++c) {
+    const ItemColumn& column = columns[c];
+    const SignatureSpec& spec = signature[c];
+    if (column.dtype != spec.dtype) return ItemMismatch{false, c};
+    if (IsCompatibleShape(spec.shape, column.shape)) continue;
+    if (accept_step_shapes && !column.squeeze && !column.shape.empty() &&
+        IsCompatibleShape(spec.shape,
+                          std::vector<int64_t>(column.shape.begin() + 1, column.shape.end()))) {
+      continue;
+    }
+    return ItemMismatch{false, c};
+  }
+  return std::nullopt;
+}
+
 absl::Status CheckItemColumns(absl::string_view table, const std::vector<SignatureSpec>& signature,
                               const std::vector<ItemColumn>& columns) {
-  if (columns.size() != signature.size()) {
+  const std::optional<ItemMismatch> mismatch = FindItemMismatch(signature, columns);
+  if (!mismatch.has_value()) return absl::OkStatus();
+  if (mismatch->column_count) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Item of table '", table, "' is inconsistent with the table signature: the item has ",
         columns.size(), " columns but the signature has ", signature.size(),
         ". Table signature: ", SignatureString(signature), "."));
   }
-  for (size_t c = 0; c < columns.size(); ++c) {
-    const ItemColumn& column = columns[c];
-    const SignatureSpec& spec = signature[c];
-    bool ok = column.dtype == spec.dtype && IsCompatibleShape(spec.shape, column.shape);
-    if (!ok && column.dtype == spec.dtype && !column.squeeze && !column.shape.empty()) {
-      const std::vector<int64_t> step(column.shape.begin() + 1, column.shape.end());
-      ok = IsCompatibleShape(spec.shape, step);
-    }
-    if (!ok) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Item of table '", table, "' is inconsistent with the table signature: column ", c, " ",
-          spec.path, spec.name.empty() ? "" : absl::StrCat(" (name '", spec.name, "')"), " is ",
-          SignatureSpecString(spec), " in the signature but the item provides ",
-          DataTypeName(column.dtype), PartialShapeString(column.shape), "."));
+  const ItemColumn& column = columns[mismatch->column];
+  const SignatureSpec& spec = signature[mismatch->column];
+  return absl::InvalidArgumentError(
+      absl::StrCat("Item of table '", table, "' is inconsistent with the table signature: column ",
+                   mismatch->column, " ", spec.path,
+                   spec.name.empty() ? "" : absl::StrCat(" (name '", spec.name, "')"), " is ",
+                   SignatureSpecString(spec), " in the signature but the item provides ",
+                   DataTypeName(column.dtype), PartialShapeString(column.shape), "."));
+}
+
+bool AreCompatibleShapes(const std::optional<std::vector<int64_t>>& a,
+                         const std::optional<std::vector<int64_t>>& b) {
+  if (!a.has_value() || !b.has_value()) return true;
+  if (a->size() != b->size()) return false;
+  for (size_t i = 0; i < a->size(); ++i) {
+    if ((*a)[i] >= 0 && (*b)[i] >= 0 && (*a)[i] != (*b)[i]) return false;
+  }
+  return true;
+}
+
+namespace {
+
+// "(float, [?,3])", as TensorFlow prints a dtype and a partial shape.
+std::string DtypeShapeString(const SignatureSpec& spec) {
+  return absl::StrCat("(", DataTypeName(spec.dtype), ", ", PartialShapeString(spec.shape), ")");
+}
+
+// "[(float, [?,3]), (int64, [])]".
+std::string DtypeShapeListString(const std::vector<SignatureSpec>& specs) {
+  std::vector<std::string> parts;
+  parts.reserve(specs.size());
+  for (const SignatureSpec& spec : specs) parts.push_back(DtypeShapeString(spec));
+  return absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
+}
+
+}  // namespace
+
+absl::Status CheckRequestedSpecs(absl::string_view table,
+                                 const std::vector<SignatureSpec>& signature,
+                                 const std::vector<SignatureSpec>& requested) {
+  if (requested.size() != signature.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Inconsistent number of tensors requested from table '", table, "'.  Requested ",
+        requested.size(), " tensors, but table signature shows ", signature.size(),
+        " tensors.\nTable signature: ", DtypeShapeListString(signature)));
+  }
+  for (size_t i = 0; i < signature.size(); ++i) {
+    if (requested[i].dtype != signature[i].dtype ||
+        !AreCompatibleShapes(requested[i].shape, signature[i].shape)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Requested incompatible tensor at flattened index ", i, " from table '",
+                       table, "'.  Requested (dtype, shape): ", DtypeShapeString(requested[i]),
+                       ".  Signature (dtype, shape): ", DtypeShapeString(signature[i]),
+                       ".\nTable signature: ", DtypeShapeListString(signature)));
     }
   }
   return absl::OkStatus();

@@ -24,9 +24,18 @@
 //    be checked.
 //  * CheckItemColumns: INVALID_ARGUMENT naming the table, the column (index
 //    and dm-tree path) and both specs.
+//  * CheckRequestedSpecs: INVALID_ARGUMENT in Reverb's words for datasets
+//    (the number of tensors, or the first incompatible one, and the table
+//    signature on a line of its own).
+//
+// This file holds the one copy of both rules: the table (server side), the
+// C++ client's insert, the TrajectoryWriter (which words the item rule as
+// Reverb's writer does, through FindItemMismatch) and the TensorFlow
+// datasets (through the C ABI) all call it.
 #ifndef TF_REVERB_SERVER_SIGNATURE_H_
 #define TF_REVERB_SERVER_SIGNATURE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -82,10 +91,38 @@ struct ItemColumn {
   bool squeeze = false;
 };
 
+// Where an item's columns first break the item rule.
+struct ItemMismatch {
+  // The item has another number of columns than the signature.
+  bool column_count = false;
+  // Otherwise: the first column that does not match its spec.
+  size_t column = 0;
+};
+
+// The first break of the item rule by `columns`, nullopt when they match.
+// `accept_step_shapes`: an unsqueezed column also matches when its
+// step_shape alone is compatible (the rule above; the TrajectoryWriter asks
+// for the exact rule).
+std::optional<ItemMismatch> FindItemMismatch(const std::vector<SignatureSpec>& signature,
+                                             const std::vector<ItemColumn>& columns,
+                                             bool accept_step_shapes = true);
+
 // Checks the columns of an item for `table` against its signature (see the
 // item rule above).
 absl::Status CheckItemColumns(absl::string_view table, const std::vector<SignatureSpec>& signature,
                               const std::vector<ItemColumn>& columns);
+
+// Whether two partial shapes can describe the same tensor: either rank is
+// unknown, or equal ranks whose known dimensions agree.
+bool AreCompatibleShapes(const std::optional<std::vector<int64_t>>& a,
+                         const std::optional<std::vector<int64_t>>& b);
+
+// Checks the columns a dataset requests from `table` (their dtypes and
+// partial shapes; paths and names are not compared) against its signature:
+// as many, each of the signature's dtype with a compatible shape.
+absl::Status CheckRequestedSpecs(absl::string_view table,
+                                 const std::vector<SignatureSpec>& signature,
+                                 const std::vector<SignatureSpec>& requested);
 
 }  // namespace tf_reverb
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -266,6 +267,78 @@ TEST(CheckItemColumnsTest, RejectsIncompatibleShapes) {
                             {{tfp::DT_FLOAT, {1, 3}, false}, {tfp::DT_FLOAT, {2, 1}, false}});
   EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
   EXPECT_THAT(status.message(), HasSubstr("column 1 ('reward',) is"));
+}
+
+TEST(FindItemMismatchTest, ExactRuleRefusesStepShapesTheDefaultAccepts) {
+  const std::vector<ItemColumn> step_shaped = {{tfp::DT_FLOAT, {1, 2, 3}, false},
+                                               {tfp::DT_FLOAT, {1}, false}};
+  EXPECT_FALSE(FindItemMismatch(ObsAndReward(), step_shaped).has_value());
+  const std::optional<ItemMismatch> exact =
+      FindItemMismatch(ObsAndReward(), step_shaped, /*accept_step_shapes=*/false);
+  ASSERT_TRUE(exact.has_value());
+  EXPECT_FALSE(exact->column_count);
+  EXPECT_EQ(exact->column, 0u);
+}
+
+TEST(FindItemMismatchTest, ReportsTheCountBeforeAnyColumn) {
+  const std::optional<ItemMismatch> mismatch =
+      FindItemMismatch(ObsAndReward(), {{tfp::DT_INT64, {5, 3}, false}});
+  ASSERT_TRUE(mismatch.has_value());
+  EXPECT_TRUE(mismatch->column_count);
+}
+
+TEST(FindItemMismatchTest, NamesTheFirstColumnThatBreaksTheRule) {
+  const std::optional<ItemMismatch> mismatch = FindItemMismatch(
+      ObsAndReward(), {{tfp::DT_FLOAT, {5, 3}, false}, {tfp::DT_DOUBLE, {}, true}});
+  ASSERT_TRUE(mismatch.has_value());
+  EXPECT_FALSE(mismatch->column_count);
+  EXPECT_EQ(mismatch->column, 1u);
+}
+
+TEST(AreCompatibleShapesTest, UnknownRankOrDimsMatchAnything) {
+  EXPECT_TRUE(AreCompatibleShapes(std::nullopt, std::vector<int64_t>{3, 3}));
+  EXPECT_TRUE(AreCompatibleShapes(std::vector<int64_t>{-1, 3}, std::vector<int64_t>{3, -1}));
+  EXPECT_FALSE(AreCompatibleShapes(std::vector<int64_t>{2, 3}, std::vector<int64_t>{3, -1}));
+  EXPECT_FALSE(AreCompatibleShapes(std::vector<int64_t>{3}, std::vector<int64_t>{3, 3}));
+}
+
+SignatureSpec Requested(tfp::DataType dtype, std::optional<std::vector<int64_t>> shape) {
+  SignatureSpec spec;
+  spec.dtype = dtype;
+  spec.shape = std::move(shape);
+  return spec;
+}
+
+TEST(CheckRequestedSpecsTest, AcceptsCompatibleRequests) {
+  // dm-tree order: obs, then reward; unknown dims and ranks requested.
+  EXPECT_TRUE(CheckRequestedSpecs("t", ObsAndReward(),
+                                  {Requested(tfp::DT_FLOAT, std::vector<int64_t>{7, 3}),
+                                   Requested(tfp::DT_FLOAT, std::nullopt)})
+                  .ok());
+}
+
+TEST(CheckRequestedSpecsTest, WrongCountInReverbsWords) {
+  absl::Status status = CheckRequestedSpecs("t", ObsAndReward(),
+                                            {Requested(tfp::DT_FLOAT, std::vector<int64_t>{7, 3})});
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_EQ(status.message(),
+            "Inconsistent number of tensors requested from table 't'.  Requested 1 tensors, but "
+            "table signature shows 2 tensors.\nTable signature: [(float, [?,3]), (float, [])]");
+}
+
+TEST(CheckRequestedSpecsTest, IncompatibleTensorInReverbsWords) {
+  absl::Status status = CheckRequestedSpecs("t", ObsAndReward(),
+                                            {Requested(tfp::DT_INT64, std::vector<int64_t>{3, 3}),
+                                             Requested(tfp::DT_FLOAT, std::vector<int64_t>{})});
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_EQ(status.message(),
+            "Requested incompatible tensor at flattened index 0 from table 't'.  Requested "
+            "(dtype, shape): (int64, [3,3]).  Signature (dtype, shape): (float, [?,3])."
+            "\nTable signature: [(float, [?,3]), (float, [])]");
+  status = CheckRequestedSpecs("t", ObsAndReward(),
+                               {Requested(tfp::DT_FLOAT, std::vector<int64_t>{3, 4}),
+                                Requested(tfp::DT_FLOAT, std::vector<int64_t>{})});
+  EXPECT_THAT(status.message(), HasSubstr("flattened index 0"));
 }
 
 }  // namespace

@@ -9,7 +9,7 @@ built from seed TF_REVERB_FUZZ_SEED (default 14): field-level mutations of
 valid requests, byte-level ones sent as raw bytes, and cancellations. It
 fails with a table of failure classes (method, mutation kind, check, status)
 and examples; TF_REVERB_FUZZ_REPORT=path also writes them as JSON. See
-tests/grpc_fuzz.py for the checks. Run alone:
+tests/grpc_fuzz/ (fuzzer.py) for the checks. Run alone:
 
   .venv/bin/python -m pytest tests/test_grpc_fuzz.py -q
   TF_REVERB_FUZZ_REQUESTS=20000 .venv/bin/python -m pytest -s \
@@ -17,7 +17,7 @@ tests/grpc_fuzz.py for the checks. Run alone:
 
 TF_REVERB_FUZZ_SERVER=path fuzzes another reverb_server build,
 TF_REVERB_FUZZ_DUMP=dir writes the messages of failing cases, and
-`python tests/grpc_fuzz.py show|send SEED INDEX [HOST:PORT]` prints or sends
+`python tests/grpc_fuzz show|send SEED INDEX [HOST:PORT]` prints or sends
 one case. 2000 requests take ~25 s on a loaded 2-core machine.
 
 The other tests are golden cases: single requests with the outcome they
@@ -709,15 +709,43 @@ def test_server_status_raises_the_spec_exception_with_the_server_message(
   method, function = CLIENT_CALLS[call]
   error = _raised(fake_server, method, code, function)
   text = f'{error}\n{error.__cause__}'
-  if code == grpc.StatusCode.DEADLINE_EXCEEDED and call == 'sample':
-    # Client.sample(timeout=...) may report the wait as tf_reverb's
-    # DeadlineExceededError (reverb#18), keeping the server's message.
-    assert isinstance(error, (RuntimeError, errors.DeadlineExceededError)), (
-      repr(error)
+  if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+    # By code, whatever the message says: Client.sample(timeout=...) reports
+    # it as DeadlineExceededError (reverb#18), keeping the server's message;
+    # every other call raises the RuntimeError subclass.
+    expected = (
+      errors.DeadlineExceededError
+      if call == 'sample'
+      else errors.DeadlineExceededRuntimeError
     )
+    assert type(error) is expected, repr(error)  # pylint: disable=unidiomatic-typecheck
+    assert isinstance(error, SPEC_EXCEPTION[code]) or call == 'sample'
   else:
     assert type(error) is SPEC_EXCEPTION[code], repr(error)  # pylint: disable=unidiomatic-typecheck
   assert FAKE_MESSAGE in text, repr(error)
+
+
+@pytest.mark.parametrize('call', ['sample', 'server_info'])
+def test_a_message_naming_a_deadline_is_no_deadline_without_its_code(
+  fake_server, call
+):
+  import tf_reverb as reverb  # pylint: disable=g-import-not-at-top
+  from tf_reverb import errors  # pylint: disable=g-import-not-at-top
+
+  method = 'SampleStream' if call == 'sample' else 'ServerInfo'
+  fake_server.failing, fake_server.code = method, grpc.StatusCode.INTERNAL
+  fake_server.message = 'Deadline Exceeded (DEADLINE_EXCEEDED) in the backend'
+  client = reverb.Client(fake_server.address)
+  try:
+    with pytest.raises(RuntimeError, match='in the backend') as info:
+      if call == 'sample':
+        next(client.sample('my_table', timeout=10))
+      else:
+        client.server_info(timeout=10)
+  finally:
+    fake_server.failing = ''
+  assert type(info.value) is RuntimeError, repr(info.value)  # pylint: disable=unidiomatic-typecheck
+  assert not isinstance(info.value, errors.ReverbError)
 
 
 @pytest.mark.parametrize('call', ['sample', 'trajectory_writer_flush'])

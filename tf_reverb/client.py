@@ -42,8 +42,8 @@ def _call_server_info(
   timeout_ms = -1 if not timeout else int(timeout * 1000)
   try:
     return call(timeout_ms)
-  except RuntimeError as e:
-    if timeout and errors.is_deadline_exceeded(e):
+  except errors.DeadlineExceededRuntimeError as e:
+    if timeout:
       raise errors.DeadlineExceededError(
         f'ServerInfo call did not complete within provided timeout of '
         f'{timeout}s'
@@ -237,8 +237,8 @@ class Client:
         try:
           # `timeout` also bounds waiting for an unreachable server.
           info_tuple, columns = sampler.next(timeout_ms)
-        except RuntimeError as e:
-          if timeout is not None and errors.is_deadline_exceeded(e):
+        except errors.DeadlineExceededRuntimeError as e:
+          if timeout is not None:
             raise errors.DeadlineExceededError(
               f'No sample of table {table!r} within the timeout of '
               f'{timeout}s: {e}'

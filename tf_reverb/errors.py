@@ -4,9 +4,15 @@ Failures map to builtin exceptions as in Reverb: invalid arguments raise
 ``ValueError``, exhausted resources ``IndexError``, unimplemented calls
 ``NotImplementedError`` and everything else (unknown tables, cancellation,
 transport failures) ``RuntimeError``. Calls that take a timeout raise
-``DeadlineExceededError`` when it expires. A refused bearer token raises
-``UnauthenticatedError`` and a TLS mismatch ``TransportSecurityError``
-(both RuntimeErrors).
+``DeadlineExceededError`` when it expires; any other expired deadline (a
+server's rate-limiter timeout, the server ending an insert stream with
+``DEADLINE_EXCEEDED``) raises ``DeadlineExceededRuntimeError``, a
+RuntimeError. A refused bearer token raises ``UnauthenticatedError`` and a
+TLS mismatch ``TransportSecurityError`` (both RuntimeErrors).
+
+The core's status codes map to these exceptions in one place, where a status
+crosses into Python (``tf_reverb/pybind_common.cc``), by code and never by
+message text.
 """
 
 import datetime
@@ -15,11 +21,14 @@ from typing import Callable
 __all__ = [
   'ReverbError',
   'DeadlineExceededError',
+  'DeadlineExceededRuntimeError',
   'UnauthenticatedError',
   'TransportSecurityError',
 ]
 
-# The core reports both insert and sample rate-limiter timeouts with this text.
+# The message of a rate-limiter timeout, for inserts and samples alike (as
+# Reverb words it). For display and logs: exceptions are classified by status
+# code, never by this text.
 RATE_LIMITER_TIMEOUT_MESSAGE = (
   'Rate Limiter: Timeout exceeded before the right to insert was acquired.'
 )
@@ -31,6 +40,17 @@ class ReverbError(Exception):
 
 class DeadlineExceededError(ReverbError):
   """A call with a timeout did not complete in time."""
+
+
+class DeadlineExceededRuntimeError(ReverbError, RuntimeError):
+  """A deadline the call itself did not set expired (status
+  ``DEADLINE_EXCEEDED``): a server's rate-limiter timeout, an RPC deadline, an
+  insert stream the server ended with that status.
+
+  A RuntimeError, as Reverb raises it. Calls that take a timeout
+  (``Client.sample``, ``Client.server_info``) re-raise it as
+  DeadlineExceededError when their timeout was given.
+  """
 
 
 class UnauthenticatedError(ReverbError, RuntimeError):
@@ -46,17 +66,6 @@ class TransportSecurityError(ReverbError, RuntimeError):
   an untrusted server certificate, a refused client certificate): the
   connection cannot be set up, so the call fails at once instead of waiting.
   """
-
-
-def is_deadline_exceeded(error: BaseException) -> bool:
-  """Whether `error`, raised by the core, reports an expired deadline."""
-  text = str(error)
-  return isinstance(error, RuntimeError) and (
-    RATE_LIMITER_TIMEOUT_MESSAGE in text
-    or 'Deadline Exceeded' in text
-    or 'Deadline exceeded' in text
-    or 'DEADLINE_EXCEEDED' in text
-  )
 
 
 def call_with_deadline(

@@ -2,11 +2,9 @@
 
 #include <cstring>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
 #include "pybind11/stl.h"
-#include "server/security/channel_credentials.h"
+#include "server/error_kind.h"
 
 namespace py = pybind11;
 
@@ -68,9 +66,21 @@ const char* NumpyDtypeName(DataType dtype) {
   }
 }
 
+namespace {
+
+// Sets the Python error to tf_reverb.errors.<name>(message) and throws.
+[[noreturn]] void RaiseReverbError(const char* name, const std::string& message) {
+  py::object error = py::module_::import("tf_reverb.errors").attr(name);
+  PyErr_SetString(error.ptr(), message.c_str());
+  throw py::error_already_set();
+}
+
+}  // namespace
+
 void MaybeRaise(const absl::Status& status) {
   if (status.ok()) return;
   const std::string message(status.message());
+  const ErrorKind kind = ErrorKindOf(status);
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
       throw py::value_error(message);
@@ -80,39 +90,24 @@ void MaybeRaise(const absl::Status& status) {
       PyErr_SetString(PyExc_NotImplementedError, message.c_str());
       throw py::error_already_set();
     case absl::StatusCode::kUnauthenticated:
-    case absl::StatusCode::kFailedPrecondition: {
-      const bool mismatch = absl::StartsWith(message, kTransportSecurityMismatch);
-      if (status.code() == absl::StatusCode::kFailedPrecondition && !mismatch) {
-        throw std::runtime_error(message);
+      RaiseReverbError("UnauthenticatedError", message);
+    case absl::StatusCode::kFailedPrecondition:
+      if (kind == ErrorKind::kTransportSecurityMismatch) {
+        RaiseReverbError("TransportSecurityError", message);
       }
-      py::object error = py::module_::import("tf_reverb.errors")
-                             .attr(mismatch ? "TransportSecurityError" : "UnauthenticatedError");
-      PyErr_SetString(error.ptr(), message.c_str());
-      throw py::error_already_set();
-    }
+      throw std::runtime_error(message);
+    case absl::StatusCode::kDeadlineExceeded:
+      // Only the caller's own timeout (a writer's flush or end_episode) is a
+      // DeadlineExceededError. Any other deadline (the server ended the
+      // insert stream with it, a rate-limiter or RPC deadline) is a
+      // RuntimeError as in Reverb, of the subclass the Python layer turns
+      // into DeadlineExceededError where its caller gave a timeout.
+      RaiseReverbError(kind == ErrorKind::kCallerTimeout ? "DeadlineExceededError"
+                                                         : "DeadlineExceededRuntimeError",
+                       message);
     default:
       throw std::runtime_error(message);
   }
-}
-
-// How the C++ writers word their own flush / end_episode timeouts
-// (server/writer/trajectory_writer.cc WaitForPending): "Flush call did not
-// complete within provided timeout of 500ms".
-constexpr absl::string_view kWriterTimeoutText = " call did not complete within provided timeout";
-
-void MaybeRaiseWithDeadline(const absl::Status& status) {
-  // Only a writer's own timeout is a DeadlineExceededError
-  // (docs/reference/errors.md). A DEADLINE_EXCEEDED the server ended the insert stream with is
-  // the stream's sticky error, raised by every later call (the legacy
-  // Writer's flush and close too, which take no timeout): a RuntimeError
-  // with the server's message, as Reverb raises it.
-  if (status.code() == absl::StatusCode::kDeadlineExceeded &&
-      absl::StrContains(status.message(), kWriterTimeoutText)) {
-    py::object error = py::module_::import("tf_reverb.errors").attr("DeadlineExceededError");
-    PyErr_SetString(error.ptr(), std::string(status.message()).c_str());
-    throw py::error_already_set();
-  }
-  MaybeRaise(status);
 }
 
 Tensor TensorFromPython(int dtype, const std::vector<int64_t>& shape, const py::object& data) {

@@ -1,9 +1,14 @@
 // Helpers shared by the files of the tf_reverb.pybind extension: status to
 // exception mapping and conversions between numpy and the core's tensors.
 //
-// Errors map as in Reverb: INVALID_ARGUMENT -> ValueError, RESOURCE_EXHAUSTED
-// -> IndexError, UNIMPLEMENTED -> NotImplementedError, everything else ->
-// RuntimeError with the status message.
+// Errors map by status code (and error kind, server/error_kind.h), never by
+// message text, as in Reverb: INVALID_ARGUMENT -> ValueError,
+// RESOURCE_EXHAUSTED -> IndexError, UNIMPLEMENTED -> NotImplementedError,
+// UNAUTHENTICATED -> tf_reverb.errors.UnauthenticatedError, a TLS mismatch's
+// FAILED_PRECONDITION -> TransportSecurityError, the caller's own timeout ->
+// DeadlineExceededError, any other DEADLINE_EXCEEDED ->
+// DeadlineExceededRuntimeError, everything else -> RuntimeError; each with the
+// status message. MaybeRaise is the one place where that mapping is made.
 //
 // Contract: call with the GIL held, except where a function says otherwise.
 #ifndef TF_REVERB_PYBIND_COMMON_H_
@@ -27,12 +32,8 @@ namespace tf_reverb {
 // Raises the Python exception for a non-OK status.
 void MaybeRaise(const absl::Status& status);
 
-// As MaybeRaise, but DEADLINE_EXCEEDED raises
-// tf_reverb.errors.DeadlineExceededError (writer flush / end_episode).
-void MaybeRaiseWithDeadline(const absl::Status& status);
-
 // Runs `fn` (returning absl::Status) with the GIL released, then raises as
-// MaybeRaiseWithDeadline does. For the writers' blocking calls.
+// MaybeRaise does. For the writers' blocking calls.
 template <typename Fn>
 void CallWithoutGil(Fn&& fn) {
   absl::Status status;
@@ -40,7 +41,7 @@ void CallWithoutGil(Fn&& fn) {
     pybind11::gil_scoped_release release;
     status = fn();
   }
-  MaybeRaiseWithDeadline(status);
+  MaybeRaise(status);
 }
 
 template <typename T>

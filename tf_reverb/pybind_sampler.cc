@@ -1,15 +1,15 @@
 // Sampling bindings of tf_reverb.pybind: the core Sampler (Client.sample) and
 // BatchIterator, the engine of tf_reverb.NumpyIterator.
 //
-// BatchIterator: `num_threads` C++ threads pop samples from one Sampler and
-// decode them straight into per-batch buffers, one contiguous buffer per
-// column ([batch, *column_shape]); up to `prefetch` finished batches wait in a
-// queue. Python's next() releases the GIL while it waits, then wraps the
-// buffers as numpy arrays without copying (a capsule owns each buffer).
-// Each thread claims its batch's samples up front, so with max_samples the
-// batches are full except the last. A rate-limiter timeout or max_samples
-// ends iteration (after a last, partial batch); other errors are raised by
-// next() once the batches finished before them are consumed.
+// BatchIterator: the core's BatchAssembler (server/client/batch_assembler.h:
+// `num_threads` threads, up to `prefetch` batches ahead, handed out in claim
+// order so a partial last batch comes last) whose threads pop samples from
+// one Sampler and decode them straight into per-batch buffers, one
+// contiguous buffer per column ([batch, *column_shape]). Python's next()
+// releases the GIL while it waits, then wraps the buffers as numpy arrays
+// without copying (a capsule owns each buffer). A rate-limiter timeout or
+// max_samples ends iteration (after a last, partial batch); other errors are
+// raised by next() once the batches finished before them are consumed.
 //
 // Thread-safety: BatchIterator's methods are thread-safe; close() cancels the
 // sampler, wakes next() and joins the threads.
@@ -19,17 +19,14 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "pybind11/numpy.h"
 #include "pybind11/pybind11.h"
 #include "pybind11/stl.h"
+#include "server/client/batch_assembler.h"
 #include "server/client/client.h"
 #include "server/client/sampler.h"
 #include "tf_reverb/pybind_common.h"
@@ -86,83 +83,39 @@ class BatchIterator {
   BatchIterator(std::unique_ptr<Sampler> sampler, int64_t batch_size, int64_t num_threads,
                 int64_t prefetch)
       : sampler_(std::move(sampler)),
-        batch_size_(batch_size),
-        prefetch_(prefetch),
-        budget_(sampler_->options().max_samples),
-        running_(num_threads) {
-    for (int64_t i = 0; i < num_threads; ++i) threads_.emplace_back([this] { Run(); });
-  }
+        assembler_(
+            batch_size, sampler_->options().max_samples, num_threads, prefetch,
+            [this](int64_t rows, Batch* batch, bool* ended) { return Fill(rows, batch, ended); },
+            [](const Batch& batch) { return batch.size == 0; }) {}
 
   ~BatchIterator() { Close(); }
 
   // The next batch, or nullopt at the end. Call without the GIL.
   absl::StatusOr<std::optional<Batch>> Next() {
-    absl::MutexLock lock(&mu_);
-    // Batches are handed out in the order they were claimed, so a partial
-    // last batch (max_samples) always comes last.
-    while (true) {
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return closed_ || done_.contains(next_deliver_) || running_ == 0;
-      };
-      mu_.Await(absl::Condition(&ready));
-      auto it = done_.find(next_deliver_);
-      if (it == done_.end()) break;
-      Batch batch = std::move(it->second);
-      done_.erase(it);
-      ++next_deliver_;
-      if (batch.size > 0) return std::optional<Batch>(std::move(batch));
-    }
-    if (closed_) return absl::CancelledError("The iterator was closed.");
-    if (!status_.ok()) return status_;
+    Batch batch;
+    if (assembler_.Next(&batch)) return std::optional<Batch>(std::move(batch));
+    if (assembler_.stopped()) return absl::CancelledError("The iterator was closed.");
+    if (absl::Status status = assembler_.status(); !status.ok()) return status;
     return std::optional<Batch>();
   }
 
   void Close() {
-    {
-      absl::MutexLock lock(&mu_);
-      if (closed_) return;
-      closed_ = true;
-    }
-    sampler_->Close();
-    for (auto& thread : threads_) thread.join();
+    assembler_.Stop([this] { sampler_->Close(); });
   }
 
  private:
-  void Run() {
-    while (true) {
-      int64_t n = 0;
-      uint64_t sequence = 0;
-      {
-        absl::MutexLock lock(&mu_);
-        auto can_start = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return closed_ || ended_ || static_cast<int64_t>(done_.size()) + assembling_ < prefetch_;
-        };
-        mu_.Await(absl::Condition(&can_start));
-        n = budget_ < 0 ? batch_size_ : std::min(batch_size_, budget_);
-        if (closed_ || ended_ || n == 0) break;
-        if (budget_ >= 0) budget_ -= n;
-        ++assembling_;
-        sequence = next_claim_++;
-      }
-      Batch batch;
-      absl::Status status = Fill(n, &batch);
-      absl::MutexLock lock(&mu_);
-      --assembling_;
-      done_[sequence] = std::move(batch);  // empty ones are skipped by Next()
-      if (!status.ok()) {
-        ended_ = true;
-        // max_samples reached or a rate-limiter timeout: a normal end.
-        if (!absl::IsOutOfRange(status) && !absl::IsDeadlineExceeded(status) && status_.ok()) {
-          status_ = status;
-        }
-        break;
-      }
+  // Pops `n` samples into `batch`. max_samples reached or a rate-limiter
+  // timeout is the normal end of the samples (`*ended`).
+  absl::Status Fill(int64_t n, Batch* batch, bool* ended) {
+    absl::Status status = FillRows(n, batch);
+    if (absl::IsOutOfRange(status) || absl::IsDeadlineExceeded(status)) {
+      *ended = true;
+      return absl::OkStatus();
     }
-    absl::MutexLock lock(&mu_);
-    --running_;
+    return status;
   }
 
-  absl::Status Fill(int64_t n, Batch* batch) {
+  absl::Status FillRows(int64_t n, Batch* batch) {
     for (int64_t i = 0; i < n; ++i) {
       absl::StatusOr<Sample> sample = sampler_->Next();
       if (!sample.ok()) return sample.status();
@@ -225,23 +178,7 @@ class BatchIterator {
   }
 
   std::unique_ptr<Sampler> sampler_;
-  const int64_t batch_size_;
-  const int64_t prefetch_;
-  std::vector<std::thread> threads_;
-
-  absl::Mutex mu_;
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  bool ended_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
-  // Assembled batches by claim order; Next() hands out next_deliver_.
-  absl::flat_hash_map<uint64_t, Batch> done_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_claim_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t next_deliver_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t assembling_ ABSL_GUARDED_BY(mu_) = 0;
-  // Samples not yet claimed by a batch; -1: unlimited.
-  int64_t budget_ ABSL_GUARDED_BY(mu_);
-  // Threads not yet finished.
-  int64_t running_ ABSL_GUARDED_BY(mu_);
+  BatchAssembler<Batch, absl::Status> assembler_;
 };
 
 template <typename T>

@@ -2,9 +2,9 @@
 // server/patterns/structured_writer.h (used by tf_reverb/structured_writer.py).
 //
 // Configs arrive as serialized StructuredWriterConfig protos. Errors map as
-// pybind_common.h says, except DEADLINE_EXCEEDED from flush and end_episode,
-// which raises tf_reverb.errors.DeadlineExceededError. The GIL is released
-// around every call into the writer.
+// pybind_common.h says (flush and end_episode timeouts raise
+// tf_reverb.errors.DeadlineExceededError). The GIL is released around every
+// call into the writer.
 #include <memory>
 #include <string>
 #include <utility>

@@ -21,6 +21,7 @@
 #include "server/client/sampler.h"
 #include "server/patterns/local_pattern_runner.h"
 #include "server/patterns/structured_writer.h"
+#include "server/signature.h"
 #include "server/tensor.h"
 #include "tensor.pb.h"
 
@@ -256,17 +257,30 @@ int tf_reverb_client_update_priorities(TfReverbClient* client, const char* table
   return Report(client->client->MutatePriorities(table, updates, {}), error, error_size);
 }
 
-int tf_reverb_client_table_signature(TfReverbClient* client, const char* table, int64_t timeout_ms,
-                                     TfReverbReceiveBytesFn receive, void* context, char* error,
-                                     size_t error_size) {
+int tf_reverb_client_check_requested_specs(TfReverbClient* client, const char* table,
+                                           int64_t timeout_ms, const TfReverbSpec* specs,
+                                           int32_t num_specs, char* error, size_t error_size) {
   absl::StatusOr<deepmind::reverb::ServerInfoResponse> info = client->client->ServerInfo(
       timeout_ms < 0 ? absl::InfiniteDuration() : absl::Milliseconds(timeout_ms));
   if (!info.ok()) return Report(info.status(), error, error_size);
   for (const auto& table_info : info->table_info()) {
-    if (table_info.name() == table) {
-      receive(context, table_info.signature().data(), table_info.signature().size());
-      return 0;
+    if (table_info.name() != table) continue;
+    if (table_info.signature().empty()) return 0;
+    absl::StatusOr<std::vector<tf_reverb::SignatureSpec>> signature =
+        tf_reverb::ParseSignature(table_info.signature());
+    if (!signature.ok()) {
+      return Report(absl::UnimplementedError(absl::StrCat(
+                        "The signature of table '", table,
+                        "' cannot be checked against: ", signature.status().message())),
+                    error, error_size);
     }
+    std::vector<tf_reverb::SignatureSpec> requested(num_specs);
+    for (int32_t i = 0; i < num_specs; ++i) {
+      requested[i].dtype = static_cast<tf_reverb::DataType>(specs[i].dtype);
+      if (specs[i].rank >= 0)
+        requested[i].shape.emplace(specs[i].dims, specs[i].dims + specs[i].rank);
+    }
+    return Report(tf_reverb::CheckRequestedSpecs(table, *signature, requested), error, error_size);
   }
   return Report(absl::NotFoundError(absl::StrCat("Priority table ", table, " was not found")),
                 error, error_size);

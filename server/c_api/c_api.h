@@ -76,14 +76,25 @@ int tf_reverb_client_update_priorities(TfReverbClient* client, const char* table
                                        const uint64_t* keys, const double* priorities,
                                        int64_t num_keys, char* error, size_t error_size);
 
-/* Passes the serialized tensorflow.StructuredValue signature of `table` (an
- * empty buffer when it has none) to `receive`. Waits for the server up to
- * timeout_ms (< 0: forever). NOT_FOUND for an unknown table,
- * DEADLINE_EXCEEDED when the server did not answer in time. */
-typedef void (*TfReverbReceiveBytesFn)(void* context, const char* data, size_t size);
-int tf_reverb_client_table_signature(TfReverbClient* client, const char* table, int64_t timeout_ms,
-                                     TfReverbReceiveBytesFn receive, void* context, char* error,
-                                     size_t error_size);
+/* One column a dataset requests: TensorFlow's DataType number and a partial
+ * shape (rank -1: unknown rank; a dimension -1: unknown). */
+typedef struct {
+  int32_t dtype;
+  int32_t rank;
+  const int64_t* dims;
+} TfReverbSpec;
+
+/* Checks the `num_specs` columns a dataset requests from `table` against the
+ * table's signature (signature.h's CheckRequestedSpecs), asking the server
+ * for it and waiting up to timeout_ms (< 0: forever). OK when they match or
+ * the table has no signature; INVALID_ARGUMENT in Reverb's words when they
+ * do not; NOT_FOUND for an unknown table; DEADLINE_EXCEEDED when the server
+ * did not answer in time; UNIMPLEMENTED when the signature does not parse
+ * or has a leaf that is not a tensor spec (samples must then be checked as
+ * they arrive). */
+int tf_reverb_client_check_requested_specs(TfReverbClient* client, const char* table,
+                                           int64_t timeout_ms, const TfReverbSpec* specs,
+                                           int32_t num_specs, char* error, size_t error_size);
 
 /* ---- Samplers (TrajectoryDataset / TimestepDataset) ----------------------
  * A sampler is sampler.h's Sampler over `client`'s server: worker threads

@@ -21,7 +21,9 @@
 #include "server/chunk_codec.h"
 #include "server/table.h"
 #include "server/table_item.h"
+#include "server/tensor.h"
 #include "server/testing/table_testing.h"
+#include "tensor.pb.h"
 
 namespace tf_reverb {
 namespace {

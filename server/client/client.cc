@@ -29,31 +29,18 @@
 #include "reverb_service.pb.h"
 #include "schema.pb.h"
 #include "server/chunk_codec.h"
+#include "server/client/grpc_sampler_worker.h"
 #include "server/client/heap_tuning.h"
-#include "server/client/sample_stream_parser.h"
+#include "server/client/in_process_sampler_worker.h"
 #include "server/client/shard_target.h"
+#include "server/client/shard_warm_up.h"
+#include "server/error_kind.h"
 #include "server/grpc_status.h"
 #include "server/in_process_tables.h"
 #include "server/table_item.h"
 
 namespace tf_reverb {
 namespace {
-
-using ::deepmind::reverb::SampleStreamRequest;
-
-// SampleStream with the responses as raw byte buffers, which
-// SampleStreamParser reads without copying the chunks' payloads.
-using RawSampleStream = grpc::ClientReaderWriter<SampleStreamRequest, grpc::ByteBuffer>;
-constexpr char kSampleStreamMethod[] = "/deepmind.reverb.ReverbService/SampleStream";
-
-std::unique_ptr<RawSampleStream> OpenRawSampleStream(grpc::Channel* channel,
-                                                     grpc::ClientContext* context) {
-  return std::unique_ptr<RawSampleStream>(
-      grpc::internal::ClientReaderWriterFactory<SampleStreamRequest, grpc::ByteBuffer>::Create(
-          channel,
-          grpc::internal::RpcMethod(kSampleStreamMethod, grpc::internal::RpcMethod::BIDI_STREAMING),
-          context));
-}
 
 // Attempts of a single-step insert that fails with UNAVAILABLE.
 constexpr int kMaxInsertAttempts = 5;
@@ -62,254 +49,6 @@ uint64_t NewKey() {
   thread_local absl::BitGen gen;
   return absl::Uniform<uint64_t>(gen);
 }
-
-}  // namespace
-
-// The wait before a sharded client's first streams (Client::StreamChannel),
-// shared by the client and its samplers.
-struct ShardWarmUpState {
-  std::shared_ptr<grpc::Channel> channel;
-  ShardTarget target;
-  std::atomic<bool> done{false};
-  absl::once_flag once;  // StreamChannel's
-};
-
-namespace {
-
-// Makes ServerInfo calls over the state's channel until each shard (told
-// apart by its tables_state_id) answered one, or the time is up (see
-// Client::StreamChannel), then marks the state done. Each call's context
-// comes from `begin_call` (nullptr: stop, e.g. cancelled; the state stays
-// not done) and `end_call` follows the call, so a caller can cancel it.
-void AwaitShardConnections(ShardWarmUpState& state,
-                           const std::function<grpc::ClientContext*()>& begin_call,
-                           const std::function<void()>& end_call) {
-  if (state.done.load()) return;
-  absl::StatusOr<std::vector<std::string>> shards = ResolveShards(state.target);
-  const size_t num_shards = shards.ok() ? shards->size() : 0;
-  auto stub = deepmind::reverb::ReverbService::NewStub(state.channel);
-  absl::flat_hash_set<std::pair<uint64_t, uint64_t>> seen;
-  const absl::Time give_up = absl::Now() + Client::kShardWarmUpGiveUp;
-  absl::Time deadline = give_up;
-  while (seen.size() < num_shards && num_shards > 1 && !state.done.load() &&
-         absl::Now() < deadline) {
-    grpc::ClientContext* context = begin_call();
-    if (context == nullptr) return;
-    context->set_wait_for_ready(true);
-    context->set_deadline(absl::ToChronoTime(deadline));
-    deepmind::reverb::ServerInfoResponse response;
-    const grpc::Status status =
-        stub->ServerInfo(context, deepmind::reverb::ServerInfoRequest(), &response);
-    end_call();
-    if (status.error_code() == grpc::StatusCode::CANCELLED) return;
-    if (!status.ok()) break;
-    if (seen.empty()) deadline = std::min(give_up, absl::Now() + Client::kShardWarmUp);
-    if (!seen.emplace(response.tables_state_id().high(), response.tables_state_id().low()).second) {
-      absl::SleepFor(absl::Milliseconds(2));  // a shard still connecting
-    }
-  }
-  state.done.store(true);
-}
-
-// One sampler worker: reads the table of an in-process server directly when
-// there is one, else over one SampleStream (reopened after
-// max_samples_per_stream samples or a failure).
-class TableSamplerWorker : public SamplerWorker {
- public:
-  TableSamplerWorker(std::shared_ptr<grpc::Channel> channel, std::string table, int local_port,
-                     int64_t max_samples_per_stream, std::shared_ptr<ShardWarmUpState> warm_up,
-                     bool tls, std::string address)
-      : channel_(std::move(channel)),
-        warm_up_(std::move(warm_up)),
-        tls_(tls),
-        address_(std::move(address)),
-        table_(std::move(table)),
-        local_port_(local_port),
-        max_samples_per_stream_(max_samples_per_stream) {}
-
-  ~TableSamplerWorker() override { CloseStream(/*cancel=*/true); }
-
-  absl::Status FetchSamples(int64_t num_samples, absl::Duration timeout,
-                            std::vector<Sample>* out) override {
-    return StreamSamples(
-        num_samples, timeout, [out](Sample sample) { out->push_back(std::move(sample)); },
-        [](int64_t) -> int64_t { return 0; });
-  }
-
-  absl::Status StreamSamples(int64_t num_samples, absl::Duration timeout,
-                             const std::function<void(Sample)>& deliver,
-                             const ClaimMore& claim_more) override {
-    if (cancelled_.load()) return absl::CancelledError("The sampler was closed.");
-    if (local_closed_) return absl::CancelledError(kTableClosedMessage);
-    if (local_port_ > 0 && local_ == nullptr && stream_ == nullptr) {
-      local_ = InProcessTables::Find(local_port_, table_);
-    }
-    if (local_ != nullptr) return FetchLocal(num_samples, timeout, deliver);
-    return FetchGrpc(num_samples, timeout, deliver, claim_more);
-  }
-
-  void Cancel() override {
-    cancelled_.store(true);
-    absl::MutexLock lock(&mu_);
-    if (context_ != nullptr) context_->TryCancel();
-  }
-
-  bool ShouldRetry(const absl::Status& status) const override {
-    if (local_closed_) return false;
-    return SamplerWorker::ShouldRetry(status);
-  }
-
- private:
-  absl::Status FetchLocal(int64_t num_samples, absl::Duration timeout,
-                          const std::function<void(Sample)>& deliver) {
-    items_.clear();
-    absl::Status status =
-        local_->SampleBatch(num_samples, timeout, &items_, [this] { return cancelled_.load(); });
-    for (const SampledItem& item : items_) deliver(Sample::FromSampledItem(item));
-    items_.clear();
-    if (absl::IsCancelled(status) && !cancelled_.load()) {
-      // The in-process server stopped; its tables never reopen.
-      local_closed_ = true;
-      local_.reset();
-    }
-    return status;
-  }
-
-  // Samples reach `deliver` as each response arrives. While a request is
-  // received, the next one (what `claim_more` grants) is already sent: the
-  // server starts on it as soon as it finished this one, and the stream
-  // does not drain in between (a round trip and the server's start, ~2 ms
-  // per 33 MB request of 282 KB items on the benchmark's machine).
-  absl::Status FetchGrpc(int64_t num_samples, absl::Duration timeout,
-                         const std::function<void(Sample)>& deliver, const ClaimMore& claim_more) {
-    if (stream_ == nullptr) {
-      if (warm_up_ != nullptr) {
-        // Cancel() cancels the warm-up's calls like the stream's.
-        AwaitShardConnections(
-            *warm_up_,
-            [this]() -> grpc::ClientContext* {
-              absl::MutexLock lock(&mu_);
-              if (cancelled_.load()) return nullptr;
-              context_ = std::make_unique<grpc::ClientContext>();
-              return context_.get();
-            },
-            [this] {
-              absl::MutexLock lock(&mu_);
-              context_.reset();
-            });
-        warm_up_.reset();
-      }
-      grpc::ClientContext* context;
-      {
-        absl::MutexLock lock(&mu_);
-        if (cancelled_.load()) return absl::CancelledError("The sampler was closed.");
-        context_ = std::make_unique<grpc::ClientContext>();
-        // We decode zstd chunks: ask the server not to transcode them.
-        if (ZstdEnabledByEnvironment()) {
-          context_->AddMetadata(kChunkCodecsMetadataKey, kZstdCodecName);
-        }
-        context = context_.get();
-      }
-      // Not under mu_: opening waits until the connection is up or fails, and
-      // Cancel() must be able to cancel the context meanwhile (gRPC records a
-      // cancellation that comes before the call exists and applies it then).
-      stream_ = OpenRawSampleStream(channel_.get(), context);
-      on_stream_ = 0;
-      parser_.Reset();
-    }
-    SampleStreamRequest request;
-    request.set_table(table_);
-    // Servers read <= 0 as "no timeout": an immediate timeout is sent as 1 ms.
-    request.mutable_rate_limiter_timeout()->set_milliseconds(
-        timeout == absl::InfiniteDuration()
-            ? -1
-            : std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
-    // Samples asked for on this call, and where each request sent and not
-    // yet served ends (at most this one and the one ahead).
-    int64_t wanted = std::min(num_samples, max_samples_per_stream_ - on_stream_);
-    std::deque<int64_t> request_ends = {wanted};
-    request.set_num_samples(wanted);
-    if (!stream_->Write(request)) return FinishStream();
-    int64_t received = 0;
-    grpc::ByteBuffer response;
-    std::vector<Sample> parsed_samples;
-    while (received < wanted) {
-      if (!stream_->Read(&response)) return FinishStream();
-      parsed_samples.clear();
-      absl::Status parsed = parser_.Parse(response, &parsed_samples);
-      response.Clear();  // the samples hold what they need of it
-      received += static_cast<int64_t>(parsed_samples.size());
-      for (Sample& sample : parsed_samples) deliver(std::move(sample));
-      if (!parsed.ok()) {
-        CloseStream(/*cancel=*/true);
-        return parsed;
-      }
-      while (!request_ends.empty() && received >= request_ends.front()) request_ends.pop_front();
-      if (request_ends.size() == 1) {
-        const int64_t more = claim_more(max_samples_per_stream_ - on_stream_ - wanted);
-        if (more > 0) {
-          wanted += more;
-          request_ends.push_back(wanted);
-          request.set_num_samples(more);
-          if (!stream_->Write(request)) return FinishStream();
-        }
-      }
-    }
-    on_stream_ += received;
-    if (on_stream_ >= max_samples_per_stream_) CloseStream(/*cancel=*/false);
-    return absl::OkStatus();
-  }
-
-  // Ends the stream after a failed read or write and returns why it ended.
-  absl::Status FinishStream() {
-    // A TLS mismatch is reported as such (and not retried).
-    absl::Status status =
-        CheckTransportFailure(channel_.get(), FromGrpcStatus(stream_->Finish()), tls_, address_,
-                              [this] { return cancelled_.load(); });
-    ResetStream();
-    if (status.ok()) status = absl::UnavailableError("Sample stream closed by the server.");
-    return status;
-  }
-
-  void CloseStream(bool cancel) {
-    if (stream_ == nullptr) return;
-    if (cancel) {
-      absl::MutexLock lock(&mu_);
-      context_->TryCancel();
-    } else {
-      stream_->WritesDone();
-    }
-    stream_->Finish().IgnoreError();
-    ResetStream();
-  }
-
-  void ResetStream() {
-    stream_.reset();
-    absl::MutexLock lock(&mu_);
-    context_.reset();
-  }
-
-  const std::shared_ptr<grpc::Channel> channel_;
-  std::shared_ptr<ShardWarmUpState> warm_up_;  // worker thread only
-  const bool tls_;
-  const std::string address_;
-  const std::string table_;
-  const int local_port_;
-  const int64_t max_samples_per_stream_;
-  std::atomic<bool> cancelled_{false};
-
-  // Used by the worker thread only.
-  std::shared_ptr<Table> local_;
-  bool local_closed_ = false;
-  std::vector<SampledItem> items_;
-  std::unique_ptr<RawSampleStream> stream_;
-  SampleStreamParser parser_;
-  int64_t on_stream_ = 0;
-
-  // Guards the context against Cancel() from other threads.
-  absl::Mutex mu_;
-  std::unique_ptr<grpc::ClientContext> context_ ABSL_GUARDED_BY(mu_);
-};
 
 }  // namespace
 
@@ -366,7 +105,7 @@ Client::Client(std::string server_address, const absl::StatusOr<ChannelSecurity>
   // shards are connected all go to those.
   if (target_.sharded()) {
     channel_->GetState(/*try_to_connect=*/true);
-    warm_up_ = std::make_shared<ShardWarmUpState>();
+    warm_up_ = std::make_shared<ShardWarmUp>();
     warm_up_->channel = channel_;
     warm_up_->target = target_;
   }
@@ -449,8 +188,7 @@ absl::Status Client::ShardTransportMismatch(const std::vector<std::shared_ptr<Sh
     // shard's channel (bounded); "connection refused" (a shard that is
     // down) is left as it is, so fan-outs still skip down shards.
     status = CheckTransportFailure(shards[i]->channel.get(), status, tls_, shards[i]->address);
-    if (mismatch.ok() && absl::IsFailedPrecondition(status) &&
-        absl::StartsWith(status.message(), kTransportSecurityMismatch)) {
+    if (mismatch.ok() && ErrorKindOf(status) == ErrorKind::kTransportSecurityMismatch) {
       mismatch = status;
     }
   }
@@ -605,7 +343,7 @@ absl::Status Client::AwaitTransport(absl::Time deadline) {
 }
 
 Client::~Client() {
-  std::vector<std::unique_ptr<InsertStream>> idle;
+  std::vector<std::unique_ptr<PooledInsertStream>> idle;
   {
     absl::MutexLock lock(&insert_streams_mu_);
     idle.swap(idle_insert_streams_);
@@ -855,14 +593,14 @@ absl::Status Client::InsertStep(const std::vector<Tensor>& step,
   }
 }
 
-absl::Status Client::InsertStream::Close() {
+absl::Status Client::PooledInsertStream::Close() {
   context.TryCancel();
   return FromGrpcStatus(stream->Finish());
 }
 
 absl::Status Client::InsertOnce(const deepmind::reverb::InsertStreamRequest& request, int num_items,
                                 bool* reused) {
-  std::unique_ptr<InsertStream> insert;
+  std::unique_ptr<PooledInsertStream> insert;
   {
     absl::MutexLock lock(&insert_streams_mu_);
     // Sharded: open streams until there is one per shard (round_robin puts
@@ -884,7 +622,7 @@ absl::Status Client::InsertOnce(const deepmind::reverb::InsertStreamRequest& req
     if (absl::Status transport = AwaitTransport(absl::InfiniteFuture()); !transport.ok()) {
       return transport;
     }
-    insert = std::make_unique<InsertStream>();
+    insert = std::make_unique<PooledInsertStream>();
     insert->context.set_wait_for_ready(true);
     insert->stream = stub_->InsertStream(&insert->context);
   }
@@ -938,8 +676,13 @@ std::unique_ptr<Sampler> Client::NewSampler(const std::string& table, SamplerOpt
   const int64_t per_stream = options.EffectiveMaxSamplesPerStream();
   absl::StatusOr<std::unique_ptr<Sampler>> sampler = Sampler::Create(
       [this, table, port, per_stream, warm_up = warm_up_]() -> std::unique_ptr<SamplerWorker> {
-        return std::make_unique<TableSamplerWorker>(channel_, table, port, per_stream, warm_up,
-                                                    tls_, server_address_);
+        // A table of a server in this process is read directly.
+        if (port > 0) {
+          std::shared_ptr<Table> local = InProcessTables::Find(port, table);
+          if (local != nullptr) return std::make_unique<InProcessSamplerWorker>(std::move(local));
+        }
+        return std::make_unique<GrpcSamplerWorker>(channel_, table, per_stream, warm_up, tls_,
+                                                   server_address_);
       },
       options);
   if (!sampler.ok()) return Sampler::Failed(sampler.status());

@@ -82,14 +82,13 @@
 #include "server/client/sample.h"
 #include "server/client/sampler.h"
 #include "server/client/shard_target.h"
+#include "server/client/shard_warm_up.h"
 #include "server/security/channel_credentials.h"
 #include "server/signature.h"
 #include "server/table.h"
 #include "server/tensor.h"
 
 namespace tf_reverb {
-
-struct ShardWarmUpState;  // client.cc
 
 class Client {
  public:
@@ -119,11 +118,10 @@ class Client {
   // all land on the shard that connected first. It makes ServerInfo calls
   // over the channel until each shard answered one (their tables_state_ids
   // differ), for at most kShardWarmUp after the first answer (a shard that
-  // is down costs that once) and kShardWarmUpGiveUp when none answers.
-  // Samplers and InsertStep do the same before their first stream (a
-  // sampler's workers each wait themselves, cancellably, until one finished).
-  static constexpr absl::Duration kShardWarmUp = absl::Milliseconds(500);
-  static constexpr absl::Duration kShardWarmUpGiveUp = absl::Seconds(5);
+  // is down costs that once) and kShardWarmUpGiveUp when none answers
+  // (shard_warm_up.h). Samplers and InsertStep do the same before their
+  // first stream (a sampler's workers each wait themselves, cancellably,
+  // until one finished).
   const std::shared_ptr<grpc::Channel>& StreamChannel();
   // OK, or why this client's credentials could not be built.
   const absl::Status& setup_status() const { return setup_status_; }
@@ -190,8 +188,8 @@ class Client {
   // or -1; any other form (e.g. "ipv4:127.0.0.1:P") always uses gRPC.
   int LoopbackPort() const;
 
-  // An open InsertStream (and its call context) InsertStep may reuse.
-  struct InsertStream {
+  // An open InsertStream call (and its call context) InsertStep may reuse.
+  struct PooledInsertStream {
     grpc::ClientContext context;
     std::unique_ptr<grpc::ClientReaderWriter<deepmind::reverb::InsertStreamRequest,
                                              deepmind::reverb::InsertStreamResponse>>
@@ -244,7 +242,7 @@ class Client {
   ShardTarget target_;
   // The wait of StreamChannel(), shared with samplers (which may outlive
   // the client; their workers' waits are cancellable); null: unsharded.
-  std::shared_ptr<ShardWarmUpState> warm_up_;
+  std::shared_ptr<ShardWarmUp> warm_up_;
   absl::Status target_status_;
   absl::Status setup_status_;
   bool tls_ = false;
@@ -253,7 +251,7 @@ class Client {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<deepmind::reverb::ReverbService::Stub> stub_;
   absl::Mutex insert_streams_mu_;
-  std::vector<std::unique_ptr<InsertStream>> idle_insert_streams_
+  std::vector<std::unique_ptr<PooledInsertStream>> idle_insert_streams_
       ABSL_GUARDED_BY(insert_streams_mu_);
   // Sharded: idle streams InsertStep keeps opening new ones below (one per
   // shard, at most kMaxIdleInsertStreams; dns: targets use the maximum),

@@ -1,5 +1,4 @@
 // Client over a sharded target: two in-process servers behind one ipv4: list.
-#include <cfloat>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,11 +14,10 @@
 #include "server/client/client.h"
 #include "server/client/sample.h"
 #include "server/client/sampler.h"
-#include "server/rate_limiter.h"
-#include "server/selectors/selector.h"
 #include "server/service/server.h"
 #include "server/table.h"
 #include "server/table_item.h"
+#include "server/testing/table_testing.h"
 #include "server/testing/tensor_testing.h"
 
 namespace tf_reverb {
@@ -27,17 +25,14 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::tf_reverb::tensor_testing::Int32Scalar;
+using ::tf_reverb::testing::Fifo;
+using ::tf_reverb::testing::Heap;
+using ::tf_reverb::testing::MakeTable;
+using ::tf_reverb::testing::MinSize;
 
 std::shared_ptr<Table> HeapTable() {
   // A max-heap: its top item shows priority updates.
-  deepmind::reverb::KeyDistributionOptions heap;
-  heap.mutable_heap()->set_min_heap(false);
-  deepmind::reverb::KeyDistributionOptions fifo;
-  fifo.set_fifo(true);
-  return Table::Create(Table::Config{"t", CreateSelector(heap).value(),
-                                     CreateSelector(fifo).value(), 100, 0,
-                                     RateLimiter::Create(1.0, 1, -DBL_MAX, DBL_MAX).value(), ""})
-      .value();
+  return MakeTable(Heap(/*min_heap=*/false), Fifo(), 100, 0, MinSize(1));
 }
 
 struct Shards {

@@ -15,15 +15,6 @@ bool IsRateLimiterTimeout(const absl::Status& status) { return absl::IsDeadlineE
 
 }  // namespace
 
-absl::Status SamplerWorker::StreamSamples(int64_t num_samples, absl::Duration timeout,
-                                          const std::function<void(Sample)>& deliver,
-                                          const ClaimMore&) {
-  std::vector<Sample> samples;
-  absl::Status status = FetchSamples(num_samples, timeout, &samples);
-  for (Sample& sample : samples) deliver(std::move(sample));
-  return status;
-}
-
 bool SamplerWorker::ShouldRetry(const absl::Status& status) const {
   return absl::IsUnavailable(status) || absl::IsCancelled(status);
 }

@@ -48,8 +48,9 @@
 //    DEADLINE_EXCEEDED (the datasets turn that into end of sequence).
 //  * Errors: UNAVAILABLE and CANCELLED from a worker (server restarting,
 //    in-process table closed) are retried with exponential backoff (1 ms
-//    doubling to 1 s, reset by a success); a worker whose in-process table
-//    closed falls back to gRPC. Any other error is fatal: it is stored and,
+//    doubling to 1 s, reset by a success), except the CANCELLED of a worker
+//    whose in-process table closed (its server stopped; a stopped server's
+//    tables never reopen), which is fatal. Any other error is fatal too: it is stored and,
 //    once the samples already queued are consumed, returned by every later
 //    Next(). Next() after Close() returns CANCELLED. Next(timeout) returns
 //    DEADLINE_EXCEEDED when no sample arrived within `timeout`.
@@ -106,22 +107,18 @@ class SamplerWorker {
   using ClaimMore = std::function<int64_t(int64_t limit)>;
 
   virtual ~SamplerWorker() = default;
-  // Appends between 1 and `num_samples` samples to `out`, waiting up to
-  // `timeout` for the rate limiter. May append samples and still fail (a
-  // stream that broke half-way); those samples are valid.
-  virtual absl::Status FetchSamples(int64_t num_samples, absl::Duration timeout,
-                                    std::vector<Sample>* out) = 0;
-  // The same, handing each sample to `deliver` as soon as it arrived (on
-  // the calling thread) instead of all at the end; a worker that can ask for
-  // more while it receives (a gRPC stream) may grow the request with
-  // `claim_more`. By default FetchSamples, then `deliver` for each.
+  // Hands between 1 and `num_samples` samples to `deliver`, each as soon as
+  // it arrived (on the calling thread), waiting up to `timeout` for the rate
+  // limiter. May deliver samples and still fail (a stream that broke
+  // half-way); those samples are valid. A worker that can ask for more while
+  // it receives (a gRPC stream) may grow the request with `claim_more`.
   virtual absl::Status StreamSamples(int64_t num_samples, absl::Duration timeout,
                                      const std::function<void(Sample)>& deliver,
-                                     const ClaimMore& claim_more);
-  // Unblocks a FetchSamples in progress from any thread; every later call
+                                     const ClaimMore& claim_more) = 0;
+  // Unblocks a StreamSamples in progress from any thread; every later call
   // fails with CANCELLED.
   virtual void Cancel() = 0;
-  // Whether `status`, returned by FetchSamples, is worth retrying (with
+  // Whether `status`, returned by StreamSamples, is worth retrying (with
   // backoff). By default: UNAVAILABLE and CANCELLED.
   virtual bool ShouldRetry(const absl::Status& status) const;
 };

@@ -5,10 +5,8 @@
 #include "server/client/sampler.h"
 
 #include <algorithm>
-#include <cfloat>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,26 +21,29 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "grpcpp/support/client_interceptor.h"
-#include "grpcpp/support/interceptor.h"
 #include "gtest/gtest.h"
 #include "schema.pb.h"
 #include "server/client/client.h"
 #include "server/client/sample.h"
-#include "server/rate_limiter.h"
-#include "server/selectors/selector.h"
 #include "server/service/server.h"
 #include "server/table.h"
 #include "server/tensor.h"
+#include "server/testing/grpc_call_counter.h"
+#include "server/testing/server_testing.h"
+#include "server/testing/table_testing.h"
 #include "server/testing/tensor_testing.h"
 
 namespace tf_reverb {
 namespace {
 
 using ::tf_reverb::tensor_testing::Int32Scalar;
-
-namespace tfp = ::tf_reverb::tf;
-using ::deepmind::reverb::KeyDistributionOptions;
+using ::tf_reverb::testing::Fifo;
+using ::tf_reverb::testing::GrpcCalls;
+using ::tf_reverb::testing::kSampleStreamMethod;
+using ::tf_reverb::testing::MakeTable;
+using ::tf_reverb::testing::MinSize;
+using ::tf_reverb::testing::ServedTable;
+using ::tf_reverb::testing::Uniform;
 
 // Deadline of waits that must end: only a hung test reaches it, however
 // loaded the machine.
@@ -50,18 +51,6 @@ constexpr absl::Duration kLong = absl::Seconds(120);
 // How long a check that nothing more happens looks (a busy machine can only
 // make it miss a bug, never fail a correct sampler).
 constexpr absl::Duration kQuiet = absl::Milliseconds(200);
-
-KeyDistributionOptions Uniform() {
-  KeyDistributionOptions o;
-  o.set_uniform(true);
-  return o;
-}
-
-KeyDistributionOptions Fifo() {
-  KeyDistributionOptions o;
-  o.set_fifo(true);
-  return o;
-}
 
 std::vector<std::shared_ptr<Table>> Tables(std::shared_ptr<Table> table) {
   return {std::move(table)};
@@ -94,20 +83,25 @@ class ScriptedWorker : public SamplerWorker {
  public:
   explicit ScriptedWorker(Script* script) : script_(script) {}
 
-  absl::Status FetchSamples(int64_t num_samples, absl::Duration timeout,
-                            std::vector<Sample>* out) override {
-    absl::MutexLock lock(&script_->mu);
-    ++script_->calls;
-    script_->timeouts.push_back(timeout);
-    if (!script_->failures.empty()) {
-      absl::Status status = script_->failures.front();
-      script_->failures.erase(script_->failures.begin());
-      return status;
+  absl::Status StreamSamples(int64_t num_samples, absl::Duration timeout,
+                             const std::function<void(Sample)>& deliver,
+                             const ClaimMore&) override {
+    std::vector<Sample> samples;
+    {
+      absl::MutexLock lock(&script_->mu);
+      ++script_->calls;
+      script_->timeouts.push_back(timeout);
+      if (!script_->failures.empty()) {
+        absl::Status status = script_->failures.front();
+        script_->failures.erase(script_->failures.begin());
+        return status;
+      }
+      script_->requested += num_samples;
+      script_->max_request = std::max(script_->max_request, num_samples);
+      const int64_t n = script_->batch > 0 ? std::min(script_->batch, num_samples) : num_samples;
+      for (int64_t i = 0; i < n; ++i) samples.push_back(FakeSample(script_->next_key++));
     }
-    script_->requested += num_samples;
-    script_->max_request = std::max(script_->max_request, num_samples);
-    const int64_t n = script_->batch > 0 ? std::min(script_->batch, num_samples) : num_samples;
-    for (int64_t i = 0; i < n; ++i) out->push_back(FakeSample(script_->next_key++));
+    for (Sample& sample : samples) deliver(std::move(sample));
     return absl::OkStatus();
   }
   void Cancel() override {}
@@ -219,9 +213,6 @@ TEST(SamplerTest, PrefetchIsBoundedByInFlightTimesWorkers) {
 class StreamingWorker : public SamplerWorker {
  public:
   explicit StreamingWorker(absl::Notification* release) : release_(release) {}
-  absl::Status FetchSamples(int64_t, absl::Duration, std::vector<Sample>*) override {
-    return absl::UnimplementedError("streams only");
-  }
   absl::Status StreamSamples(int64_t num_samples, absl::Duration,
                              const std::function<void(Sample)>& deliver,
                              const ClaimMore&) override {
@@ -279,9 +270,6 @@ struct ClaimSteps {
 class ClaimingWorker : public SamplerWorker {
  public:
   explicit ClaimingWorker(ClaimSteps* steps) : steps_(steps) {}
-  absl::Status FetchSamples(int64_t, absl::Duration, std::vector<Sample>*) override {
-    return absl::UnimplementedError("streams only");
-  }
   absl::Status StreamSamples(int64_t num_samples, absl::Duration,
                              const std::function<void(Sample)>& deliver,
                              const ClaimMore& claim_more) override {
@@ -357,13 +345,14 @@ class RecordingWorker : public SamplerWorker {
  public:
   explicit RecordingWorker(std::vector<int64_t>* requests, absl::Mutex* mu)
       : requests_(requests), mu_(mu) {}
-  absl::Status FetchSamples(int64_t num_samples, absl::Duration,
-                            std::vector<Sample>* out) override {
+  absl::Status StreamSamples(int64_t num_samples, absl::Duration,
+                             const std::function<void(Sample)>& deliver,
+                             const ClaimMore&) override {
     {
       absl::MutexLock lock(mu_);
       requests_->push_back(num_samples);
     }
-    for (int64_t i = 0; i < num_samples; ++i) out->push_back(FakeSample(++next_key_));
+    for (int64_t i = 0; i < num_samples; ++i) deliver(FakeSample(++next_key_));
     return absl::OkStatus();
   }
   void Cancel() override {}
@@ -484,11 +473,7 @@ TEST(SamplerTest, RateLimiterTimeoutOnlyCountsWhileAConsumerWaits) {
 
 TEST(SamplerTest, RateLimiterTimeoutWhileWaitingIsFatal) {
   // An empty in-process table and a 0 ms timeout: immediate, not infinite.
-  auto table =
-      Table::Create(Table::Config{"t", CreateSelector(Uniform()).value(),
-                                  CreateSelector(Fifo()).value(), 10, 0,
-                                  RateLimiter::Create(1.0, 1, -DBL_MAX, DBL_MAX).value(), ""})
-          .value();
+  auto table = MakeTable(Uniform(), Fifo(), 10, 0, MinSize(1));
   auto server = Server::Start(Tables(table), 0).value();
   for (const char* host : {"localhost:", "ipv4:127.0.0.1:"}) {
     Client client(absl::StrCat(host, server->port()));
@@ -546,47 +531,6 @@ TEST(SamplerTest, FailedSamplerReturnsItsStatus) {
 // ---------------------------------------------------------------------------
 // Real workers against real servers
 
-class StreamCounter : public grpc::experimental::ClientInterceptorFactoryInterface {
- public:
-  class PassThrough : public grpc::experimental::Interceptor {
-   public:
-    void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
-      methods->Proceed();
-    }
-  };
-  grpc::experimental::Interceptor* CreateClientInterceptor(
-      grpc::experimental::ClientRpcInfo* info) override {
-    absl::MutexLock lock(&mu_);
-    ++counts_[info->method()];
-    return new PassThrough();
-  }
-  int samples() {
-    absl::MutexLock lock(&mu_);
-    return counts_["/deepmind.reverb.ReverbService/SampleStream"];
-  }
-
- private:
-  absl::Mutex mu_;
-  std::map<std::string, int> counts_;
-};
-
-StreamCounter* Streams() {
-  static StreamCounter* counter = [] {
-    auto* c = new StreamCounter();
-    grpc::experimental::RegisterGlobalClientInterceptorFactory(c);
-    return c;
-  }();
-  return counter;
-}
-[[maybe_unused]] StreamCounter* const kRegistered = Streams();
-
-std::shared_ptr<Table> UniformTable(const std::string& name) {
-  return Table::Create(Table::Config{name, CreateSelector(Uniform()).value(),
-                                     CreateSelector(Fifo()).value(), 1000, 0,
-                                     RateLimiter::Create(1.0, 1, -DBL_MAX, DBL_MAX).value(), ""})
-      .value();
-}
-
 int32_t ValueOf(const Sample& sample) {
   absl::StatusOr<Tensor> column = sample.UnpackColumn(0);
   EXPECT_TRUE(column.ok()) << column.status();
@@ -594,10 +538,10 @@ int32_t ValueOf(const Sample& sample) {
 }
 
 TEST(ClientSamplerTest, GrpcWorkersReopenStreamsAfterMaxSamplesPerStream) {
-  auto server = Server::Start(Tables(UniformTable("t")), 0).value();
+  auto server = Server::Start(Tables(ServedTable("t")), 0).value();
   Client client(absl::StrCat("ipv4:127.0.0.1:", server->port()));
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(client.InsertStep({Int32Scalar(i)}, {{"t", 1.0}}).ok());
-  const int before = Streams()->samples();
+  const int before = GrpcCalls().count(kSampleStreamMethod);
   SamplerOptions options;
   options.max_samples = 40;
   options.max_in_flight_samples_per_worker = 4;
@@ -611,7 +555,7 @@ TEST(ClientSamplerTest, GrpcWorkersReopenStreamsAfterMaxSamplesPerStream) {
   }
   EXPECT_EQ(sampler->Next().status().code(), absl::StatusCode::kOutOfRange);
   sampler->Close();
-  EXPECT_GE(Streams()->samples() - before, 4);  // 40 samples, <= 10 per stream
+  EXPECT_GE(GrpcCalls().count(kSampleStreamMethod) - before, 4);  // 40 samples, <= 10 per stream
   EXPECT_EQ(server->service()
                 ->GetTable("t")
                 .value()
@@ -623,10 +567,10 @@ TEST(ClientSamplerTest, GrpcWorkersReopenStreamsAfterMaxSamplesPerStream) {
 }
 
 TEST(ClientSamplerTest, InProcessWorkersUseNoGrpc) {
-  auto server = Server::Start(Tables(UniformTable("t")), 0).value();
+  auto server = Server::Start(Tables(ServedTable("t")), 0).value();
   Client client(absl::StrCat("localhost:", server->port()));
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(client.InsertStep({Int32Scalar(i)}, {{"t", 1.0}}).ok());
-  const int before = Streams()->samples();
+  const int before = GrpcCalls().count(kSampleStreamMethod);
   SamplerOptions options;
   options.max_samples = 100;
   options.max_in_flight_samples_per_worker = 8;
@@ -637,11 +581,11 @@ TEST(ClientSamplerTest, InProcessWorkersUseNoGrpc) {
     ASSERT_TRUE(sample.ok()) << sample.status();
     EXPECT_LT(ValueOf(*sample), 5);
   }
-  EXPECT_EQ(Streams()->samples(), before);
+  EXPECT_EQ(GrpcCalls().count(kSampleStreamMethod), before);
 }
 
 TEST(ClientSamplerTest, ServerStoppingUnderAnInProcessSamplerIsSafe) {
-  auto table = UniformTable("t");
+  auto table = ServedTable("t");
   auto server = Server::Start(Tables(table), 0).value();
   Client client(absl::StrCat("localhost:", server->port()));
   ASSERT_TRUE(client.InsertStep({Int32Scalar(3)}, {{"t", 1.0}}).ok());
@@ -671,7 +615,7 @@ TEST(ClientSamplerTest, ServerStoppingUnderAnInProcessSamplerIsSafe) {
 }
 
 TEST(ClientSamplerTest, GrpcSamplerSurvivesAServerRestart) {
-  auto server = Server::Start(Tables(UniformTable("t")), 0).value();
+  auto server = Server::Start(Tables(ServedTable("t")), 0).value();
   const int port = server->port();
   Client client(absl::StrCat("ipv4:127.0.0.1:", port));
   ASSERT_TRUE(client.InsertStep({Int32Scalar(1)}, {{"t", 1.0}}).ok());
@@ -685,7 +629,7 @@ TEST(ClientSamplerTest, GrpcSamplerSurvivesAServerRestart) {
   server.reset();
   // Whatever was prefetched from the old server may still come out; then the
   // worker retries (UNAVAILABLE / CANCELLED) until the new server answers.
-  auto restarted = Server::Start(Tables(UniformTable("t")), port);
+  auto restarted = Server::Start(Tables(ServedTable("t")), port);
   ASSERT_TRUE(restarted.ok()) << restarted.status();
   ASSERT_TRUE(client.InsertStep({Int32Scalar(2)}, {{"t", 1.0}}).ok());
   bool saw_new = false;
@@ -698,7 +642,7 @@ TEST(ClientSamplerTest, GrpcSamplerSurvivesAServerRestart) {
 }
 
 TEST(ClientSamplerTest, CloseCancelsBlockedGrpcAndLocalRequests) {
-  auto server = Server::Start(Tables(UniformTable("t")), 0).value();  // empty table
+  auto server = Server::Start(Tables(ServedTable("t")), 0).value();  // empty table
   for (const char* host : {"localhost:", "ipv4:127.0.0.1:"}) {
     Client client(absl::StrCat(host, server->port()));
     auto sampler = client.NewSampler("t", SamplerOptions());
@@ -715,7 +659,7 @@ TEST(ClientSamplerTest, CloseCancelsBlockedGrpcAndLocalRequests) {
 }
 
 TEST(ClientSamplerTest, UnknownTableIsFatal) {
-  auto server = Server::Start(Tables(UniformTable("t")), 0).value();
+  auto server = Server::Start(Tables(ServedTable("t")), 0).value();
   for (const char* host : {"localhost:", "ipv4:127.0.0.1:"}) {
     Client client(absl::StrCat(host, server->port()));
     absl::Status status = client.NewSampler("nope", SamplerOptions())->Next(kLong).status();

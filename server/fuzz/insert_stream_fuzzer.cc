@@ -1,11 +1,11 @@
-// Fuzz target: the server side of InsertStream (server/service/insert_stream.h,
+// Fuzz target: the server side of InsertStream (server/service/server_insert_stream.h,
 // server/chunk_validation.h) into real in-memory tables, and the reading of
 // everything it accepted.
 //
 // Input: protobuf wire format of a message with `repeated
 // InsertStreamRequest requests = 1;` (at most 16 requests; other fields
 // ignored): one stream, handled request by request by an
-// InsertStreamHandler over three tables with a uniform sampler and a rate
+// ServerInsertStream over three tables with a uniform sampler and a rate
 // limiter that never blocks: "t" and "u" without a signature, "typed" with
 // the signature (int32[?], string[]) (see fuzz_tables.h and make_seeds.cc).
 // The stream stops at the first error, as the service ends it.
@@ -39,7 +39,7 @@
 #include "server/fuzz/fuzz_check.h"
 #include "server/fuzz/fuzz_tables.h"
 #include "server/fuzz/item_decoder.h"
-#include "server/service/insert_stream.h"
+#include "server/service/server_insert_stream.h"
 #include "server/table.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
@@ -131,7 +131,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK_OK(table.status());
     tables[name] = *std::move(table);
   }
-  InsertStreamHandler handler(
+  ServerInsertStream handler(
       [&tables](const std::string& name) -> absl::StatusOr<std::shared_ptr<Table>> {
         auto it = tables.find(name);
         if (it == tables.end()) return absl::NotFoundError(absl::StrCat("no table ", name));
@@ -140,7 +140,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   absl::flat_hash_set<uint64_t> confirmed_keys;
   std::vector<uint64_t> confirmed;
-  const InsertStreamHandler::Flush flush = [&confirmed_keys](std::vector<uint64_t>* keys) {
+  const ServerInsertStream::Flush flush = [&confirmed_keys](std::vector<uint64_t>* keys) {
     confirmed_keys.insert(keys->begin(), keys->end());
     keys->clear();
     return true;

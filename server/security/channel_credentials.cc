@@ -28,6 +28,7 @@
 #include "grpcpp/support/slice.h"
 #include "grpcpp/support/status.h"
 #include "grpcpp/support/string_ref.h"
+#include "server/error_kind.h"
 #include "server/security/server_credentials.h"
 
 namespace tf_reverb {
@@ -110,16 +111,18 @@ Handshake ClassifyFailure(const absl::Status& status) {
 
 absl::Status MismatchError(const absl::Status& status, std::optional<bool> tls,
                            const std::string& address) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      kTransportSecurityMismatch, " with ", address.empty() ? "the server" : address,
-      !tls.has_value()
-          ? ""
-          : (*tls ? ": this client uses TLS" : ": this client uses plaintext (no TLS)"),
-      ", and setting up the connection failed. Check that client and server agree on TLS, "
-      "that the client trusts the CA that signed the server's certificate (and the name "
-      "it was issued for), and for mutual TLS that the client presents a certificate "
-      "signed by the server's client CA. gRPC said: ",
-      status.message()));
+  return WithErrorKind(
+      absl::FailedPreconditionError(absl::StrCat(
+          kTransportSecurityMismatch, " with ", address.empty() ? "the server" : address,
+          !tls.has_value()
+              ? ""
+              : (*tls ? ": this client uses TLS" : ": this client uses plaintext (no TLS)"),
+          ", and setting up the connection failed. Check that client and server agree on TLS, "
+          "that the client trusts the CA that signed the server's certificate (and the name "
+          "it was issued for), and for mutual TLS that the client presents a certificate "
+          "signed by the server's client CA. gRPC said: ",
+          status.message())),
+      ErrorKind::kTransportSecurityMismatch);
 }
 
 // A fail-fast call of the (unauthenticated) health service: in

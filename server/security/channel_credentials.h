@@ -63,7 +63,9 @@ struct ChannelSecurity {
   std::string DebugString() const;
 };
 
-// Message prefix of the FAILED_PRECONDITION AwaitTransport returns.
+// Message prefix of the FAILED_PRECONDITION AwaitTransport returns; the
+// status is marked ErrorKind::kTransportSecurityMismatch (server/error_kind.h),
+// which is what callers test.
 inline constexpr absl::string_view kTransportSecurityMismatch = "Transport security mismatch";
 
 void RegisterChannelSecurity(const std::string& address, const ChannelSecurity& security);

@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "gtest/gtest.h"
+#include "server/error_kind.h"
 
 namespace tf_reverb {
 namespace {
@@ -67,6 +68,7 @@ TEST(ChannelCredentialsTest, HandshakeFailuresBecomeClearErrors) {
   const absl::Status converted = TransportSecurityError(handshake, true, "localhost:5");
   EXPECT_EQ(converted.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(converted.message(), HasSubstr(kTransportSecurityMismatch));
+  EXPECT_EQ(ErrorKindOf(converted), ErrorKind::kTransportSecurityMismatch);
   EXPECT_THAT(converted.message(), HasSubstr("this client uses TLS"));
   const absl::Status refused = absl::UnavailableError(
       "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:5: "

@@ -4,35 +4,35 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "grpcpp/impl/serialization_traits.h"
 #include "grpcpp/support/status.h"
 #include "reverb_service.pb.h"
 #include "server/chunk_codec.h"
 #include "server/grpc_status.h"
-#include "server/service/handler_guard.h"
 #include "server/service/raw_request.h"
 #include "server/table.h"
 
 namespace tf_reverb {
 
 InsertStreamReactor* InsertStreamReactor::Create(grpc::CallbackServerContext* context,
-                                                 InsertStreamHandler::TableLookup tables,
+                                                 ServerInsertStream::TableLookup tables,
                                                  WorkQueue* queue, std::atomic<int>* waiting,
                                                  bool announce_zstd) {
   std::shared_ptr<InsertStreamReactor> reactor(
       new InsertStreamReactor(std::move(tables), queue, waiting));
-  {
-    absl::MutexLock lock(&reactor->mu_);
-    reactor->self_ = reactor;
-  }
+  reactor->Own(reactor);
   reactor->Begin(context, announce_zstd);
   return reactor.get();
 }
 
-InsertStreamReactor::InsertStreamReactor(InsertStreamHandler::TableLookup tables, WorkQueue* queue,
+InsertStreamReactor::InsertStreamReactor(ServerInsertStream::TableLookup tables, WorkQueue* queue,
                                          std::atomic<int>* waiting)
-    : handler_(std::move(tables)), queue_(queue), waiting_(waiting) {}
+    : StreamReactor("InsertStream"),
+      handler_(std::move(tables)),
+      queue_(queue),
+      waiting_(waiting) {}
 
 void InsertStreamReactor::Begin(grpc::CallbackServerContext* context, bool announce_zstd) {
   // Sent at once (not with the first response) so that writers learn the
@@ -40,30 +40,6 @@ void InsertStreamReactor::Begin(grpc::CallbackServerContext* context, bool annou
   if (announce_zstd) context->AddInitialMetadata(kChunkCodecsMetadataKey, kZstdCodecName);
   StartSendInitialMetadata();
   Locked([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { StartReadLocked(); });
-}
-
-template <typename Body>
-void InsertStreamReactor::Locked(Body&& body) {
-  bool finish = false;
-  grpc::Status status;
-  // Keeps the reactor alive until Finish returns: its completion may run
-  // OnDone inline, which drops self_.
-  std::shared_ptr<InsertStreamReactor> keep;
-  {
-    absl::MutexLock lock(&mu_);
-    grpc::Status thrown = Guarded("InsertStream", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      body();
-      return grpc::Status::OK;
-    });
-    if (!thrown.ok()) FinishLocked(thrown);
-    if (finish_wanted_ && !finish_sent_ && !write_in_flight_) {
-      finish_sent_ = true;
-      finish = true;
-      status = finish_status_;
-      keep = self_;
-    }
-  }
-  if (finish) Finish(std::move(status));
 }
 
 void InsertStreamReactor::StartReadLocked() {
@@ -83,15 +59,12 @@ void InsertStreamReactor::WriteConfirmedLocked() {
     FinishLocked(s);
     return;
   }
-  write_in_flight_ = true;
-  StartWrite(&write_buffer_);
+  StartWriteLocked(&write_buffer_);
 }
 
 void InsertStreamReactor::FinishLocked(grpc::Status status) {
-  if (finish_wanted_) return;
+  if (!RequestFinishLocked(std::move(status))) return;
   StopWaitingLocked();
-  finish_wanted_ = true;
-  finish_status_ = std::move(status);
   state_ = State::kFinished;
 }
 
@@ -131,17 +104,17 @@ void InsertStreamReactor::Step() {
       if (std::shared_ptr<InsertStreamReactor> self = weak.lock()) self->Resume();
     });
   });
-  absl::StatusOr<InsertStreamHandler::Progress> progress = handler_.Continue(&confirmed_, waker_);
+  absl::StatusOr<ServerInsertStream::Progress> progress = handler_.Continue(&confirmed_, waker_);
   if (!progress.ok()) {
     FinishLocked(ToGrpcStatus(progress.status()));
     return;
   }
-  if (*progress == InsertStreamHandler::Progress::kBlocked) {
+  if (*progress == ServerInsertStream::Progress::kBlocked) {
     state_ = State::kWaiting;
     ++*waiting_;
     // Confirm the items already inserted first, so a writer's flush is not
     // held up by later items.
-    if (!confirmed_.empty() && !write_in_flight_) WriteConfirmedLocked();
+    if (!confirmed_.empty() && !write_in_flight()) WriteConfirmedLocked();
     return;
   }
   waker_.reset();
@@ -151,7 +124,7 @@ void InsertStreamReactor::Step() {
   }
   state_ = State::kConfirming;
   confirmation_written_ = false;
-  if (!write_in_flight_) {
+  if (!write_in_flight()) {
     confirmation_written_ = true;
     WriteConfirmedLocked();
   }
@@ -168,7 +141,7 @@ void InsertStreamReactor::Resume() {
 
 void InsertStreamReactor::OnWriteDone(bool ok) {
   Locked([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    write_in_flight_ = false;
+    WriteDoneLocked();
     if (state_ == State::kFinished) return;
     if (!ok) {  // the client went away
       FinishLocked(grpc::Status::OK);
@@ -198,7 +171,7 @@ void InsertStreamReactor::OnDone() {
     absl::MutexLock lock(&mu_);
     StopWaitingLocked();
     state_ = State::kFinished;
-    self = std::move(self_);
+    self = ReleaseSelfLocked();
   }
   // `self` may be the last reference: the reactor is deleted on return.
 }

@@ -1,5 +1,5 @@
 // InsertStreamReactor: one InsertStream call on gRPC's callback API
-// (docs/architecture/wire-protocol.md), over an InsertStreamHandler (insert_stream.h).
+// (docs/architecture/wire-protocol.md), over a ServerInsertStream (server_insert_stream.h).
 //
 // No thread is held while the call waits: reads and writes complete on
 // gRPC's threads; an insert the rate limiter refuses registers a waker with
@@ -10,10 +10,10 @@
 //
 // Contract:
 //  * Thread-safety: reactions (gRPC's threads) and resumptions (the
-//    WorkQueue) are serialized by the reactor's mutex.
+//    WorkQueue) are serialized by the reactor's mutex (stream_reactor.h).
 //  * Ownership: gRPC holds the reactor from Create until OnDone; it owns
-//    itself through a shared_ptr released in OnDone, so queued resumptions
-//    never outlive it. The tables, the queue and `waiting` must outlive it.
+//    itself until OnDone (stream_reactor.h), so queued resumptions never
+//    outlive it. The tables, the queue and `waiting` must outlive it.
 //  * Errors end the call with the handler's status; a request that does not
 //    parse is INVALID_ARGUMENT; a cancelled call waiting on a table ends
 //    CANCELLED; the client going away ends it quietly.
@@ -26,23 +26,21 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/byte_buffer.h"
-#include "grpcpp/support/server_callback.h"
 #include "grpcpp/support/status.h"
-#include "server/service/insert_stream.h"
+#include "server/service/server_insert_stream.h"
+#include "server/service/stream_reactor.h"
 #include "server/service/work_queue.h"
 #include "server/table.h"
 
 namespace tf_reverb {
 
-class InsertStreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
-                            public std::enable_shared_from_this<InsertStreamReactor> {
+class InsertStreamReactor : public StreamReactor<InsertStreamReactor> {
  public:
   // Starts the call. `waiting` counts calls waiting on a table.
   static InsertStreamReactor* Create(grpc::CallbackServerContext* context,
-                                     InsertStreamHandler::TableLookup tables, WorkQueue* queue,
+                                     ServerInsertStream::TableLookup tables, WorkQueue* queue,
                                      std::atomic<int>* waiting, bool announce_zstd);
 
   void OnReadDone(bool ok) override;
@@ -59,7 +57,7 @@ class InsertStreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     kFinished,    // Finish was called (or is due after the write in flight)
   };
 
-  InsertStreamReactor(InsertStreamHandler::TableLookup tables, WorkQueue* queue,
+  InsertStreamReactor(ServerInsertStream::TableLookup tables, WorkQueue* queue,
                       std::atomic<int>* waiting);
   void Begin(grpc::CallbackServerContext* context, bool announce_zstd);
 
@@ -69,32 +67,24 @@ class InsertStreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   void StartReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes `confirmed_` as one response (clearing it).
   void WriteConfirmedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Finishes once no write is in flight (Finish itself is called by
-  // FinishIfDue with the mutex released: its completion may run inline).
+  // Ends the call with `status` once no write is in flight (the first
+  // status wins; Locked sends the Finish).
   void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Runs `body` under the mutex (an exception in it finishes the call), then
-  // calls Finish if it became due.
-  template <typename Body>
-  void Locked(Body&& body) ABSL_LOCKS_EXCLUDED(mu_);
   void StopWaitingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  InsertStreamHandler handler_;
+  friend class StreamReactor<InsertStreamReactor>;  // calls FinishLocked
+
+  ServerInsertStream handler_;
   WorkQueue* const queue_;
   std::atomic<int>* const waiting_;
 
-  absl::Mutex mu_;
   State state_ ABSL_GUARDED_BY(mu_) = State::kReading;
-  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool confirmation_written_ ABSL_GUARDED_BY(mu_) = false;
-  bool finish_wanted_ ABSL_GUARDED_BY(mu_) = false;  // FinishLocked was called
-  bool finish_sent_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
   bool request_has_items_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ByteBuffer read_buffer_;  // owned by the outstanding read
   grpc::ByteBuffer write_buffer_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> confirmed_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Table::Waker> waker_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<InsertStreamReactor> self_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tf_reverb

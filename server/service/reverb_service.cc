@@ -18,10 +18,10 @@
 #include "server/chunk_codec.h"
 #include "server/grpc_status.h"
 #include "server/service/handler_guard.h"
-#include "server/service/insert_stream.h"
 #include "server/service/insert_stream_reactor.h"
 #include "server/service/raw_request.h"
 #include "server/service/sample_stream_reactor.h"
+#include "server/service/server_insert_stream.h"
 
 namespace tf_reverb {
 namespace {
@@ -48,7 +48,7 @@ using RawBidiReactor = grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffe
 // 0); our own client finds in-process tables through the server registry.
 class InitializeConnectionReactor : public RawBidiReactor {
  public:
-  explicit InitializeConnectionReactor(InsertStreamHandler::TableLookup tables)
+  explicit InitializeConnectionReactor(ServerInsertStream::TableLookup tables)
       : tables_(std::move(tables)) {
     StartRead(&request_);
   }
@@ -80,7 +80,7 @@ class InitializeConnectionReactor : public RawBidiReactor {
   void OnDone() override { delete this; }
 
  private:
-  const InsertStreamHandler::TableLookup tables_;
+  const ServerInsertStream::TableLookup tables_;
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
 };

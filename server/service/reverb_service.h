@@ -16,7 +16,7 @@
 //    read looks like a half-close) and a unary call with an empty INTERNAL.
 //  * Errors are gRPC statuses a client can act on: NOT_FOUND "Priority table
 //    X was not found"; INVALID_ARGUMENT for malformed requests, chunks
-//    (chunk_validation.h) and items (insert_stream.h); FAILED_PRECONDITION
+//    (chunk_validation.h) and items (server_insert_stream.h); FAILED_PRECONDITION
 //    for keep_chunk_keys naming chunks the stream does not hold;
 //    DEADLINE_EXCEEDED for rate-limiter timeouts; CANCELLED after Close().
 //    No exception escapes a handler (handler_guard.h): std::bad_alloc becomes

@@ -9,12 +9,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "grpcpp/support/status.h"
 #include "reverb_service.pb.h"
 #include "server/chunk_codec.h"
 #include "server/grpc_status.h"
-#include "server/service/handler_guard.h"
 #include "server/service/raw_request.h"
 #include "server/service/sample_response.h"
 #include "server/table_item.h"
@@ -43,10 +43,7 @@ SampleStreamReactor* SampleStreamReactor::Create(grpc::CallbackServerContext* co
                                                  std::atomic<int>* waiting) {
   std::shared_ptr<SampleStreamReactor> reactor(
       new SampleStreamReactor(std::move(tables), queue, waiting, ClientAcceptsZstd(*context)));
-  {
-    absl::MutexLock lock(&reactor->mu_);
-    reactor->self_ = reactor;
-  }
+  reactor->Own(reactor);
   reactor->Locked([&]()
                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(reactor->mu_) { reactor->StartReadLocked(); });
   return reactor.get();
@@ -54,34 +51,11 @@ SampleStreamReactor* SampleStreamReactor::Create(grpc::CallbackServerContext* co
 
 SampleStreamReactor::SampleStreamReactor(TableLookup tables, WorkQueue* queue,
                                          std::atomic<int>* waiting, bool client_accepts_zstd)
-    : tables_(std::move(tables)),
+    : StreamReactor("SampleStream"),
+      tables_(std::move(tables)),
       queue_(queue),
       waiting_(waiting),
       client_accepts_zstd_(client_accepts_zstd) {}
-
-template <typename Body>
-void SampleStreamReactor::Locked(Body&& body) {
-  bool finish = false;
-  grpc::Status status;
-  // Keeps the reactor alive until Finish returns: its completion may run
-  // OnDone inline, which drops self_.
-  std::shared_ptr<SampleStreamReactor> keep;
-  {
-    absl::MutexLock lock(&mu_);
-    grpc::Status thrown = Guarded("SampleStream", [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      body();
-      return grpc::Status::OK;
-    });
-    if (!thrown.ok()) FinishLocked(thrown);
-    if (finish_wanted_ && !finish_sent_ && !write_in_flight_) {
-      finish_sent_ = true;
-      finish = true;
-      status = finish_status_;
-      keep = self_;
-    }
-  }
-  if (finish) Finish(std::move(status));
-}
 
 void SampleStreamReactor::StartReadLocked() {
   state_ = State::kReading;
@@ -90,10 +64,8 @@ void SampleStreamReactor::StartReadLocked() {
 }
 
 void SampleStreamReactor::FinishLocked(grpc::Status status) {
-  if (finish_wanted_) return;
+  if (!RequestFinishLocked(std::move(status))) return;
   StopWaitingLocked();
-  finish_wanted_ = true;
-  finish_status_ = std::move(status);
   state_ = State::kFinished;
   to_write_.clear();
 }
@@ -184,8 +156,7 @@ void SampleStreamReactor::Step() {
 void SampleStreamReactor::WriteNextLocked() {
   write_buffer_ = std::move(to_write_.front());
   to_write_.pop_front();
-  write_in_flight_ = true;
-  StartWrite(&write_buffer_);
+  StartWriteLocked(&write_buffer_);
 }
 
 void SampleStreamReactor::Resume() {
@@ -206,7 +177,7 @@ void SampleStreamReactor::TimedOut(uint64_t wait) {
 
 void SampleStreamReactor::OnWriteDone(bool ok) {
   Locked([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    write_in_flight_ = false;
+    WriteDoneLocked();
     write_buffer_.Clear();
     if (state_ == State::kFinished) return;
     if (!ok) {  // the client went away
@@ -237,7 +208,7 @@ void SampleStreamReactor::OnDone() {
     absl::MutexLock lock(&mu_);
     StopWaitingLocked();
     state_ = State::kFinished;
-    self = std::move(self_);
+    self = ReleaseSelfLocked();
   }
 }
 

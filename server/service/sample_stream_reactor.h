@@ -12,7 +12,7 @@
 // Contract:
 //  * Thread-safety: reactions (gRPC's threads), resumptions and timeouts (the
 //    WorkQueue) are serialized by the reactor's mutex.
-//  * Ownership: as InsertStreamReactor (owns itself until OnDone).
+//  * Ownership: owns itself until OnDone (stream_reactor.h).
 //  * Errors end the call: INVALID_ARGUMENT for a request that does not parse
 //    or asks for num_samples <= 0; NOT_FOUND for an unknown table;
 //    DEADLINE_EXCEEDED (kRateLimiterTimeoutMessage) when the timeout passes;
@@ -27,22 +27,20 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/byte_buffer.h"
-#include "grpcpp/support/server_callback.h"
 #include "grpcpp/support/status.h"
-#include "server/service/insert_stream.h"
+#include "server/service/server_insert_stream.h"
+#include "server/service/stream_reactor.h"
 #include "server/service/work_queue.h"
 #include "server/table.h"
 
 namespace tf_reverb {
 
-class SampleStreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
-                            public std::enable_shared_from_this<SampleStreamReactor> {
+class SampleStreamReactor : public StreamReactor<SampleStreamReactor> {
  public:
-  using TableLookup = InsertStreamHandler::TableLookup;
+  using TableLookup = ServerInsertStream::TableLookup;
 
   // Starts the call. `waiting` counts calls waiting on a table.
   static SampleStreamReactor* Create(grpc::CallbackServerContext* context, TableLookup tables,
@@ -70,23 +68,19 @@ class SampleStreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   void TimedOut(uint64_t wait) ABSL_LOCKS_EXCLUDED(mu_);
   void StartReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the call with `status` once no write is in flight (the first
+  // status wins; Locked sends the Finish).
   void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StopWaitingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // As InsertStreamReactor::Locked.
-  template <typename Body>
-  void Locked(Body&& body) ABSL_LOCKS_EXCLUDED(mu_);
+
+  friend class StreamReactor<SampleStreamReactor>;  // calls FinishLocked
 
   const TableLookup tables_;
   WorkQueue* const queue_;
   std::atomic<int>* const waiting_;
   const bool client_accepts_zstd_;
 
-  absl::Mutex mu_;
   State state_ ABSL_GUARDED_BY(mu_) = State::kReading;
-  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  bool finish_wanted_ ABSL_GUARDED_BY(mu_) = false;
-  bool finish_sent_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status finish_status_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer read_buffer_;  // owned by the outstanding read
   // The request being served.
   std::shared_ptr<Table> table_ ABSL_GUARDED_BY(mu_);
@@ -99,7 +93,6 @@ class SampleStreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   std::deque<grpc::ByteBuffer> to_write_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer write_buffer_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Table::Waker> waker_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<SampleStreamReactor> self_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tf_reverb

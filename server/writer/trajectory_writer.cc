@@ -15,10 +15,11 @@
 #include "reverb_service.pb.h"
 #include "schema.pb.h"
 #include "server/chunk_codec.h"
+#include "server/error_kind.h"
 #include "server/grpc_status.h"
 #include "server/security/channel_credentials.h"
 #include "server/tensor.h"
-#include "server/writer/insert_stream_codecs.h"
+#include "server/writer/writer_chunk_codecs.h"
 
 namespace tf_reverb {
 namespace {
@@ -196,9 +197,8 @@ TrajectoryWriter::ItemPtr TrajectoryWriter::PopFront() {
   return item;
 }
 
-absl::Status TrajectoryWriter::ValidateItem(const std::string& table,
-                                            const std::vector<TrajectoryColumn>& trajectory,
-                                            Item* item) const {
+absl::StatusOr<std::vector<ItemColumn>> TrajectoryWriter::BuildItem(
+    const std::vector<TrajectoryColumn>& trajectory, Item* item) const {
   if (trajectory.empty()) {
     return absl::InvalidArgumentError("Items must reference at least one column.");
   }
@@ -265,6 +265,21 @@ absl::Status TrajectoryWriter::ValidateItem(const std::string& table,
     }
     specs.push_back(spec);
   }
+  std::vector<ItemColumn> columns(trajectory.size());
+  for (size_t c = 0; c < trajectory.size(); ++c) {
+    columns[c].dtype = specs[c]->dtype;
+    columns[c].shape = specs[c]->shape;
+    columns[c].squeeze = trajectory[c].squeeze;
+    if (!trajectory[c].squeeze) {
+      columns[c].shape.insert(columns[c].shape.begin(),
+                              static_cast<int64_t>(trajectory[c].refs.size()));
+    }
+  }
+  return columns;
+}
+
+absl::Status TrajectoryWriter::CheckItemSignature(const std::string& table,
+                                                  const std::vector<ItemColumn>& columns) const {
   if (!options_.signatures.has_value()) return absl::OkStatus();
   auto it = options_.signatures->find(table);
   if (it == options_.signatures->end()) {
@@ -281,36 +296,28 @@ absl::Status TrajectoryWriter::ValidateItem(const std::string& table,
   const std::string prefix =
       absl::StrCat("Unable to create item in table '", table,
                    "' since the provided trajectory is inconsistent with the table signature. ");
-  if (signature.size() != trajectory.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(prefix, "The item has ", trajectory.size(),
+  const std::optional<ItemMismatch> mismatch =
+      FindItemMismatch(signature, columns, options_.accept_step_shape_signatures);
+  if (!mismatch.has_value()) return absl::OkStatus();
+  if (mismatch->column_count) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "The item has ", columns.size(),
                                                    " columns but the signature has ",
                                                    signature.size(), "."));
   }
-  for (size_t c = 0; c < trajectory.size(); ++c) {
-    const CellSpec& spec = *specs[c];
-    std::vector<int64_t> shape = spec.shape;
-    if (!trajectory[c].squeeze) {
-      shape.insert(shape.begin(), static_cast<int64_t>(trajectory[c].refs.size()));
-    }
-    bool ok = signature[c].dtype == spec.dtype && IsCompatibleShape(signature[c].shape, shape);
-    if (!ok && options_.accept_step_shape_signatures && !trajectory[c].squeeze) {
-      ok = signature[c].dtype == spec.dtype && IsCompatibleShape(signature[c].shape, spec.shape);
-    }
-    if (!ok) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(prefix, "The table signature specifies column ", c, " as ",
-                       SignatureSpecString(signature[c]), " but the item provides ",
-                       DataTypeName(spec.dtype), ShapeString(shape), "."));
-    }
-  }
-  return absl::OkStatus();
+  const size_t c = mismatch->column;
+  return absl::InvalidArgumentError(
+      absl::StrCat(prefix, "The table signature specifies column ", c, " as ",
+                   SignatureSpecString(signature[c]), " but the item provides ",
+                   DataTypeName(columns[c].dtype), ShapeString(columns[c].shape), "."));
 }
 
 absl::Status TrajectoryWriter::CreateItem(const std::string& table, double priority,
                                           const std::vector<TrajectoryColumn>& trajectory) {
   if (std::isnan(priority)) return absl::InvalidArgumentError("Priority must not be NaN.");
   auto item = std::make_shared<Item>();
-  if (absl::Status s = ValidateItem(table, trajectory, item.get()); !s.ok()) return s;
+  absl::StatusOr<std::vector<ItemColumn>> columns = BuildItem(trajectory, item.get());
+  if (!columns.ok()) return columns.status();
+  if (absl::Status s = CheckItemSignature(table, *columns); !s.ok()) return s;
   item->proto.set_key(NewRandomKey());
   item->proto.set_table(table);
   item->proto.set_priority(priority);
@@ -394,9 +401,10 @@ absl::Status TrajectoryWriter::WaitForPending(int max_pending, absl::Duration ti
   };
   while (pending() && error_.ok() && !closed_) {
     if (WaitAsUrgent(deadline) && pending()) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(what, " call did not complete within provided timeout of ",
-                       absl::FormatDuration(timeout)));
+      return WithErrorKind(absl::DeadlineExceededError(absl::StrCat(
+                               what, " call did not complete within provided timeout of ",
+                               absl::FormatDuration(timeout))),
+                           ErrorKind::kCallerTimeout);
     }
   }
   return CheckUsable();
@@ -590,9 +598,9 @@ absl::Status TrajectoryWriter::RunStream() {
     ++streams_opened_;
   }
   std::unique_ptr<Stream> stream = stub_->InsertStream(&context);
-  // Chunk codec negotiation (insert_stream_codecs.h): new chunks use what
+  // Chunk codec negotiation (writer_chunk_codecs.h): new chunks use what
   // this stream's server announced; requests are made sendable before Write.
-  InsertStreamCodecs codecs;
+  WriterChunkCodecs codecs;
   std::thread reader([this, s = stream.get(), &context, &codecs] {
     const CodecPolicy codec = codecs.ReadAnnouncement(s, context);
     {

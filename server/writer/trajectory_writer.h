@@ -212,8 +212,16 @@ class TrajectoryWriter {
                               StepRefs* refs);
   absl::StatusOr<std::shared_ptr<Chunker>> GetOrCreateChunker(int column)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status ValidateItem(const std::string& table,
-                            const std::vector<TrajectoryColumn>& trajectory, Item* item) const;
+  // Builds `item`'s flat trajectory (chunk slices), cells and chunk keys
+  // from `trajectory`; returns its columns as they will be sampled.
+  // INVALID_ARGUMENT for an empty trajectory or column, an expired cell, a
+  // squeezed column of several rows or cells of different specs in a column.
+  absl::StatusOr<std::vector<ItemColumn>> BuildItem(const std::vector<TrajectoryColumn>& trajectory,
+                                                    Item* item) const;
+  // Checks an item's columns against `table`'s signature, when the writer
+  // has signatures (INVALID_ARGUMENT in Reverb's words otherwise).
+  absl::Status CheckItemSignature(const std::string& table,
+                                  const std::vector<ItemColumn>& columns) const;
   // Finalizes the open chunks referenced by queue_[0, end).
   absl::Status FinalizeChunksOfQueued(size_t end) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // When no item awaits confirmation, finalizes the open auto-tuned chunks
@@ -290,7 +298,7 @@ class TrajectoryWriter {
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
   int streams_opened_ ABSL_GUARDED_BY(mu_) = 0;
   // Codec policy of new chunks: from what the last stream's server announced
-  // (Snappy until one announces zstd; insert_stream_codecs.h).
+  // (Snappy until one announces zstd; writer_chunk_codecs.h).
   CodecPolicy chunk_codec_ ABSL_GUARDED_BY(mu_) = CodecPolicy::kSnappy;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> requests_sent_{0};

@@ -28,6 +28,7 @@
 #include "server/client/client.h"
 #include "server/client/sample.h"
 #include "server/client/sampler.h"
+#include "server/error_kind.h"
 #include "server/rate_limiter.h"
 #include "server/selectors/selector.h"
 #include "server/service/server.h"
@@ -425,9 +426,11 @@ TEST(TrajectoryWriterTest, FlushAndEndEpisodeTimeOutWhileTheTableBlocks) {
   absl::Status flushed = writer->Flush(0, absl::Milliseconds(200));
   EXPECT_EQ(flushed.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(flushed.message(), HasSubstr("Flush call did not complete within provided timeout"));
+  EXPECT_EQ(ErrorKindOf(flushed), ErrorKind::kCallerTimeout);
   absl::Status ended = writer->EndEpisode(true, absl::ZeroDuration());
   EXPECT_EQ(ended.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(ended.message(), HasSubstr("End episode call did not complete"));
+  EXPECT_EQ(ErrorKindOf(ended), ErrorKind::kCallerTimeout);
   EXPECT_EQ(writer->episode_steps(), 2);                  // nothing reset on timeout
   EXPECT_EQ(SampleN(server->port(), "t", 1).size(), 1u);  // unblocks the insert
   ASSERT_TRUE(writer->Flush(0, kDeadline).ok());

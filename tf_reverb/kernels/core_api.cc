@@ -53,8 +53,8 @@ extern "C" int tf_reverb_kernels_bind_core(const char* core_path, char* error, s
       !tf_reverb::Resolve(handle, "tf_reverb_client_insert", &api->client_insert) ||
       !tf_reverb::Resolve(handle, "tf_reverb_client_update_priorities",
                           &api->client_update_priorities) ||
-      !tf_reverb::Resolve(handle, "tf_reverb_client_table_signature",
-                          &api->client_table_signature) ||
+      !tf_reverb::Resolve(handle, "tf_reverb_client_check_requested_specs",
+                          &api->client_check_requested_specs) ||
       !tf_reverb::Resolve(handle, "tf_reverb_sampler_new", &api->sampler_new) ||
       !tf_reverb::Resolve(handle, "tf_reverb_sampler_next", &api->sampler_next) ||
       !tf_reverb::Resolve(handle, "tf_reverb_sampler_close", &api->sampler_close) ||

@@ -24,7 +24,7 @@ struct CoreApi {
   decltype(&tf_reverb_client_sample) client_sample;
   decltype(&tf_reverb_client_insert) client_insert;
   decltype(&tf_reverb_client_update_priorities) client_update_priorities;
-  decltype(&tf_reverb_client_table_signature) client_table_signature;
+  decltype(&tf_reverb_client_check_requested_specs) client_check_requested_specs;
   decltype(&tf_reverb_sampler_new) sampler_new;
   decltype(&tf_reverb_sampler_next) sampler_next;
   decltype(&tf_reverb_sampler_close) sampler_close;

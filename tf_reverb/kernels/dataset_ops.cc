@@ -25,16 +25,15 @@
 #include <cstdlib>
 #include <functional>
 #include <initializer_list>
-#include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/log/log.h"
 #include "absl/strings/string_view.h"
 #include "server/c_api/c_api.h"
+#include "server/client/batch_assembler.h"
 #include "tensorflow/core/framework/cancellation.h"
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/dataset.h"
@@ -46,7 +45,6 @@
 #include "tensorflow/core/framework/tensor_util.h"
 #include "tensorflow/core/platform/logging.h"
 #include "tensorflow/core/platform/mutex.h"
-#include "tensorflow/core/protobuf/struct.pb.h"
 #include "tf_reverb/kernels/core_api.h"
 
 namespace tf_reverb {
@@ -67,6 +65,7 @@ constexpr int kNumInfoColumns = 5;
 constexpr int kCodeCancelled = 1;
 constexpr int kCodeDeadlineExceeded = 4;
 constexpr int kCodeOutOfRange = 11;
+constexpr int kCodeUnimplemented = 12;
 
 #define REGISTER_REVERB_DATASET_OP(name, doc)               \
   REGISTER_OP(name)                                         \
@@ -98,60 +97,6 @@ std::string SpecString(DataType dtype, const PartialTensorShape& shape) {
 }
 
 constexpr int64_t kSignatureTimeoutMs = 30000;
-
-using FlatSpecs = std::vector<std::pair<DataType, PartialTensorShape>>;
-
-// Flattens a signature as dm-tree does (dict keys sorted, sequences and
-// named tuples in order); false for kinds a signature cannot hold.
-bool FlattenSignature(const tensorflow::StructuredValue& value, FlatSpecs* out) {
-  using Kind = tensorflow::StructuredValue;
-  switch (value.kind_case()) {
-    case Kind::kTensorSpecValue:
-      out->emplace_back(value.tensor_spec_value().dtype(),
-                        PartialTensorShape(value.tensor_spec_value().shape()));
-      return true;
-    case Kind::kBoundedTensorSpecValue:
-      out->emplace_back(value.bounded_tensor_spec_value().dtype(),
-                        PartialTensorShape(value.bounded_tensor_spec_value().shape()));
-      return true;
-    case Kind::kListValue:
-      for (const auto& v : value.list_value().values()) {
-        if (!FlattenSignature(v, out)) return false;
-      }
-      return true;
-    case Kind::kTupleValue:
-      for (const auto& v : value.tuple_value().values()) {
-        if (!FlattenSignature(v, out)) return false;
-      }
-      return true;
-    case Kind::kNamedTupleValue:
-      for (const auto& pair : value.named_tuple_value().values()) {
-        if (!FlattenSignature(pair.value(), out)) return false;
-      }
-      return true;
-    case Kind::kDictValue: {
-      std::vector<std::string> keys;
-      for (const auto& [key, unused] : value.dict_value().fields()) keys.push_back(key);
-      std::sort(keys.begin(), keys.end());
-      for (const std::string& key : keys) {
-        if (!FlattenSignature(value.dict_value().fields().at(key), out)) return false;
-      }
-      return true;
-    }
-    default:
-      return false;
-  }
-}
-
-std::string FlatSpecsString(const FlatSpecs& specs) {
-  std::string out = "[";
-  for (size_t i = 0; i < specs.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += "(" + tensorflow::DataTypeString(specs[i].first) + ", " + specs[i].second.DebugString() +
-           ")";
-  }
-  return out + "]";
-}
 
 struct DatasetParams {
   std::string server_address;
@@ -410,115 +355,64 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
  private:
   Status ValidateAgainstSignature() {
     const DatasetParams& params = dataset()->params();
-    std::string serialized;
+    // The requested data columns as the core's specs (the rule lives in the
+    // core: server/signature.h's CheckRequestedSpecs).
+    const size_t num_data = params.dtypes.size() - kNumInfoColumns;
+    std::vector<std::vector<int64_t>> dims(num_data);
+    std::vector<TfReverbSpec> specs(num_data);
+    for (size_t i = 0; i < num_data; ++i) {
+      const PartialTensorShape& shape = params.shapes[kNumInfoColumns + i];
+      for (int d = 0; d < shape.dims(); ++d) dims[i].push_back(shape.dim_size(d));
+      specs[i].dtype = static_cast<int32_t>(params.dtypes[kNumInfoColumns + i]);
+      specs[i].rank = shape.unknown_rank() ? -1 : shape.dims();
+      specs[i].dims = dims[i].data();
+    }
     char error[kErrorSize] = {0};
-    const int code = dataset()->api()->client_table_signature(
-        dataset()->client(), params.table.c_str(), kSignatureTimeoutMs,
-        [](void* context, const char* data, size_t size) {
-          static_cast<std::string*>(context)->assign(data, size);
-        },
-        &serialized, error, kErrorSize);
+    const int code = dataset()->api()->client_check_requested_specs(
+        dataset()->client(), params.table.c_str(), kSignatureTimeoutMs, specs.data(),
+        static_cast<int32_t>(num_data), error, kErrorSize);
     if (code == kCodeDeadlineExceeded) {
       LOG(WARNING) << "Could not fetch the signature of table '" << params.table << "' from "
                    << params.server_address << " in time; samples are validated as they arrive.";
       return Status();
     }
-    TF_RETURN_IF_ERROR(CoreStatus(code, error));
-    if (serialized.empty()) return Status();
-    tensorflow::StructuredValue signature;
-    FlatSpecs flat;
-    if (!signature.ParseFromString(serialized) || !FlattenSignature(signature, &flat)) {
-      LOG(WARNING) << "Table '" << params.table << "' has a signature this op cannot read; "
-                   << "samples are validated as they arrive.";
+    if (code == kCodeUnimplemented) {
+      LOG(WARNING) << error << " Samples are validated as they arrive.";
       return Status();
     }
-    FlatSpecs requested;
-    for (size_t i = kNumInfoColumns; i < params.dtypes.size(); ++i) {
-      requested.emplace_back(params.dtypes[i], params.shapes[i]);
-    }
-    if (requested.size() != flat.size()) {
-      return tensorflow::errors::InvalidArgument(
-          "Inconsistent number of tensors requested from table '", params.table, "'.  Requested ",
-          requested.size(), " tensors, but table signature shows ", flat.size(),
-          " tensors.\nTable signature: ", FlatSpecsString(flat));
-    }
-    for (size_t i = 0; i < flat.size(); ++i) {
-      if (requested[i].first != flat[i].first ||
-          !requested[i].second.IsCompatibleWith(flat[i].second)) {
-        return tensorflow::errors::InvalidArgument(
-            "Requested incompatible tensor at flattened index ", i, " from table '", params.table,
-            "'.  Requested (dtype, shape): ", SpecString(requested[i].first, requested[i].second),
-            ".  Signature (dtype, shape): ", SpecString(flat[i].first, flat[i].second),
-            ".\nTable signature: ", FlatSpecsString(flat));
-      }
-    }
-    return Status();
+    return CoreStatus(code, error);
   }
 
-  // Fused batches are assembled by kAssemblyThreads background threads, each
-  // decoding `batch_size` items straight into [batch_size, ...] tensors, and
-  // up to kPrefetchBatches finished batches wait for GetNext. Each thread
-  // claims its batch's samples up front (so with max_samples only the batch
-  // claimed last is partial), and batches are handed out in claim order
-  // whichever thread finishes first, so that partial batch comes last; it is
-  // emitted (sliced) unless drop_remainder.
+  // Fused batches are assembled by the core's BatchAssembler
+  // (server/client/batch_assembler.h): kAssemblyThreads threads each decode
+  // `batch_size` items straight into [batch_size, ...] tensors, up to
+  // kPrefetchBatches batches ahead of GetNext, handed out in claim order so
+  // that with max_samples the one partial batch comes last; it is emitted
+  // (sliced) unless drop_remainder.
   static constexpr int kAssemblyThreads = 2;
   static constexpr int kPrefetchBatches = 2;
+  using Assembler = BatchAssembler<std::vector<Tensor>, Status>;
 
   void StartAssembly(IteratorContext* ctx) {
     allocator_ = ctx->allocator({});
-    tensorflow::mutex_lock lock(batch_mu_);
-    budget_ = dataset()->params().options.max_samples;
-    ready_.clear();
-    next_claim_ = next_out_ = 0;
-    running_ = kAssemblyThreads;
-    for (int i = 0; i < kAssemblyThreads; ++i) {
-      threads_.emplace_back([this] { RunAssembly(); });
-    }
+    assembler_ = std::make_unique<Assembler>(
+        dataset()->params().batch_size, dataset()->params().options.max_samples, kAssemblyThreads,
+        kPrefetchBatches,
+        [this](int64_t rows, std::vector<Tensor>* out, bool* ended) {
+          return AssembleBatch(rows, out, ended);
+        },
+        [](const std::vector<Tensor>& batch) { return batch.empty(); });
   }
 
   void StopAssembly() {
-    {
-      tensorflow::mutex_lock lock(batch_mu_);
-      stopping_ = true;
-      batch_cv_.notify_all();
+    auto close = [this] {
+      if (sampler_ != nullptr) dataset()->api()->sampler_close(sampler_);
+    };
+    if (assembler_ != nullptr) {
+      assembler_->Stop(close);
+    } else {
+      close();
     }
-    if (sampler_ != nullptr) dataset()->api()->sampler_close(sampler_);
-    for (std::thread& thread : threads_) thread.join();
-    threads_.clear();
-  }
-
-  void RunAssembly() {
-    const int64_t batch = dataset()->params().batch_size;
-    while (true) {
-      int64_t claimed = 0;
-      int64_t sequence = 0;
-      {
-        tensorflow::mutex_lock lock(batch_mu_);
-        while (!stopping_ && !ended_ &&
-               static_cast<int64_t>(ready_.size()) + assembling_ >= kPrefetchBatches) {
-          batch_cv_.wait(lock);
-        }
-        claimed = budget_ < 0 ? batch : std::min(batch, budget_);
-        if (stopping_ || ended_ || claimed == 0) break;
-        if (budget_ >= 0) budget_ -= claimed;
-        sequence = next_claim_++;
-        ++assembling_;
-      }
-      std::vector<Tensor> tensors;
-      bool ended = false;
-      Status status = AssembleBatch(claimed, &tensors, &ended);
-      tensorflow::mutex_lock lock(batch_mu_);
-      --assembling_;
-      ready_[sequence] = std::move(tensors);  // empty: nothing to hand out
-      if (!status.ok() && batch_status_.ok()) batch_status_ = status;
-      if (!status.ok() || ended) ended_ = true;
-      batch_cv_.notify_all();
-      if (ended_) break;
-    }
-    tensorflow::mutex_lock lock(batch_mu_);
-    --running_;
-    batch_cv_.notify_all();
   }
 
   // Decodes up to `rows_wanted` items into one batch (empty when none came
@@ -559,25 +453,9 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
   }
 
   Status GetNextBatch(std::vector<Tensor>* out, bool* end_of_sequence) {
-    tensorflow::mutex_lock lock(batch_mu_);
     *end_of_sequence = false;
-    while (true) {
-      // The next batch in claim order; every claimed batch is put into
-      // ready_ (perhaps empty) before its thread can end.
-      auto next = ready_.find(next_out_);
-      if (next != ready_.end()) {
-        std::vector<Tensor> batch = std::move(next->second);
-        ready_.erase(next);
-        ++next_out_;
-        batch_cv_.notify_all();
-        if (batch.empty()) continue;
-        *out = std::move(batch);
-        return Status();
-      }
-      if (running_ == 0 && next_out_ >= next_claim_) break;
-      batch_cv_.wait(lock);
-    }
-    TF_RETURN_IF_ERROR(batch_status_);
+    if (assembler_->Next(out)) return Status();
+    TF_RETURN_IF_ERROR(assembler_->status());
     *end_of_sequence = true;
     return Status();
   }
@@ -635,20 +513,7 @@ class ReverbDatasetIterator : public tensorflow::data::DatasetIterator<ReverbDat
 
   // Fused batches (batch_size > 0).
   tensorflow::Allocator* allocator_ = nullptr;
-  std::vector<std::thread> threads_;
-  tensorflow::mutex batch_mu_;
-  tensorflow::condition_variable batch_cv_;
-  // Assembled batches by claim sequence number (empty: none to hand out).
-  std::map<int64_t, std::vector<Tensor>> ready_ TF_GUARDED_BY(batch_mu_);
-  int64_t next_claim_ TF_GUARDED_BY(batch_mu_) = 0;  // sequence of the next claim
-  int64_t next_out_ TF_GUARDED_BY(batch_mu_) = 0;    // sequence GetNext hands out next
-  Status batch_status_ TF_GUARDED_BY(batch_mu_);
-  bool stopping_ TF_GUARDED_BY(batch_mu_) = false;
-  bool ended_ TF_GUARDED_BY(batch_mu_) = false;
-  int64_t assembling_ TF_GUARDED_BY(batch_mu_) = 0;
-  int64_t running_ TF_GUARDED_BY(batch_mu_) = 0;
-  // Samples not yet claimed by a batch; -1: unlimited.
-  int64_t budget_ TF_GUARDED_BY(batch_mu_) = -1;
+  std::unique_ptr<Assembler> assembler_;
 
   // Timestep dataset: the current sample and the next row to hand out.
   tensorflow::mutex mu_;

@@ -1,4 +1,4 @@
-#include "server/service/insert_stream.h"
+#include "server/service/server_insert_stream.h"
 
 #include <cstdint>
 #include <memory>
@@ -29,10 +29,10 @@ using ::tf_reverb::testing::MinSize;
 using ::tf_reverb::testing::QueueLimiter;
 using ::tf_reverb::testing::Uniform;
 
-class InsertStreamTest : public ::testing::Test {
+class ServerInsertStreamTest : public ::testing::Test {
  protected:
-  explicit InsertStreamTest(std::shared_ptr<Table> table = MakeTable(Uniform(), Uniform(), 100, 0,
-                                                                     MinSize(1)))
+  explicit ServerInsertStreamTest(std::shared_ptr<Table> table = MakeTable(Uniform(), Uniform(),
+                                                                           100, 0, MinSize(1)))
       : table_(std::move(table)),
         handler_([this](const std::string& name) -> absl::StatusOr<std::shared_ptr<Table>> {
           if (name == table_->name()) return table_;
@@ -60,13 +60,13 @@ class InsertStreamTest : public ::testing::Test {
   }
 
   std::shared_ptr<Table> table_;
-  InsertStreamHandler handler_;
+  ServerInsertStream handler_;
   std::vector<uint64_t> confirmed_;
   std::vector<uint64_t> flushed_;
   bool flush_result_ = true;
 };
 
-TEST_F(InsertStreamTest, InsertsItemsAndKeepsOnlyTheNamedChunks) {
+TEST_F(ServerInsertStreamTest, InsertsItemsAndKeepsOnlyTheNamedChunks) {
   auto a = MakeChunk(1, 1, 2);
   auto b = MakeChunk(2, 1, 2);
   InsertStreamRequest first = Request(10, {a});
@@ -86,7 +86,7 @@ TEST_F(InsertStreamTest, InsertsItemsAndKeepsOnlyTheNamedChunks) {
   EXPECT_EQ(table_->size(), 2);
 }
 
-TEST_F(InsertStreamTest, ItemOverAChunkTheStreamDoesNotHoldIsInvalidArgument) {
+TEST_F(ServerInsertStreamTest, ItemOverAChunkTheStreamDoesNotHoldIsInvalidArgument) {
   ASSERT_TRUE(Handle(Request(10, {MakeChunk(1, 1)})).ok());  // chunk 1 not kept
   absl::Status status = Handle(Request(11, {MakeChunk(1, 1)}, /*send_chunks=*/false));
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
@@ -95,7 +95,7 @@ TEST_F(InsertStreamTest, ItemOverAChunkTheStreamDoesNotHoldIsInvalidArgument) {
   EXPECT_EQ(table_->size(), 1);
 }
 
-TEST_F(InsertStreamTest, CorruptChunkRejectsTheWholeRequestAndKeepsEarlierItems) {
+TEST_F(ServerInsertStreamTest, CorruptChunkRejectsTheWholeRequestAndKeepsEarlierItems) {
   ASSERT_TRUE(Handle(Request(10, {MakeChunk(1, 1)})).ok());
   ChunkData corrupt = *MakeChunk(2, 1, 4);
   corrupt.mutable_data()->mutable_tensors(0)->mutable_tensor_shape()->mutable_dim(0)->set_size(
@@ -109,7 +109,7 @@ TEST_F(InsertStreamTest, CorruptChunkRejectsTheWholeRequestAndKeepsEarlierItems)
   EXPECT_THAT(confirmed_, ElementsAre(10));
 }
 
-TEST_F(InsertStreamTest, SlicePastTheChunksRowsIsInvalidArgument) {
+TEST_F(ServerInsertStreamTest, SlicePastTheChunksRowsIsInvalidArgument) {
   auto chunk = MakeChunk(1, 1, 2);
   InsertStreamRequest request = Request(10, {chunk});
   request.mutable_items(0)
@@ -123,7 +123,7 @@ TEST_F(InsertStreamTest, SlicePastTheChunksRowsIsInvalidArgument) {
   EXPECT_EQ(table_->size(), 0);
 }
 
-TEST_F(InsertStreamTest, OtherClientMistakesGetActionableStatuses) {
+TEST_F(ServerInsertStreamTest, OtherClientMistakesGetActionableStatuses) {
   EXPECT_EQ(Handle(InsertStreamRequest()).code(), absl::StatusCode::kInvalidArgument);
   InsertStreamRequest unknown_table = Request(10, {MakeChunk(1, 1)});
   unknown_table.mutable_items(0)->set_table("nope");
@@ -135,13 +135,14 @@ TEST_F(InsertStreamTest, OtherClientMistakesGetActionableStatuses) {
   EXPECT_EQ(table_->size(), 1);  // item 11 went in before the keep check
 }
 
-class BlockingInsertStreamTest : public InsertStreamTest {
+class BlockingServerInsertStreamTest : public ServerInsertStreamTest {
  protected:
-  BlockingInsertStreamTest()
-      : InsertStreamTest(MakeTable(Uniform(), Uniform(), 100, 0, QueueLimiter(1))) {}
+  BlockingServerInsertStreamTest()
+      : ServerInsertStreamTest(MakeTable(Uniform(), Uniform(), 100, 0, QueueLimiter(1))) {}
 };
 
-TEST_F(BlockingInsertStreamTest, ConfirmsEarlierItemsBeforeBlockingAndStopsWhenTheClientLeft) {
+TEST_F(BlockingServerInsertStreamTest,
+       ConfirmsEarlierItemsBeforeBlockingAndStopsWhenTheClientLeft) {
   InsertStreamRequest request = Request(10, {MakeChunk(1, 1)});
   InsertStreamRequest second = Request(11, {MakeChunk(2, 1)});
   *request.add_items() = second.items(0);

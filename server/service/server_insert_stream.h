@@ -1,4 +1,4 @@
-// InsertStreamHandler: the server side of one InsertStream
+// ServerInsertStream: the server side of one InsertStream
 // (docs/architecture/wire-protocol.md), without the transport: the service feeds it parsed
 // requests and writes the confirmations it returns; the fuzzer
 // (server/fuzz/) drives the same code directly.
@@ -23,8 +23,8 @@
 //    NOT_FOUND for an unknown table; FAILED_PRECONDITION when keep_chunk_keys
 //    names chunks the stream does not hold; the table's DEADLINE_EXCEEDED /
 //    CANCELLED as they are.
-#ifndef TF_REVERB_SERVER_SERVICE_INSERT_STREAM_H_
-#define TF_REVERB_SERVER_SERVICE_INSERT_STREAM_H_
+#ifndef TF_REVERB_SERVER_SERVICE_SERVER_INSERT_STREAM_H_
+#define TF_REVERB_SERVER_SERVICE_SERVER_INSERT_STREAM_H_
 
 #include <cstdint>
 #include <cstdlib>
@@ -44,7 +44,7 @@
 
 namespace tf_reverb {
 
-class InsertStreamHandler {
+class ServerInsertStream {
  public:
   using TableLookup =
       std::function<absl::StatusOr<std::shared_ptr<Table>>(const std::string& name)>;
@@ -57,7 +57,7 @@ class InsertStreamHandler {
     kBlocked,  // the next item's table refused it for now (its waker is set)
   };
 
-  explicit InsertStreamHandler(TableLookup tables);
+  explicit ServerInsertStream(TableLookup tables);
 
   // Starts handling `request`: validates and stores its chunks. The previous
   // request must be done (Continue returned kDone).
@@ -103,4 +103,4 @@ class InsertStreamHandler {
 
 }  // namespace tf_reverb
 
-#endif  // TF_REVERB_SERVER_SERVICE_INSERT_STREAM_H_
+#endif  // TF_REVERB_SERVER_SERVICE_SERVER_INSERT_STREAM_H_

@@ -1,4 +1,4 @@
-// InsertStreamCodecs: the writer's side of chunk codec negotiation on ONE
+// WriterChunkCodecs: the writer's side of chunk codec negotiation on ONE
 // InsertStream (chunk_codec.h). The server says in its initial metadata
 // whether it decodes zstd; Reverb's servers say nothing and must only ever
 // receive Snappy chunks.
@@ -16,8 +16,8 @@
 //    announcement arrived it waits up to `wait` for it, then transcodes.
 //  * Errors: PrepareRequest returns DATA_LOSS/INTERNAL when a chunk cannot be
 //    transcoded (a corrupt chunk of our own making).
-#ifndef TF_REVERB_SERVER_WRITER_INSERT_STREAM_CODECS_H_
-#define TF_REVERB_SERVER_WRITER_INSERT_STREAM_CODECS_H_
+#ifndef TF_REVERB_SERVER_WRITER_WRITER_CHUNK_CODECS_H_
+#define TF_REVERB_SERVER_WRITER_WRITER_CHUNK_CODECS_H_
 
 #include <atomic>
 
@@ -31,7 +31,7 @@
 
 namespace tf_reverb {
 
-class InsertStreamCodecs {
+class WriterChunkCodecs {
  public:
   using Stream = grpc::ClientReaderWriter<deepmind::reverb::InsertStreamRequest,
                                           deepmind::reverb::InsertStreamResponse>;
@@ -54,4 +54,4 @@ class InsertStreamCodecs {
 
 }  // namespace tf_reverb
 
-#endif  // TF_REVERB_SERVER_WRITER_INSERT_STREAM_CODECS_H_
+#endif  // TF_REVERB_SERVER_WRITER_WRITER_CHUNK_CODECS_H_

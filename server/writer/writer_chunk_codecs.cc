@@ -1,11 +1,11 @@
-#include "server/writer/insert_stream_codecs.h"
+#include "server/writer/writer_chunk_codecs.h"
 
 #include "absl/strings/string_view.h"
 
 namespace tf_reverb {
 
-CodecPolicy InsertStreamCodecs::ReadAnnouncement(Stream* stream,
-                                                 const grpc::ClientContext& context) {
+CodecPolicy WriterChunkCodecs::ReadAnnouncement(Stream* stream,
+                                                const grpc::ClientContext& context) {
   stream->WaitForInitialMetadata();
   bool zstd = false;
   if (ZstdEnabledByEnvironment()) {
@@ -19,8 +19,8 @@ CodecPolicy InsertStreamCodecs::ReadAnnouncement(Stream* stream,
   return zstd ? CodecPolicyFromEnvironment() : CodecPolicy::kSnappy;
 }
 
-absl::Status InsertStreamCodecs::PrepareRequest(deepmind::reverb::InsertStreamRequest* request,
-                                                absl::Duration wait) {
+absl::Status WriterChunkCodecs::PrepareRequest(deepmind::reverb::InsertStreamRequest* request,
+                                               absl::Duration wait) {
   if (takes_zstd_.load()) return absl::OkStatus();
   bool any_zstd = false;
   for (const auto& chunk : request->chunks()) any_zstd |= chunk.compression() != kSnappy;

@@ -1,4 +1,4 @@
-#include "server/service/insert_stream.h"
+#include "server/service/server_insert_stream.h"
 
 #include <utility>
 
@@ -12,9 +12,9 @@
 
 namespace tf_reverb {
 
-InsertStreamHandler::InsertStreamHandler(TableLookup tables) : tables_(std::move(tables)) {}
+ServerInsertStream::ServerInsertStream(TableLookup tables) : tables_(std::move(tables)) {}
 
-absl::StatusOr<TableItem> InsertStreamHandler::MakeItem(
+absl::StatusOr<TableItem> ServerInsertStream::MakeItem(
     deepmind::reverb::PrioritizedItem* item) const {
   TableItem table_item;
   for (uint64_t key : UniqueChunkKeys(item->flat_trajectory())) {
@@ -30,7 +30,7 @@ absl::StatusOr<TableItem> InsertStreamHandler::MakeItem(
   return table_item;
 }
 
-absl::Status InsertStreamHandler::Start(deepmind::reverb::InsertStreamRequest request) {
+absl::Status ServerInsertStream::Start(deepmind::reverb::InsertStreamRequest request) {
   if (active_) {
     return absl::FailedPreconditionError("The previous InsertStreamRequest is not done.");
   }
@@ -54,7 +54,7 @@ absl::Status InsertStreamHandler::Start(deepmind::reverb::InsertStreamRequest re
   return absl::OkStatus();
 }
 
-absl::StatusOr<InsertStreamHandler::Progress> InsertStreamHandler::Continue(
+absl::StatusOr<ServerInsertStream::Progress> ServerInsertStream::Continue(
     std::vector<uint64_t>* confirmed, const std::shared_ptr<Table::Waker>& wake) {
   absl::StatusOr<Progress> progress = ContinueRequest(confirmed, wake);
   if (!progress.ok()) {  // an error ends the request
@@ -65,7 +65,7 @@ absl::StatusOr<InsertStreamHandler::Progress> InsertStreamHandler::Continue(
   return progress;
 }
 
-absl::StatusOr<InsertStreamHandler::Progress> InsertStreamHandler::ContinueRequest(
+absl::StatusOr<ServerInsertStream::Progress> ServerInsertStream::ContinueRequest(
     std::vector<uint64_t>* confirmed, const std::shared_ptr<Table::Waker>& wake) {
   if (!active_) return Progress::kDone;
   // A request of chunks only leaves the stream's chunks as they are.
@@ -98,7 +98,7 @@ absl::StatusOr<InsertStreamHandler::Progress> InsertStreamHandler::ContinueReque
   return Progress::kDone;
 }
 
-absl::Status InsertStreamHandler::KeepChunks() {
+absl::Status ServerInsertStream::KeepChunks() {
   absl::flat_hash_set<uint64_t> keep(request_.keep_chunk_keys().begin(),
                                      request_.keep_chunk_keys().end());
   absl::erase_if(chunks_, [&keep](const auto& entry) { return !keep.contains(entry.first); });
@@ -110,9 +110,9 @@ absl::Status InsertStreamHandler::KeepChunks() {
   return absl::OkStatus();
 }
 
-absl::Status InsertStreamHandler::Handle(deepmind::reverb::InsertStreamRequest request,
-                                         std::vector<uint64_t>* confirmed, const Flush& flush,
-                                         const std::function<bool()>& cancelled) {
+absl::Status ServerInsertStream::Handle(deepmind::reverb::InsertStreamRequest request,
+                                        std::vector<uint64_t>* confirmed, const Flush& flush,
+                                        const std::function<bool()>& cancelled) {
   if (absl::Status s = Start(std::move(request)); !s.ok()) return s;
   auto woken = std::make_shared<absl::Notification>();
   while (true) {
