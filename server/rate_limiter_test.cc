@@ -12,20 +12,16 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "schema.pb.h"
+#include "server/testing/table_testing.h"
 
 namespace tf_reverb {
 namespace {
 
 using ::testing::HasSubstr;
 
-RateLimiter MustCreate(double spi, int64_t min_size, double min_diff, double max_diff) {
-  absl::StatusOr<RateLimiter> limiter = RateLimiter::Create(spi, min_size, min_diff, max_diff);
-  EXPECT_TRUE(limiter.ok()) << limiter.status();
-  return *std::move(limiter);
-}
-
-RateLimiter MinSize(int64_t k) { return MustCreate(1.0, k, -DBL_MAX, DBL_MAX); }
-RateLimiter Queue(int64_t n) { return MustCreate(1.0, 1, 0.0, n); }
+using ::tf_reverb::testing::Limiter;
+using ::tf_reverb::testing::MinSize;
+using ::tf_reverb::testing::QueueLimiter;
 
 TEST(RateLimiterTest, CreateValidates) {
   auto limiter = RateLimiter::Create(-1, 1, 0, 1);
@@ -67,7 +63,7 @@ TEST(RateLimiterTest, NonPositiveCountsAreRefused) {
   constexpr int64_t kHuge = std::numeric_limits<int64_t>::max();
   EXPECT_TRUE(limiter.CanInsert(kHuge));  // MinSize: max_diff = DBL_MAX.
   EXPECT_TRUE(limiter.CanSample(kHuge));  // MinSize: min_diff = -DBL_MAX.
-  RateLimiter queue = Queue(2);
+  RateLimiter queue = QueueLimiter(2);
   queue.RecordInsert();
   EXPECT_FALSE(queue.CanInsert(kHuge));
   EXPECT_FALSE(queue.CanSample(kHuge));
@@ -103,7 +99,7 @@ TEST(RateLimiterTest, MinSizeNeverBlocksInsertsAndGatesSamplesOnSize) {
 
 TEST(RateLimiterTest, QueueAllowsSampleIffUnsampledAndInsertIffNotFull) {
   constexpr int64_t kN = 2;
-  RateLimiter limiter = Queue(kN);
+  RateLimiter limiter = QueueLimiter(kN);
   // Table.queue: Fifo, max_times_sampled = 1 -> every sample deletes.
   int64_t queued = 0;
   auto try_insert = [&] {
@@ -151,7 +147,7 @@ TEST(RateLimiterTest, QueueAllowsSampleIffUnsampledAndInsertIffNotFull) {
 
 TEST(RateLimiterTest, SampleToInsertRatioWorkedExample) {
   // SampleToInsertRatio(1.0, 1, 2.0): min_diff = -1, max_diff = 3.
-  RateLimiter limiter = MustCreate(1.0, 1, -1.0, 3.0);
+  RateLimiter limiter = Limiter(1.0, 1, -1.0, 3.0);
   EXPECT_FALSE(limiter.CanSample(1));
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(limiter.CanInsert(1)) << "insert " << i;
@@ -183,7 +179,7 @@ TEST(RateLimiterTest, SampleToInsertRatioWorkedExample) {
 
 TEST(RateLimiterTest, SampleBatchesUseTheCursor) {
   // SampleToInsertRatio(2.0, 2, 3.0): min_diff = 1, max_diff = 7.
-  RateLimiter limiter = MustCreate(2.0, 2, 1.0, 7.0);
+  RateLimiter limiter = Limiter(2.0, 2, 1.0, 7.0);
   limiter.RecordInsert();
   EXPECT_FALSE(limiter.CanSample(1));  // size 1 < 2.
   limiter.RecordInsert();
@@ -196,7 +192,7 @@ TEST(RateLimiterTest, SampleBatchesUseTheCursor) {
 }
 
 TEST(RateLimiterTest, DeletesOnlyAffectTheSizeTest) {
-  RateLimiter limiter = MustCreate(1.0, 2, -1.0, 3.0);
+  RateLimiter limiter = Limiter(1.0, 2, -1.0, 3.0);
   for (int i = 0; i < 3; ++i) limiter.RecordInsert();
   EXPECT_FALSE(limiter.CanInsert(1));
   // Deleting items shrinks the size below min_size_to_sample: inserts are
@@ -209,7 +205,7 @@ TEST(RateLimiterTest, DeletesOnlyAffectTheSizeTest) {
 }
 
 TEST(RateLimiterTest, ResetZeroesCountersAndKeepsParameters) {
-  RateLimiter limiter = MustCreate(1.5, 2, -4.0, 6.0);
+  RateLimiter limiter = Limiter(1.5, 2, -4.0, 6.0);
   limiter.RecordInsert();
   limiter.RecordInsert();
   limiter.RecordSample();
@@ -226,7 +222,7 @@ TEST(RateLimiterTest, ResetZeroesCountersAndKeepsParameters) {
 }
 
 TEST(RateLimiterTest, Info) {
-  RateLimiter limiter = MustCreate(1.5, 2, -4.0, 6.0);
+  RateLimiter limiter = Limiter(1.5, 2, -4.0, 6.0);
   limiter.RecordInsert();
   limiter.RecordInsert();
   limiter.RecordInsert();
@@ -242,7 +238,7 @@ TEST(RateLimiterTest, Info) {
 }
 
 TEST(RateLimiterTest, CheckpointRoundTrip) {
-  RateLimiter limiter = MustCreate(0.5, 3, -2.0, 9.0);
+  RateLimiter limiter = Limiter(0.5, 3, -2.0, 9.0);
   for (int i = 0; i < 7; ++i) limiter.RecordInsert();
   for (int i = 0; i < 2; ++i) limiter.RecordSample();
   limiter.RecordDelete();
@@ -289,7 +285,7 @@ TEST(RateLimiterTest, DebugStringUsesReverbFormat) {
   EXPECT_EQ(MinSize(1).DebugString(),
             "RateLimiter(samples_per_insert=1, min_diff_=-1.79769e+308, "
             "max_diff=1.79769e+308, min_size_to_sample=1)");
-  EXPECT_EQ(MustCreate(2.5, 10, 1, 7).DebugString(),
+  EXPECT_EQ(Limiter(2.5, 10, 1, 7).DebugString(),
             "RateLimiter(samples_per_insert=2.5, min_diff_=1, max_diff=7, "
             "min_size_to_sample=10)");
 }

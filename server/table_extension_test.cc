@@ -6,12 +6,10 @@
 #include <utility>
 #include <vector>
 
-#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "schema.pb.h"
-#include "server/selectors/selector.h"
 #include "server/table.h"
 #include "server/testing/table_testing.h"
 
@@ -41,24 +39,10 @@ class RecordingExtension : public TableExtension {
   }
 };
 
-std::shared_ptr<Table> TableWith(std::shared_ptr<TableExtension> extension, int64_t max_size,
-                                 int32_t max_times_sampled) {
-  absl::StatusOr<std::shared_ptr<Table>> table =
-      Table::Create(Table::Config{"t",
-                                  CreateSelector(Fifo()).value(),
-                                  CreateSelector(Fifo()).value(),
-                                  max_size,
-                                  max_times_sampled,
-                                  MinSize(1),
-                                  "",
-                                  {std::move(extension)}});
-  EXPECT_TRUE(table.ok()) << table.status();
-  return *table;
-}
-
 TEST(TableExtensionTest, HooksSeeEveryChangeInOrder) {
   auto extension = std::make_shared<RecordingExtension>();
-  auto table = TableWith(extension, /*max_size=*/2, /*max_times_sampled=*/2);
+  auto table = MakeTable(Fifo(), Fifo(), /*max_size=*/2, /*max_times_sampled=*/2, MinSize(1), "t",
+                         {extension});
   ASSERT_TRUE(Insert(*table, 1, 1.0).ok());
   ASSERT_TRUE(Insert(*table, 2, 2.0).ok());
   ASSERT_TRUE(Insert(*table, 2, 5.0).ok());  // existing key: an update
@@ -75,19 +59,10 @@ TEST(TableExtensionTest, HooksSeeEveryChangeInOrder) {
 
 TEST(TableExtensionTest, RejectedPriorityCallsNoHook) {
   auto extension = std::make_shared<RecordingExtension>();
-  absl::StatusOr<std::shared_ptr<Table>> table =
-      Table::Create(Table::Config{"t",
-                                  CreateSelector(Prioritized(1.0)).value(),
-                                  CreateSelector(Fifo()).value(),
-                                  10,
-                                  0,
-                                  MinSize(1),
-                                  "",
-                                  {extension}});
-  ASSERT_TRUE(table.ok());
-  ASSERT_TRUE(Insert(**table, 1, 1.0).ok());
-  EXPECT_FALSE(Insert(**table, 2, -1.0).ok());
-  EXPECT_FALSE((*table)
+  auto table = MakeTable(Prioritized(1.0), Fifo(), 10, 0, MinSize(1), "t", {extension});
+  ASSERT_TRUE(Insert(*table, 1, 1.0).ok());
+  EXPECT_FALSE(Insert(*table, 2, -1.0).ok());
+  EXPECT_FALSE(table
                    ->MutateItems({[] {
                                    KeyWithPriority update;
                                    update.set_key(1);

@@ -9,7 +9,6 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "server/selectors/selector.h"
 #include "server/table.h"
 #include "server/table_extension.h"
 #include "server/table_item.h"
@@ -20,25 +19,10 @@ namespace {
 
 using namespace ::tf_reverb::testing;  // NOLINT: test builders
 
-std::shared_ptr<Table> Source(std::shared_ptr<TableExtension> extension,
-                              int32_t max_times_sampled = 0) {
-  absl::StatusOr<std::shared_ptr<Table>> table =
-      Table::Create(Table::Config{"source",
-                                  CreateSelector(Fifo()).value(),
-                                  CreateSelector(Fifo()).value(),
-                                  100,
-                                  max_times_sampled,
-                                  MinSize(1),
-                                  "",
-                                  {std::move(extension)}});
-  EXPECT_TRUE(table.ok()) << table.status();
-  return *table;
-}
-
 TEST(InsertOnSampleExtensionTest, CopiesAnItemOnItsFirstSampleOnly) {
   auto target = MakeTable(Uniform(), Fifo(), 100, 0, MinSize(1), "target");
   auto extension = std::make_shared<InsertOnSampleExtension>(target, absl::Seconds(5));
-  auto source = Source(extension);
+  auto source = MakeTable(Fifo(), Fifo(), 100, 0, MinSize(1), "source", {extension});
   ASSERT_TRUE(Insert(*source, 7, 2.5).ok());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(SampleOne(*source).ok());
   extension->WaitUntilIdle();
@@ -61,7 +45,7 @@ TEST(InsertOnSampleExtensionTest, FailedInsertsAreCountedNotLost) {
   auto target = MakeTable(Fifo(), Fifo(), 10, 1, QueueLimiter(1), "target");
   ASSERT_TRUE(Insert(*target, 100).ok());
   auto extension = std::make_shared<InsertOnSampleExtension>(target, absl::Milliseconds(50));
-  auto source = Source(extension);
+  auto source = MakeTable(Fifo(), Fifo(), 100, 0, MinSize(1), "source", {extension});
   ASSERT_TRUE(Insert(*source, 1).ok());
   ASSERT_TRUE(SampleOne(*source).ok());
   extension->WaitUntilIdle();
@@ -78,7 +62,8 @@ TEST(InsertOnSampleExtensionTest, BacklogBeyondTheLimitIsDroppedAndCounted) {
   // backlog drain): the target is released by sampling it afterwards.
   auto extension =
       std::make_shared<InsertOnSampleExtension>(target, absl::Seconds(120), /*max_pending=*/1);
-  auto source = Source(extension, /*max_times_sampled=*/1);  // FIFO over 1..5
+  auto source = MakeTable(Fifo(), Fifo(), 100, /*max_times_sampled=*/1, MinSize(1), "source",
+                          {extension});  // FIFO over 1..5
   for (uint64_t key = 1; key <= 5; ++key) ASSERT_TRUE(Insert(*source, key).ok());
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(SampleOne(*source).ok());
   // One copy is being inserted or waits, one more may wait: 3 or 4 dropped.

@@ -1,7 +1,6 @@
 // StructuredWriter against a real server over real gRPC.
 #include "server/patterns/structured_writer.h"
 
-#include <cfloat>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -21,12 +20,11 @@
 #include "schema.pb.h"
 #include "server/client/client.h"
 #include "server/client/sample.h"
-#include "server/rate_limiter.h"
-#include "server/selectors/selector.h"
 #include "server/service/server.h"
 #include "server/table.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
+#include "server/testing/table_testing.h"
 #include "server/testing/tensor_testing.h"
 #include "tensor.pb.h"
 
@@ -40,19 +38,12 @@ constexpr absl::Duration kDeadline = absl::Seconds(120);
 using ::tf_reverb::tensor_testing::Int32Scalar;
 using ::tf_reverb::tensor_testing::Values;
 
-using ::deepmind::reverb::KeyDistributionOptions;
 using ::deepmind::reverb::StructuredWriterConfig;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-std::shared_ptr<Table> FifoTable(const std::string& name) {
-  KeyDistributionOptions fifo;
-  fifo.set_fifo(true);
-  return Table::Create(Table::Config{name, CreateSelector(fifo).value(),
-                                     CreateSelector(fifo).value(), 1000, /*max_times_sampled=*/1,
-                                     RateLimiter::Create(1.0, 1, -DBL_MAX, DBL_MAX).value(), ""})
-      .value();
-}
+using ::tf_reverb::testing::Fifo;
+using ::tf_reverb::testing::MakeTable;
+using ::tf_reverb::testing::MinSize;
 
 StructuredWriterConfig Config(const std::string& text) {
   StructuredWriterConfig config;
@@ -63,8 +54,8 @@ StructuredWriterConfig Config(const std::string& text) {
 class StructuredWriterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    window_ = FifoTable("window");
-    last_ = FifoTable("last");
+    window_ = MakeTable(Fifo(), Fifo(), 1000, /*max_times_sampled=*/1, MinSize(1), "window");
+    last_ = MakeTable(Fifo(), Fifo(), 1000, /*max_times_sampled=*/1, MinSize(1), "last");
     auto server = Server::Start({window_, last_}, 0);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);

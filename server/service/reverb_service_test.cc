@@ -27,7 +27,6 @@
 #include "grpcpp/support/sync_stream.h"
 #include "gtest/gtest.h"
 #include "reverb_service.pb.h"
-#include "server/selectors/selector.h"
 #include "server/service/server.h"
 #include "server/table.h"
 #include "server/table_extension.h"
@@ -41,6 +40,7 @@ using ::deepmind::reverb::InsertStreamResponse;
 using ::testing::HasSubstr;
 using ::tf_reverb::testing::MakeChunk;
 using ::tf_reverb::testing::MakeItem;
+using ::tf_reverb::testing::MakeTable;
 using ::tf_reverb::testing::MinSize;
 using ::tf_reverb::testing::Uniform;
 
@@ -75,17 +75,7 @@ class ReverbServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     extension_ = std::make_shared<ThrowingExtension>();
-    absl::StatusOr<std::shared_ptr<Table>> table =
-        Table::Create(Table::Config{"t",
-                                    CreateSelector(Uniform()).value(),
-                                    CreateSelector(Uniform()).value(),
-                                    100,
-                                    0,
-                                    MinSize(1),
-                                    "",
-                                    {extension_}});
-    ASSERT_TRUE(table.ok()) << table.status();
-    table_ = *table;
+    table_ = MakeTable(Uniform(), Uniform(), 100, 0, MinSize(1), "t", {extension_});
     absl::StatusOr<std::unique_ptr<Server>> server = Server::Start({table_}, 0);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);

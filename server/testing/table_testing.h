@@ -22,6 +22,7 @@
 #include "server/rate_limiter.h"
 #include "server/selectors/selector.h"
 #include "server/table.h"
+#include "server/table_extension.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
 #include "tensor.pb.h"
@@ -68,14 +69,16 @@ inline RateLimiter MinSize(int64_t k) { return Limiter(1.0, k, -DBL_MAX, DBL_MAX
 // Reverb's Queue(n): spi=1, min_size=1, min_diff=0, max_diff=n.
 inline RateLimiter QueueLimiter(int64_t n) { return Limiter(1.0, 1, 0.0, n); }
 
-inline std::shared_ptr<Table> MakeTable(const KeyDistributionOptions& sampler,
-                                        const KeyDistributionOptions& remover, int64_t max_size,
-                                        int32_t max_times_sampled, RateLimiter limiter,
-                                        std::string name = "t") {
+// A table without a signature; `extensions` see its changes
+// (Table::Config::extensions).
+inline std::shared_ptr<Table> MakeTable(
+    const KeyDistributionOptions& sampler, const KeyDistributionOptions& remover, int64_t max_size,
+    int32_t max_times_sampled, RateLimiter limiter, std::string name = "t",
+    std::vector<std::shared_ptr<TableExtension>> extensions = {}) {
   // Table::Config has no default constructor (RateLimiter has none).
-  absl::StatusOr<std::shared_ptr<Table>> table = Table::Create(
-      Table::Config{std::move(name), CreateSelector(sampler).value(),
-                    CreateSelector(remover).value(), max_size, max_times_sampled, limiter, ""});
+  absl::StatusOr<std::shared_ptr<Table>> table = Table::Create(Table::Config{
+      std::move(name), CreateSelector(sampler).value(), CreateSelector(remover).value(), max_size,
+      max_times_sampled, limiter, "", std::move(extensions)});
   EXPECT_TRUE(table.ok()) << table.status();
   return *table;
 }

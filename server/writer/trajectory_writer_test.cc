@@ -30,11 +30,12 @@
 #include "server/client/sampler.h"
 #include "server/error_kind.h"
 #include "server/rate_limiter.h"
-#include "server/selectors/selector.h"
 #include "server/service/server.h"
 #include "server/signature.h"
 #include "server/table.h"
 #include "server/tensor.h"
+#include "server/testing/server_testing.h"
+#include "server/testing/table_testing.h"
 #include "server/testing/tensor_testing.h"
 #include "server/writer/cell_ref.h"
 #include "tensor.pb.h"
@@ -47,8 +48,12 @@ using ::tf_reverb::tensor_testing::Int32Row;
 using ::tf_reverb::tensor_testing::Values;
 
 namespace tfp = ::tf_reverb::tf;
-using ::deepmind::reverb::KeyDistributionOptions;
 using ::testing::HasSubstr;
+using ::tf_reverb::testing::Fifo;
+using ::tf_reverb::testing::Limiter;
+using ::tf_reverb::testing::MinSize;
+using ::tf_reverb::testing::ServedTable;
+using ::tf_reverb::testing::StartServer;
 
 // Deadline of calls and waits that must succeed: only a hung test reaches
 // it, however loaded the machine.
@@ -62,27 +67,18 @@ bool Eventually(Predicate done) {
   return done();
 }
 
-KeyDistributionOptions Fifo() {
-  KeyDistributionOptions o;
-  o.set_fifo(true);
-  return o;
-}
-
-// Inserts always allowed (MinSize(1)).
-RateLimiter MinSize1() { return RateLimiter::Create(1.0, 1, -DBL_MAX, DBL_MAX).value(); }
 // After the first insert, each insert needs a sample first.
-RateLimiter OneInsertPerSample() { return RateLimiter::Create(1.0, 1, -DBL_MAX, 1.0).value(); }
+RateLimiter OneInsertPerSample() { return Limiter(1.0, 1, -DBL_MAX, 1.0); }
 
-std::shared_ptr<Table> MakeTable(const std::string& name, RateLimiter limiter = MinSize1()) {
-  return Table::Create(Table::Config{name, CreateSelector(Fifo()).value(),
-                                     CreateSelector(Fifo()).value(), 1000, 0, limiter, ""})
-      .value();
-}
-
-std::unique_ptr<Server> StartServer(std::vector<std::shared_ptr<Table>> tables, int port = 0) {
-  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(std::move(tables), port);
-  EXPECT_TRUE(server.ok()) << server.status();
-  return server.ok() ? *std::move(server) : nullptr;
+// Stops `server` and starts one of `tables` on its port in its place (null,
+// and a failed EXPECT, if that does not start).
+void RestartServer(std::unique_ptr<Server>& server, std::vector<std::shared_ptr<Table>> tables) {
+  const int port = server->port();
+  server->Stop();
+  server.reset();
+  absl::StatusOr<std::unique_ptr<Server>> restarted = Server::Start(std::move(tables), port);
+  EXPECT_TRUE(restarted.ok()) << restarted.status();
+  if (restarted.ok()) server = *std::move(restarted);
 }
 
 std::shared_ptr<grpc::Channel> ChannelTo(int port) {
@@ -132,7 +128,7 @@ std::vector<Sample> SampleN(int port, const std::string& table, int n) {
 }
 
 TEST(TrajectoryWriterTest, ItemsOverHistorySlicesArriveIntact) {
-  auto server = StartServer({MakeTable("t")});
+  auto server = StartServer({ServedTable("t", Fifo())});
   auto writer = NewWriter(server->port());
   std::vector<TrajectoryWriter::StepRefs> steps;
   for (int i = 0; i < 4; ++i) steps.push_back(AppendStep(*writer, i));
@@ -169,10 +165,7 @@ Tensor LargeRow(int i) {
 
 TEST(TrajectoryWriterTest, LargeChunksEncodedInTheBackgroundArriveIntact) {
   // Every item is sampled once, in insertion order.
-  auto server = StartServer(
-      {Table::Create(Table::Config{"t", CreateSelector(Fifo()).value(),
-                                   CreateSelector(Fifo()).value(), 1000, 1, MinSize1(), ""})
-           .value()});
+  auto server = StartServer({ServedTable("t", Fifo(), MinSize(1), /*max_times_sampled=*/1)});
   auto writer = NewWriter(server->port(), /*keep_alive=*/4, /*chunk_length=*/4);
   std::vector<TrajectoryWriter::StepRefs> steps;
   for (int i = 0; i < 12; ++i) {
@@ -203,7 +196,7 @@ TEST(TrajectoryWriterTest, LargeChunksEncodedInTheBackgroundArriveIntact) {
 }
 
 TEST(TrajectoryWriterTest, LargeChunksGoOutWhileTheirItemsWaitForOtherChunks) {
-  auto server = StartServer({MakeTable("t")});
+  auto server = StartServer({ServedTable("t", Fifo())});
   auto writer = NewWriter(server->port(), /*keep_alive=*/4, /*chunk_length=*/2);
   // Column 1 (scalars) is chunked 6 steps at a time, column 0 (16 KiB rows,
   // encoded in the background) 2 at a time.
@@ -236,7 +229,7 @@ TEST(TrajectoryWriterTest, LargeChunksGoOutWhileTheirItemsWaitForOtherChunks) {
 }
 
 TEST(TrajectoryWriterTest, LaterItemsReuseChunksSentEarlierOnTheStream) {
-  auto server = StartServer({MakeTable("t"), MakeTable("u")});
+  auto server = StartServer({ServedTable("t", Fifo()), ServedTable("u", Fifo())});
   auto writer = NewWriter(server->port(), /*keep_alive=*/6, /*chunk_length=*/2);
   std::vector<TrajectoryWriter::StepRefs> steps;
   for (int i = 0; i < 2; ++i) steps.push_back(AppendStep(*writer, i));
@@ -258,7 +251,7 @@ TEST(TrajectoryWriterTest, LaterItemsReuseChunksSentEarlierOnTheStream) {
 }
 
 TEST(TrajectoryWriterTest, ItemsWaitForTheirChunksUnlessFlushed) {
-  auto server = StartServer({MakeTable("t")});
+  auto server = StartServer({ServedTable("t", Fifo())});
   auto writer = NewWriter(server->port(), 4, 4);
   auto step = AppendStep(*writer, 0);
   ASSERT_TRUE(writer->CreateItem("t", 1, {Column({Ref(step, 1)})}).ok());
@@ -273,7 +266,7 @@ TEST(TrajectoryWriterTest, ItemsWaitForTheirChunksUnlessFlushed) {
 }
 
 TEST(TrajectoryWriterTest, ReadyItemsAreSentWithoutFlushInSharedRequests) {
-  auto server = StartServer({MakeTable("t")});
+  auto server = StartServer({ServedTable("t", Fifo())});
   auto writer = NewWriter(server->port(), /*keep_alive=*/1, /*chunk_length=*/1);
   constexpr int kItems = 200;
   const absl::Time start = absl::Now();
@@ -302,7 +295,7 @@ TEST(TrajectoryWriterTest, ReadyItemsAreSentWithoutFlushInSharedRequests) {
 }
 
 TEST(TrajectoryWriterTest, CreateItemValidation) {
-  auto server = StartServer({MakeTable("t")});
+  auto server = StartServer({ServedTable("t", Fifo())});
   auto writer = NewWriter(server->port(), /*keep_alive=*/1, /*chunk_length=*/1);
   auto first = AppendStep(*writer, 0);
   auto second = AppendStep(*writer, 1);
@@ -323,7 +316,7 @@ TEST(TrajectoryWriterTest, CreateItemValidation) {
 }
 
 TEST(TrajectoryWriterTest, SignatureValidation) {
-  auto server = StartServer({MakeTable("t"), MakeTable("free")});
+  auto server = StartServer({ServedTable("t", Fifo()), ServedTable("free", Fifo())});
   TrajectoryWriterOptions options;
   options.chunker_options = {2, 1};
   TableSignatures signatures;
@@ -353,7 +346,7 @@ TEST(TrajectoryWriterTest, SignatureValidation) {
 }
 
 TEST(TrajectoryWriterTest, UnknownTableWithoutValidationIsSticky) {
-  auto server = StartServer({MakeTable("t")});
+  auto server = StartServer({ServedTable("t", Fifo())});
   auto writer = NewWriter(server->port(), 1, 1);
   auto step = AppendStep(*writer, 0);
   ASSERT_TRUE(writer->CreateItem("missing", 1, {Column({Ref(step, 0)})}).ok());
@@ -366,7 +359,7 @@ TEST(TrajectoryWriterTest, UnknownTableWithoutValidationIsSticky) {
 }
 
 TEST(TrajectoryWriterTest, AppendChecksEveryColumnBeforeBuffering) {
-  auto server = StartServer({MakeTable("t")});
+  auto server = StartServer({ServedTable("t", Fifo())});
   auto writer = NewWriter(server->port());
   AppendStep(*writer, 0);
   TrajectoryWriter::StepRefs refs;
@@ -381,7 +374,7 @@ TEST(TrajectoryWriterTest, AppendChecksEveryColumnBeforeBuffering) {
 }
 
 TEST(TrajectoryWriterTest, PartialSteps) {
-  auto server = StartServer({MakeTable("t")});
+  auto server = StartServer({ServedTable("t", Fifo())});
   auto writer = NewWriter(server->port());
   TrajectoryWriter::StepRefs refs;
   ASSERT_TRUE(writer->AppendPartial({Int32Row({1, 2}), std::nullopt}, &refs).ok());
@@ -397,7 +390,7 @@ TEST(TrajectoryWriterTest, PartialSteps) {
 }
 
 TEST(TrajectoryWriterTest, EndEpisode) {
-  auto server = StartServer({MakeTable("t")});
+  auto server = StartServer({ServedTable("t", Fifo())});
   auto writer = NewWriter(server->port(), 4, 4);
   auto a = AppendStep(*writer, 0);
   const uint64_t first_episode = Ref(a, 0).lock()->episode_id();
@@ -416,7 +409,7 @@ TEST(TrajectoryWriterTest, EndEpisode) {
 }
 
 TEST(TrajectoryWriterTest, FlushAndEndEpisodeTimeOutWhileTheTableBlocks) {
-  auto table = MakeTable("t", OneInsertPerSample());
+  auto table = ServedTable("t", Fifo(), OneInsertPerSample());
   auto server = StartServer({table});
   auto writer = NewWriter(server->port(), 1, 1);
   for (int i = 0; i < 2; ++i) {
@@ -438,7 +431,7 @@ TEST(TrajectoryWriterTest, FlushAndEndEpisodeTimeOutWhileTheTableBlocks) {
 }
 
 TEST(TrajectoryWriterTest, CreateItemBlocksWhenTooManyItemsArePending) {
-  auto table = MakeTable("t", OneInsertPerSample());
+  auto table = ServedTable("t", Fifo(), OneInsertPerSample());
   auto server = StartServer({table});
   auto writer = NewWriter(server->port(), 1, 1, /*max_queued_items=*/2);
   std::vector<std::weak_ptr<CellRef>> refs;
@@ -465,7 +458,7 @@ TEST(TrajectoryWriterTest, CreateItemBlocksWhenTooManyItemsArePending) {
 }
 
 TEST(TrajectoryWriterTest, ReconnectsAfterServerRestartWithoutDuplicates) {
-  auto server = StartServer({MakeTable("t")});
+  auto server = StartServer({ServedTable("t", Fifo())});
   const int port = server->port();
   auto writer = NewWriter(port, 1, 1);
   for (int i = 0; i < 3; ++i) {
@@ -473,10 +466,8 @@ TEST(TrajectoryWriterTest, ReconnectsAfterServerRestartWithoutDuplicates) {
     ASSERT_TRUE(writer->CreateItem("t", 1, {Column({Ref(step, 0)})}).ok());
   }
   ASSERT_TRUE(writer->Flush().ok());
-  server->Stop();
-  server.reset();
-  auto table = MakeTable("t");
-  server = StartServer({table}, port);
+  auto table = ServedTable("t", Fifo());
+  RestartServer(server, {table});
   ASSERT_NE(server, nullptr);
   for (int i = 3; i < 5; ++i) {
     auto step = AppendStep(*writer, i);
@@ -488,7 +479,7 @@ TEST(TrajectoryWriterTest, ReconnectsAfterServerRestartWithoutDuplicates) {
 }
 
 TEST(TrajectoryWriterTest, ResendsUnconfirmedItemsAfterServerRestart) {
-  auto server = StartServer({MakeTable("t", OneInsertPerSample())});
+  auto server = StartServer({ServedTable("t", Fifo(), OneInsertPerSample())});
   const int port = server->port();
   auto writer = NewWriter(port, 1, 1);
   for (int i = 0; i < 2; ++i) {
@@ -498,10 +489,8 @@ TEST(TrajectoryWriterTest, ResendsUnconfirmedItemsAfterServerRestart) {
   // The second insert blocks in the rate limiter and stays unconfirmed.
   EXPECT_EQ(writer->Flush(1, kDeadline).code(), absl::StatusCode::kOk);
   EXPECT_EQ(writer->Flush(0, absl::Milliseconds(100)).code(), absl::StatusCode::kDeadlineExceeded);
-  server->Stop();
-  server.reset();
-  auto table = MakeTable("t");
-  server = StartServer({table}, port);
+  auto table = ServedTable("t", Fifo());
+  RestartServer(server, {table});
   ASSERT_NE(server, nullptr);
   ASSERT_TRUE(writer->Flush(0, kDeadline).ok());
   EXPECT_EQ(table->size(), 1);
@@ -511,7 +500,7 @@ TEST(TrajectoryWriterTest, ResendsUnconfirmedItemsAfterServerRestart) {
 }
 
 TEST(TrajectoryWriterTest, ConfigureChunker) {
-  auto server = StartServer({MakeTable("t")});
+  auto server = StartServer({ServedTable("t", Fifo())});
   auto writer = NewWriter(server->port(), 2, 2);
   ASSERT_TRUE(writer->ConfigureChunker(1, {5, 5}).ok());
   EXPECT_EQ(writer->max_num_keep_alive_refs(), 5);
@@ -524,7 +513,7 @@ TEST(TrajectoryWriterTest, ConfigureChunker) {
 }
 
 TEST(TrajectoryWriterTest, CloseStopsEverything) {
-  auto server = StartServer({MakeTable("t")});
+  auto server = StartServer({ServedTable("t", Fifo())});
   auto writer = NewWriter(server->port());
   auto step = AppendStep(*writer, 0);
   writer->Close();
@@ -537,7 +526,7 @@ TEST(TrajectoryWriterTest, CloseStopsEverything) {
 }
 
 TEST(TrajectoryWriterTest, CloseUnblocksAWriterWaitingForAnAbsentServer) {
-  auto server = StartServer({MakeTable("t")});
+  auto server = StartServer({ServedTable("t", Fifo())});
   const int port = server->port();
   server->Stop();
   server.reset();
