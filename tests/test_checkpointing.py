@@ -233,3 +233,85 @@ def test_binary_answers_grpc_health_checks(binary_server):
       response_deserializer=lambda data: data,
     )
     assert check(None, timeout=60) == b'\x08\x01'  # status: SERVING
+
+
+def _dir_bytes(path):
+  return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
+
+
+def _frames(first, count):
+  rng = np.random.default_rng(first)
+  return [
+    rng.integers(0, 255, size=(64, 64), dtype=np.uint8) for _ in range(count)
+  ]
+
+
+def test_incremental_checkpoints_write_what_changed_and_restore_everything(
+  tmp_path,
+):
+  root = str(tmp_path)
+  checkpointer = reverb.checkpointers.DefaultCheckpointer(root)
+  with reverb.Server([fifo_table()], checkpointer=checkpointer) as server:
+    client = reverb.Client(f'localhost:{server.port}')
+    for frame in _frames(0, 100):
+      client.insert(frame, {'t': 1.0})
+    first = client.checkpoint()
+    client.insert(_frames(1, 1)[0], {'t': 1.0})
+    second = client.checkpoint()
+    expected = [
+      s.data[0].tobytes()
+      for s in client.sample('t', num_samples=101, emit_timesteps=False)
+    ]
+  # The second holds one new frame and references the first's chunk file,
+  # which stays on disk (retired) while the second uses it.
+  assert os.path.exists(os.path.join(second, 'chunk_sources.tfrecord'))
+  assert _dir_bytes(second) * 10 < _dir_bytes(first)
+  assert not os.path.exists(os.path.join(first, 'DONE'))
+  assert os.path.exists(os.path.join(first, 'chunks.tfrecord'))
+  with reverb.Server(
+    [fifo_table()], checkpointer=reverb.checkpointers.DefaultCheckpointer(root)
+  ) as server:
+    client = reverb.Client(f'localhost:{server.port}')
+    restored = [
+      s.data[0].tobytes()
+      for s in client.sample('t', num_samples=101, emit_timesteps=False)
+    ]
+  assert restored == expected
+
+
+def test_full_checkpoint_on_request_stands_alone(tmp_path):
+  root = tmp_path / 'root'
+  checkpointer = reverb.checkpointers.DefaultCheckpointer(str(root))
+  with reverb.Server([fifo_table()], checkpointer=checkpointer) as server:
+    client = reverb.Client(f'localhost:{server.port}')
+    for frame in _frames(2, 5):
+      client.insert(frame, {'t': 1.0})
+    client.checkpoint()
+    client.insert(_frames(3, 1)[0], {'t': 1.0})
+    full = client.checkpoint(full=True)
+  assert not os.path.exists(os.path.join(full, 'chunk_sources.tfrecord'))
+  # Nothing else is needed: the checkpoint alone, moved elsewhere, restores.
+  alone = tmp_path / 'alone'
+  alone.mkdir()
+  os.rename(full, alone / os.path.basename(full))
+  table = fifo_table()
+  with reverb.Server(
+    [table], checkpointer=reverb.checkpointers.DefaultCheckpointer(str(alone))
+  ):
+    assert table.info.current_size == 6
+
+
+def test_non_incremental_checkpointer_writes_every_checkpoint_whole(tmp_path):
+  checkpointer = reverb.checkpointers.DefaultCheckpointer(
+    str(tmp_path), incremental=False
+  )
+  with reverb.Server([fifo_table()], checkpointer=checkpointer) as server:
+    client = reverb.Client(f'localhost:{server.port}')
+    for frame in _frames(4, 20):
+      client.insert(frame, {'t': 1.0})
+    first = client.checkpoint()
+    first_bytes = _dir_bytes(first)
+    second = client.checkpoint()
+  assert not os.path.exists(first)
+  assert not os.path.exists(os.path.join(second, 'chunk_sources.tfrecord'))
+  assert _dir_bytes(second) == first_bytes

@@ -44,6 +44,13 @@ class DefaultCheckpointer(CheckpointerBase):
       the server's table, keep the server's (new rate limiter, new max_size
       with eviction, ...) instead of the checkpoint's. Differences are logged
       either way.
+    incremental: write only the chunks that earlier checkpoints of `path` do
+      not hold and reference the others, so a checkpoint costs about what
+      changed since the last one (the default). An earlier checkpoint whose
+      chunks a kept one uses stays on disk as a chunk file until none does.
+      ``Client.checkpoint(full=True)`` writes one self-contained checkpoint
+      (the format dm-reverb restores); ``incremental=False`` makes every
+      checkpoint self-contained.
   """
 
   def __init__(
@@ -55,6 +62,7 @@ class DefaultCheckpointer(CheckpointerBase):
     keep_latest: int = 1,
     fall_back_to_older: bool = False,
     keep_table_config: bool = False,
+    incremental: bool = True,
   ):
     if group:
       raise ValueError('Setting non-empty group is not supported')
@@ -67,6 +75,7 @@ class DefaultCheckpointer(CheckpointerBase):
       fallback_checkpoint_path=fallback_checkpoint_path or '',
       fall_back_to_older=fall_back_to_older,
       keep_table_config=keep_table_config,
+      incremental=incremental,
     )
 
   @property

@@ -374,17 +374,23 @@ class Client:
     """
     self._client.reset(table)
 
-  def checkpoint(self) -> Union[str, List[str]]:
+  def checkpoint(self, full: bool = False) -> Union[str, List[str]]:
     """Checkpoints the server; returns the checkpoint's path.
 
     On a sharded client every shard checkpoints (into its own directory) and
     the result is the list of their paths, in ``shard_addresses()`` order.
 
+    Args:
+      full: write a full, self-contained checkpoint (the format dm-reverb
+        restores) even where the server's checkpointer writes incremental
+        ones, which reference the chunks earlier checkpoints hold. A
+        dm-reverb server ignores it (its checkpoints are always full).
+
     Raises:
       RuntimeError: naming the shards that could not checkpoint (the others
         did).
     """
-    paths = self._client.checkpoint()
+    paths = self._client.checkpoint(full)
     return paths if self._client.sharded else paths[0]
 
   # Writers (tf_reverb/trajectory_writer.py, writer.py, structured_writer.py).

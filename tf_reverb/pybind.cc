@@ -75,8 +75,9 @@ PYBIND11_MODULE(pybind, m) {
 
   py::class_<Checkpointer, std::shared_ptr<Checkpointer>>(m, "Checkpointer")
       .def(py::init([](std::string root, int keep_latest, std::string fallback_checkpoint_path,
-                       bool fall_back_to_older, bool keep_table_config) {
+                       bool fall_back_to_older, bool keep_table_config, bool incremental) {
              CheckpointerOptions options;
+             options.incremental = incremental;
              options.keep_latest = keep_latest;
              options.fallback_checkpoint_path = std::move(fallback_checkpoint_path);
              options.fall_back_to_older = fall_back_to_older;
@@ -85,7 +86,8 @@ PYBIND11_MODULE(pybind, m) {
              return std::make_shared<Checkpointer>(std::move(root), options);
            }),
            py::arg("root"), py::arg("keep_latest"), py::arg("fallback_checkpoint_path"),
-           py::arg("fall_back_to_older"), py::arg("keep_table_config"))
+           py::arg("fall_back_to_older"), py::arg("keep_table_config"),
+           py::arg("incremental") = true)
       .def("root", &Checkpointer::root)
       .def("debug_string", &Checkpointer::DebugString);
 
@@ -153,15 +155,17 @@ PYBIND11_MODULE(pybind, m) {
              }
              MaybeRaise(status);
            })
-      .def("checkpoint",
-           [](Client& client) {
-             absl::StatusOr<std::vector<std::string>> paths;
-             {
-               py::gil_scoped_release release;
-               paths = client.Checkpoint();
-             }
-             return ValueOrRaise(std::move(paths));
-           })
+      .def(
+          "checkpoint",
+          [](Client& client, bool full) {
+            absl::StatusOr<std::vector<std::string>> paths;
+            {
+              py::gil_scoped_release release;
+              paths = client.Checkpoint(full);
+            }
+            return ValueOrRaise(std::move(paths));
+          },
+          py::arg("full") = false)
       .def_property_readonly("sharded", &Client::sharded)
       .def("shard_addresses",
            [](Client& client) {

@@ -26,6 +26,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "checkpoint.pb.h"
+#include "schema.pb.h"
 #include "server/checkpointing/record_io.h"
 #include "server/chunk_codec.h"
 #include "server/chunk_validation.h"
@@ -58,12 +59,16 @@ bool SameChunkData(const ChunkData& a, const ChunkData& b) {
 }
 
 namespace fs = std::filesystem;
+using ::deepmind::reverb::ChunkSource;
 using ::deepmind::reverb::PriorityTableCheckpoint;
 
 constexpr char kTablesFile[] = "tables.tfrecord";
 constexpr char kItemsFile[] = "items.tfrecord";
 constexpr char kChunksFile[] = "chunks.tfrecord";
+constexpr char kChunkSourcesFile[] = "chunk_sources.tfrecord";
 constexpr char kDoneFile[] = "DONE";
+// Keys per ChunkSource record (records stay small whatever the table).
+constexpr size_t kKeysPerSourceRecord = 100000;
 constexpr char kTempPrefix[] = ".tmp-";
 constexpr int64_t kProgressEvery = 100000;
 
@@ -130,7 +135,8 @@ std::string Checkpointer::DebugString() const {
   return absl::StrCat("Checkpointer(root=", root_, ", keep_latest=", options_.keep_latest, ")");
 }
 
-absl::StatusOr<std::string> Checkpointer::Save(const std::vector<std::shared_ptr<Table>>& tables) {
+absl::StatusOr<std::string> Checkpointer::Save(const std::vector<std::shared_ptr<Table>>& tables,
+                                               bool full) {
   if (options_.keep_latest < 1) {
     metrics_.save_failures.fetch_add(1, std::memory_order_relaxed);
     return absl::InvalidArgumentError("keep_latest must be >= 1");
@@ -138,7 +144,8 @@ absl::StatusOr<std::string> Checkpointer::Save(const std::vector<std::shared_ptr
   absl::MutexLock lock(&save_mu_);
   const absl::Time start = absl::Now();
   int64_t bytes = 0;
-  absl::StatusOr<std::string> path = SaveLocked(tables, start, &bytes);
+  absl::StatusOr<std::string> path =
+      SaveLocked(tables, options_.incremental && !full, start, &bytes);
   if (!path.ok()) {
     metrics_.save_failures.fetch_add(1, std::memory_order_relaxed);
     return path;
@@ -153,7 +160,8 @@ absl::StatusOr<std::string> Checkpointer::Save(const std::vector<std::shared_ptr
 }
 
 absl::StatusOr<std::string> Checkpointer::SaveLocked(
-    const std::vector<std::shared_ptr<Table>>& tables, absl::Time start, int64_t* bytes_out) {
+    const std::vector<std::shared_ptr<Table>>& tables, bool incremental, absl::Time start,
+    int64_t* bytes_out) {
   std::error_code error;
   fs::create_directories(root_, error);
   if (error) return FsError("create", root_, error);
@@ -172,25 +180,66 @@ absl::StatusOr<std::string> Checkpointer::SaveLocked(
 
   // Chunks are stored once each, by key. Two streams may have sent different
   // chunks under one key (keys are only unique per writer): the later one is
-  // stored under a fresh key and its items' slices are rewritten to it.
+  // stored under a fresh key and its items' slices are rewritten to it. A
+  // chunk an earlier checkpoint file holds (incremental saves) keeps the key
+  // it has there and is referenced, unless another chunk of this checkpoint
+  // took that key first.
   absl::flat_hash_map<uint64_t, const ChunkData*> written_chunks;  // stored key -> chunk
   absl::flat_hash_map<const ChunkData*, uint64_t> stored_key;
+  // Chunks written into this checkpoint's file, and those taken from the
+  // files of earlier checkpoints (by checkpoint name).
+  std::vector<std::pair<std::shared_ptr<const ChunkData>, uint64_t>> written;
+  absl::flat_hash_map<std::string,
+                      std::vector<std::pair<std::shared_ptr<const ChunkData>, uint64_t>>>
+      referenced;
+  absl::flat_hash_map<std::string, bool> source_exists;
+  auto usable_source = [&](const std::string& checkpoint) {
+    auto [it, inserted] = source_exists.try_emplace(checkpoint, false);
+    if (inserted) it->second = fs::exists(fs::path(root_) / checkpoint / kChunksFile);
+    return it->second;
+  };
+  // Where `chunk` goes in this checkpoint: {key, written now, referenced}.
   uint64_t next_fresh_key = 1;
-  auto store_key = [&](const ChunkData* chunk) -> std::pair<uint64_t, bool> {
-    if (auto it = stored_key.find(chunk); it != stored_key.end()) return {it->second, false};
+  auto place = [&](const std::shared_ptr<const ChunkData>& chunk) -> std::pair<uint64_t, bool> {
+    const ChunkData* raw = chunk.get();
+    if (auto it = stored_key.find(raw); it != stored_key.end()) return {it->second, false};
+    if (incremental) {
+      auto stored = stored_.find(raw);
+      if (stored != stored_.end() && stored->second.chunk.lock().get() == raw &&
+          usable_source(stored->second.checkpoint) &&
+          !written_chunks.contains(stored->second.key)) {
+        const uint64_t key = stored->second.key;
+        written_chunks.emplace(key, raw);
+        stored_key.emplace(raw, key);
+        referenced[stored->second.checkpoint].emplace_back(chunk, key);
+        return {key, false};
+      }
+    }
     uint64_t key = chunk->chunk_key();
     auto existing = written_chunks.find(key);
     if (existing != written_chunks.end() && SameChunkData(*existing->second, *chunk)) {
-      stored_key.emplace(chunk, key);
+      stored_key.emplace(raw, key);
       return {key, false};
     }
     if (existing != written_chunks.end()) {
       while (written_chunks.contains(next_fresh_key)) ++next_fresh_key;
       key = next_fresh_key;
     }
-    written_chunks.emplace(key, chunk);
-    stored_key.emplace(chunk, key);
+    written_chunks.emplace(key, raw);
+    stored_key.emplace(raw, key);
     return {key, true};
+  };
+  auto write_chunk = [&](const std::shared_ptr<const ChunkData>& chunk, uint64_t key) {
+    written.emplace_back(chunk, key);
+    if (key == chunk->chunk_key() && chunk->compression() != kZstd) {
+      return (*chunks_file)->WriteMessage(*chunk);
+    }
+    ChunkData copy = *chunk;
+    copy.set_chunk_key(key);
+    // Checkpoints hold Snappy chunks only, so that dm-reverb, which
+    // knows no zstd, restores every checkpoint tf_reverb writes.
+    absl::Status s = TranscodeChunk(&copy, kSnappy);
+    return s.ok() ? (*chunks_file)->WriteMessage(copy) : s;
   };
   int64_t total_items = 0;
   for (const auto& table : tables) {
@@ -206,21 +255,10 @@ absl::StatusOr<std::string> Checkpointer::SaveLocked(
       proto.set_times_sampled(item.times_sampled);
       absl::flat_hash_map<uint64_t, uint64_t> renamed;  // this item's chunks only
       for (const auto& chunk : item.data->chunks) {
-        const auto [key, is_new] = store_key(chunk.get());
+        const auto [key, is_new] = place(chunk);
         if (key != chunk->chunk_key()) renamed[chunk->chunk_key()] = key;
         if (!is_new) continue;
-        absl::Status s;
-        if (key == chunk->chunk_key() && chunk->compression() != kZstd) {
-          s = (*chunks_file)->WriteMessage(*chunk);
-        } else {
-          ChunkData copy = *chunk;
-          copy.set_chunk_key(key);
-          // Checkpoints hold Snappy chunks only, so that dm-reverb, which
-          // knows no zstd, restores every checkpoint tf_reverb writes.
-          s = TranscodeChunk(&copy, kSnappy);
-          if (s.ok()) s = (*chunks_file)->WriteMessage(copy);
-        }
-        if (!s.ok()) return s;
+        if (absl::Status s = write_chunk(chunk, key); !s.ok()) return s;
       }
       for (auto& column : *proto.mutable_flat_trajectory()->mutable_columns()) {
         for (auto& slice : *column.mutable_chunk_slices()) {
@@ -243,8 +281,40 @@ absl::StatusOr<std::string> Checkpointer::SaveLocked(
                        {"items", items},
                        {"snapshot_ms", absl::ToDoubleMilliseconds(snapshot_time)}});
   }
+  // Each earlier file is referenced, or, when less than half of its chunks
+  // are still used, its used chunks are copied forward so it can go.
+  std::unique_ptr<RecordWriter> sources_file;
+  int64_t num_referenced = 0;
+  std::vector<std::string> sources;
+  for (auto& [source, chunks] : referenced) {
+    auto in_file = chunks_in_file_.find(source);
+    if (in_file != chunks_in_file_.end() &&
+        2 * static_cast<int64_t>(chunks.size()) < in_file->second) {
+      for (const auto& [chunk, key] : chunks) {
+        if (absl::Status s = write_chunk(chunk, key); !s.ok()) return s;
+      }
+      continue;
+    }
+    if (sources_file == nullptr) {
+      auto created = RecordWriter::Create((fs::path(temp_path) / kChunkSourcesFile).string());
+      if (!created.ok()) return created.status();
+      sources_file = std::move(*created);
+    }
+    sources.push_back(source);
+    num_referenced += static_cast<int64_t>(chunks.size());
+    for (size_t begin = 0; begin < chunks.size(); begin += kKeysPerSourceRecord) {
+      ChunkSource record;
+      record.set_checkpoint(source);
+      const size_t end = std::min(chunks.size(), begin + kKeysPerSourceRecord);
+      for (size_t i = begin; i < end; ++i) record.add_chunk_keys(chunks[i].second);
+      if (absl::Status s = sources_file->WriteMessage(record); !s.ok()) return s;
+    }
+  }
   for (auto* file : {&*tables_file, &*items_file, &*chunks_file}) {
     if (absl::Status s = (*file)->Close(); !s.ok()) return s;
+  }
+  if (sources_file != nullptr) {
+    if (absl::Status s = sources_file->Close(); !s.ok()) return s;
   }
   if (absl::Status s = WriteEmptyFile((fs::path(temp_path) / kDoneFile).string()); !s.ok()) {
     return s;
@@ -254,12 +324,23 @@ absl::StatusOr<std::string> Checkpointer::SaveLocked(
   if (error) return FsError("publish", final_path, error);
   if (absl::Status s = SyncDirectory(root_); !s.ok()) return s;
   const int64_t bytes = (*tables_file)->bytes_written() + (*items_file)->bytes_written() +
-                        (*chunks_file)->bytes_written();
+                        (*chunks_file)->bytes_written() +
+                        (sources_file != nullptr ? sources_file->bytes_written() : 0);
   *bytes_out = bytes;
+  // Remember where the chunks now lie, for the next incremental save.
+  for (auto it = stored_.begin(); it != stored_.end();) {
+    auto current = it++;
+    if (current->second.chunk.expired()) stored_.erase(current);
+  }
+  for (const auto& [chunk, key] : written) stored_[chunk.get()] = StoredChunk{chunk, name, key};
+  chunks_in_file_[name] = static_cast<int64_t>(written.size());
   Log("saved", {{"path", final_path},
                 {"tables", tables.size()},
                 {"items", total_items},
                 {"chunks", written_chunks.size()},
+                {"chunks_written", written.size()},
+                {"chunks_referenced", num_referenced},
+                {"sources", absl::StrJoin(sources, " ")},
                 {"bytes", bytes},
                 {"elapsed_ms", absl::ToInt64Milliseconds(absl::Now() - start)}});
   DeleteOld();
@@ -282,12 +363,46 @@ std::vector<std::string> Checkpointer::CompleteCheckpoints() const {
 void Checkpointer::DeleteOld() {
   std::error_code error;
   const std::vector<std::string> complete = CompleteCheckpoints();
-  for (size_t i = options_.keep_latest; i < complete.size(); ++i) {
-    fs::remove_all(complete[i], error);
+  const size_t kept = std::min(complete.size(), static_cast<size_t>(options_.keep_latest));
+  // The earlier checkpoints whose chunk files the kept ones use.
+  absl::flat_hash_set<std::string> needed;
+  for (size_t i = 0; i < kept; ++i) {
+    const fs::path sources = fs::path(complete[i]) / kChunkSourcesFile;
+    if (!fs::exists(sources)) continue;
+    absl::Status status = ReadAll<ChunkSource>(sources.string(), [&](ChunkSource source) {
+      needed.insert(source.checkpoint());
+      return absl::OkStatus();
+    });
+    if (!status.ok()) {
+      // Unsure what is still used: delete nothing this time.
+      Log("retention_skipped", {{"path", sources.string()}, {"error", status.message()}});
+      return;
+    }
   }
-  // Leftovers of interrupted saves (ours only: ".tmp-" + a checkpoint name).
+  auto forget = [&](const fs::path& path) {
+    fs::remove_all(path, error);
+    chunks_in_file_.erase(path.filename().string());
+  };
+  for (size_t i = kept; i < complete.size(); ++i) {
+    const fs::path path(complete[i]);
+    if (!needed.contains(path.filename().string())) {
+      forget(path);
+      continue;
+    }
+    // Retired: no longer a checkpoint (DONE goes first), its chunks stay.
+    for (const char* file : {kDoneFile, kTablesFile, kItemsFile, kChunkSourcesFile}) {
+      fs::remove(path / file, error);
+    }
+  }
   for (const auto& entry : fs::directory_iterator(root_, error)) {
     const std::string name = entry.path().filename().string();
+    // Retired checkpoints (a chunk file alone) no kept one uses any more.
+    if (IsCheckpointName(name) && !needed.contains(name) &&
+        fs::exists(entry.path() / kChunksFile) && !fs::exists(entry.path() / kDoneFile) &&
+        !fs::exists(entry.path() / kTablesFile)) {
+      forget(entry.path());
+    }
+    // Leftovers of interrupted saves (ours only: ".tmp-" + a checkpoint name).
     if (absl::StartsWith(name, kTempPrefix) && IsCheckpointName(name.substr(strlen(kTempPrefix)))) {
       fs::remove_all(entry.path(), error);
     }
@@ -313,7 +428,12 @@ absl::StatusOr<std::string> Checkpointer::LoadLatest(
 
 absl::Status Checkpointer::Load(const std::string& path,
                                 const std::vector<std::shared_ptr<Table>>& tables) {
-  absl::Status status = LoadImpl(path, tables);
+  absl::MutexLock lock(&save_mu_);
+  StoredChunks stored;
+  absl::Status status = LoadImpl(path, tables, &stored);
+  if (status.ok()) {
+    for (auto& [raw, where] : stored) stored_[raw] = std::move(where);
+  }
   // A checkpoint with its DONE marker is complete: a file of it that cannot
   // be found is damage, not "no checkpoint" (NOT_FOUND would let a server
   // start empty, or load the fallback, over a checkpoint it could not read).
@@ -327,7 +447,8 @@ absl::Status Checkpointer::Load(const std::string& path,
 }
 
 absl::Status Checkpointer::LoadImpl(const std::string& path,
-                                    const std::vector<std::shared_ptr<Table>>& tables) {
+                                    const std::vector<std::shared_ptr<Table>>& tables,
+                                    StoredChunks* stored) {
   const absl::Time start = absl::Now();
   if (!fs::exists(fs::path(path) / kDoneFile)) {
     return absl::InvalidArgumentError(
@@ -340,7 +461,7 @@ absl::Status Checkpointer::LoadImpl(const std::string& path,
     names.push_back(absl::StrCat("'", table->name(), "'"));
   }
   std::vector<PriorityTableCheckpoint> configs;
-  absl::Status status = ReadAll<PriorityTableCheckpoint>(
+  absl::Status tables_status = ReadAll<PriorityTableCheckpoint>(
       (fs::path(path) / kTablesFile).string(), [&](PriorityTableCheckpoint config) {
         if (!by_name.contains(config.table_name())) {
           return absl::InvalidArgumentError(absl::StrCat(
@@ -351,24 +472,72 @@ absl::Status Checkpointer::LoadImpl(const std::string& path,
         configs.push_back(std::move(config));
         return absl::OkStatus();
       });
-  if (!status.ok()) return status;
+  if (!tables_status.ok()) return tables_status;
 
   const std::string chunks_path = (fs::path(path) / kChunksFile).string();
   absl::flat_hash_map<uint64_t, std::shared_ptr<const ChunkData>> chunks;
   int64_t chunk_bytes = 0;
-  status = ReadAll<ChunkData>(chunks_path, [&](ChunkData chunk) {
-    // What a client could not insert is not restored either: a chunk no
-    // sample could decode fails the load here, not every later sample.
-    if (absl::Status valid = ValidateChunk(chunk); !valid.ok()) {
-      return absl::DataLossError(
-          absl::StrCat("Checkpoint file ", chunks_path, ": ", valid.message()));
-    }
-    for (const auto& tensor : chunk.data().tensors()) chunk_bytes += tensor.tensor_content().size();
-    const uint64_t key = chunk.chunk_key();
-    chunks.emplace(key, std::make_shared<const ChunkData>(std::move(chunk)));
-    return absl::OkStatus();
-  });
+  // Chunks of a file under root_ are remembered where they lie, so the next
+  // incremental save references them instead of writing them again.
+  std::error_code error;
+  const bool ours = fs::equivalent(fs::path(path).parent_path(), root_, error);
+  // Reads the chunks of `file` (that checkpoint's name: `checkpoint`) whose
+  // keys `wanted` holds (null: all of them).
+  auto read_chunks = [&](const std::string& file, const std::string& checkpoint,
+                         const absl::flat_hash_set<uint64_t>* wanted) {
+    int64_t in_file = 0;
+    absl::Status status = ReadAll<ChunkData>(file, [&](ChunkData chunk) {
+      ++in_file;
+      const uint64_t key = chunk.chunk_key();
+      if (wanted != nullptr && !wanted->contains(key)) return absl::OkStatus();
+      // What a client could not insert is not restored either: a chunk no
+      // sample could decode fails the load here, not every later sample.
+      if (absl::Status valid = ValidateChunk(chunk); !valid.ok()) {
+        return absl::DataLossError(absl::StrCat("Checkpoint file ", file, ": ", valid.message()));
+      }
+      if (chunks.contains(key)) {
+        return absl::DataLossError(absl::StrCat("Checkpoint file ", file, ": chunk ", key,
+                                                " is stored twice in checkpoint ", path));
+      }
+      for (const auto& tensor : chunk.data().tensors()) {
+        chunk_bytes += tensor.tensor_content().size();
+      }
+      auto shared = std::make_shared<const ChunkData>(std::move(chunk));
+      if (ours) (*stored)[shared.get()] = StoredChunk{shared, checkpoint, key};
+      chunks.emplace(key, std::move(shared));
+      return absl::OkStatus();
+    });
+    if (status.ok() && ours) chunks_in_file_[checkpoint] = in_file;
+    return status;
+  };
+  absl::Status status = read_chunks(chunks_path, fs::path(path).filename().string(), nullptr);
   if (!status.ok()) return status;
+  // An incremental checkpoint: the chunks it takes from earlier ones.
+  const std::string sources_path = (fs::path(path) / kChunkSourcesFile).string();
+  if (fs::exists(sources_path)) {
+    absl::flat_hash_map<std::string, absl::flat_hash_set<uint64_t>> wanted;
+    status = ReadAll<ChunkSource>(sources_path, [&](ChunkSource source) {
+      if (!IsCheckpointName(source.checkpoint())) {
+        return absl::DataLossError(absl::StrCat("Checkpoint file ", sources_path,
+                                                ": names no checkpoint: '", source.checkpoint(),
+                                                "'"));
+      }
+      wanted[source.checkpoint()].insert(source.chunk_keys().begin(), source.chunk_keys().end());
+      return absl::OkStatus();
+    });
+    if (!status.ok()) return status;
+    for (const auto& [checkpoint, keys] : wanted) {
+      const std::string file = (fs::path(path).parent_path() / checkpoint / kChunksFile).string();
+      status = read_chunks(file, checkpoint, &keys);
+      if (!status.ok()) return status;
+      for (uint64_t key : keys) {
+        if (!chunks.contains(key)) {
+          return absl::DataLossError(absl::StrCat("Checkpoint ", path, " uses chunk ", key, " of ",
+                                                  file, ", which does not hold it"));
+        }
+      }
+    }
+  }
 
   const std::string items_path = (fs::path(path) / kItemsFile).string();
   absl::flat_hash_map<std::string, std::vector<Table::CheckpointItem>> items;

@@ -11,6 +11,22 @@
 // intact and the partial one ignored (and removed by the next save).
 // Retention deletes only checkpoints and leftovers this class wrote.
 //
+// Incremental checkpoints (CheckpointerOptions::incremental, the default):
+// chunks are immutable, so a save writes only the chunks that no checkpoint
+// file under `root` holds yet, and lists the others in chunk_sources.tfrecord
+// (ChunkSource records: the earlier checkpoint and the keys taken from its
+// chunks.tfrecord). The checkpointer remembers which chunk it stored where
+// (also for the chunks a load restored), so checkpointing a large table after
+// a few inserts writes about what those inserts added. An earlier
+// checkpoint whose chunks a kept one still uses is retired rather than
+// deleted: its DONE, tables and items go, its chunks.tfrecord stays until no
+// kept checkpoint names it. A source file most of whose chunks are no longer
+// used is not referenced but copied forward (its live chunks are written
+// again), so a chain never keeps more than about twice the live chunk
+// bytes. Save(..., full=true) (and incremental=false) writes a
+// self-contained checkpoint, exactly Reverb's format, which dm-reverb
+// restores.
+//
 // Contract:
 //  * Thread-safety: thread-safe; saves are serialised. Saving does not block
 //    the tables beyond copying pointers (chunks are immutable), so inserts and
@@ -32,12 +48,14 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/metrics/checkpoint_metrics.h"
 #include "server/table.h"
+#include "server/table_item.h"
 
 namespace tf_reverb {
 
@@ -52,14 +70,18 @@ struct CheckpointerOptions {
   // Whose configuration wins when a checkpointed table differs from the
   // server's (differences are logged either way).
   Table::RestoreMode restore_mode = Table::RestoreMode::kCheckpointConfig;
+  // Write only the chunks earlier checkpoints do not hold (see above).
+  bool incremental = true;
 };
 
 class Checkpointer {
  public:
   Checkpointer(std::string root, CheckpointerOptions options);
 
-  // Writes a checkpoint of `tables`; returns its directory.
-  absl::StatusOr<std::string> Save(const std::vector<std::shared_ptr<Table>>& tables);
+  // Writes a checkpoint of `tables`; returns its directory. `full`: a
+  // self-contained checkpoint even when the options ask for incremental ones.
+  absl::StatusOr<std::string> Save(const std::vector<std::shared_ptr<Table>>& tables,
+                                   bool full = false);
   // Restores the newest complete checkpoint (or the fallback) into `tables`;
   // returns the directory loaded.
   absl::StatusOr<std::string> LoadLatest(const std::vector<std::shared_ptr<Table>>& tables);
@@ -72,18 +94,34 @@ class Checkpointer {
   std::string DebugString() const;
 
  private:
+  // Where a chunk already lies in a checkpoint file under root_.
+  struct StoredChunk {
+    // Alive while the entry is valid: the chunk's address cannot have been
+    // reused by another chunk.
+    std::weak_ptr<const ChunkData> chunk;
+    std::string checkpoint;  // directory name under root_
+    uint64_t key = 0;        // the key it is stored under there
+  };
+  using StoredChunks = absl::flat_hash_map<const ChunkData*, StoredChunk>;
+
   // Complete checkpoints of ours under root_, newest first.
   std::vector<std::string> CompleteCheckpoints() const;
   void DeleteOld() ABSL_EXCLUSIVE_LOCKS_REQUIRED(save_mu_);
   // Save's work; sets `bytes` to the bytes written.
   absl::StatusOr<std::string> SaveLocked(const std::vector<std::shared_ptr<Table>>& tables,
-                                         absl::Time start, int64_t* bytes)
+                                         bool incremental, absl::Time start, int64_t* bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(save_mu_);
-  absl::Status LoadImpl(const std::string& path, const std::vector<std::shared_ptr<Table>>& tables);
+  // Restores `path`; adds where each restored chunk lies to `stored` (when
+  // `path` is under root_).
+  absl::Status LoadImpl(const std::string& path, const std::vector<std::shared_ptr<Table>>& tables,
+                        StoredChunks* stored) ABSL_EXCLUSIVE_LOCKS_REQUIRED(save_mu_);
 
   const std::string root_;
   const CheckpointerOptions options_;
   absl::Mutex save_mu_;
+  StoredChunks stored_ ABSL_GUARDED_BY(save_mu_);
+  // Checkpoint name -> chunks its chunks.tfrecord holds (for copy-forward).
+  absl::flat_hash_map<std::string, int64_t> chunks_in_file_ ABSL_GUARDED_BY(save_mu_);
   CheckpointMetrics metrics_;
 };
 

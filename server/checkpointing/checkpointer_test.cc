@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <utility>
@@ -169,7 +170,8 @@ TEST(CheckpointerTest, RetentionKeepsLatestAndNeverTouchesForeignFiles) {
   fs::create_directories(fs::path(root) / "my_notes");
   std::ofstream(fs::path(root) / "README.txt") << "not a checkpoint";
   auto table = MakeTable(Uniform(), Fifo(), 10, 0, MinSize(1));
-  Checkpointer checkpointer(root, {.keep_latest = 2});
+  // Full checkpoints: each stands alone (incremental ones below).
+  Checkpointer checkpointer(root, {.keep_latest = 2, .incremental = false});
   std::vector<std::string> paths;
   for (int i = 0; i < 4; ++i) {
     ASSERT_TRUE(Insert(*table, i + 1).ok());
@@ -347,6 +349,149 @@ TEST(CheckpointerTest, InsertsContinueWhileACheckpointIsWritten) {
   // save, and never more than what existed when it ended.
   EXPECT_GE(restored->size(), 20000);
   EXPECT_LE(restored->size(), table->size());
+}
+
+// Bytes of every file of a checkpoint directory.
+int64_t DirectoryBytes(const std::string& path) {
+  int64_t bytes = 0;
+  for (const auto& entry : fs::directory_iterator(path)) bytes += fs::file_size(entry.path());
+  return bytes;
+}
+
+// Items of `count` keys from `first`, each with its own chunk of 4 KB of
+// random (incompressible) floats.
+void InsertLarge(Table& table, uint64_t first, int count) {
+  for (uint64_t key = first; key < first + count; ++key) {
+    Tensor tensor;
+    tensor.dtype = ::tf_reverb::tf::DT_FLOAT;
+    tensor.shape = {1, 1024};
+    tensor.data.resize(4096);
+    std::mt19937_64 random(key);
+    for (char& byte : tensor.data) byte = static_cast<char>(random());
+    absl::StatusOr<ChunkData> chunk = BuildChunk(key + 1000000, {tensor}, key, 0, 1, false);
+    ASSERT_TRUE(chunk.ok()) << chunk.status();
+    ASSERT_TRUE(table
+                    .InsertOrAssign(MakeItem(key, 1.0, {std::make_shared<const ChunkData>(*chunk)}),
+                                    absl::ZeroDuration())
+                    .ok());
+  }
+}
+
+// Every item of `table` as (key, priority, times sampled, its chunks' data).
+std::vector<std::string> Contents(Table& table) {
+  std::vector<std::string> out;
+  for (const Table::CheckpointItem& item : table.TakeSnapshot().items) {
+    std::string line =
+        absl::StrCat(item.data->item->key(), " ", item.priority, " ", item.times_sampled);
+    for (const auto& chunk : item.data->chunks) {
+      absl::StatusOr<Tensor> tensor = DecompressChunkTensor(*chunk, 0);
+      EXPECT_TRUE(tensor.ok()) << tensor.status();
+      if (tensor.ok()) absl::StrAppend(&line, " ", tensor->data);
+    }
+    out.push_back(std::move(line));
+  }
+  return out;
+}
+
+TEST(IncrementalCheckpointTest, WritesOnlyWhatChangedAndRestoresEverything) {
+  const std::string root = FreshRoot("incremental");
+  auto table = MakeTable(Fifo(), Fifo(), 1000, 0, MinSize(1));
+  InsertLarge(*table, 1, 200);
+  Checkpointer checkpointer(root, {.keep_latest = 1});
+  const std::string first = checkpointer.Save({table}).value();
+  InsertLarge(*table, 201, 2);  // 1% more
+  SampleKeys(*table, 3);
+  const std::string second = checkpointer.Save({table}).value();
+  const int64_t full_bytes = DirectoryBytes(first);
+  const int64_t incremental_bytes = DirectoryBytes(second);
+  // The chunks dominate: 2 new chunks of 202 (plus every item's metadata).
+  EXPECT_LT(incremental_bytes * 10, full_bytes) << incremental_bytes << " vs " << full_bytes;
+  EXPECT_TRUE(fs::exists(fs::path(second) / "chunk_sources.tfrecord"));
+  // The first is retired, not deleted: the second uses its chunk file.
+  EXPECT_FALSE(fs::exists(fs::path(first) / "DONE"));
+  EXPECT_FALSE(fs::exists(fs::path(first) / "items.tfrecord"));
+  EXPECT_TRUE(fs::exists(fs::path(first) / "chunks.tfrecord"));
+
+  auto restored = MakeTable(Fifo(), Fifo(), 1000, 0, MinSize(1));
+  absl::StatusOr<std::string> loaded = Checkpointer(root, {}).LoadLatest({restored});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(*loaded, second);
+  EXPECT_EQ(Contents(*restored), Contents(*table));
+}
+
+TEST(IncrementalCheckpointTest, SavesAfterARestoreReferenceTheRestoredFiles) {
+  const std::string root = FreshRoot("incremental_restart");
+  auto table = MakeTable(Fifo(), Fifo(), 1000, 0, MinSize(1));
+  InsertLarge(*table, 1, 100);
+  const std::string first = Checkpointer(root, {}).Save({table}).value();
+
+  // A new process: restores, inserts a little, checkpoints.
+  auto restored = MakeTable(Fifo(), Fifo(), 1000, 0, MinSize(1));
+  Checkpointer checkpointer(root, {});
+  ASSERT_TRUE(checkpointer.LoadLatest({restored}).ok());
+  InsertLarge(*restored, 101, 1);
+  const std::string second = checkpointer.Save({restored}).value();
+  EXPECT_LT(DirectoryBytes(second) * 10, DirectoryBytes(first));
+
+  auto again = MakeTable(Fifo(), Fifo(), 1000, 0, MinSize(1));
+  ASSERT_TRUE(Checkpointer(root, {}).LoadLatest({again}).ok());
+  EXPECT_EQ(Contents(*again), Contents(*restored));
+}
+
+TEST(IncrementalCheckpointTest, FullSavesStandAloneAndReleaseOlderFiles) {
+  const std::string root = FreshRoot("incremental_full");
+  auto table = MakeTable(Fifo(), Fifo(), 1000, 0, MinSize(1));
+  InsertLarge(*table, 1, 50);
+  Checkpointer checkpointer(root, {.keep_latest = 1});
+  const std::string first = checkpointer.Save({table}).value();
+  InsertLarge(*table, 51, 1);
+  const std::string second = checkpointer.Save({table}).value();
+  ASSERT_TRUE(fs::exists(first));  // retired, used by the second
+  const std::string full = checkpointer.Save({table}, /*full=*/true).value();
+  EXPECT_FALSE(fs::exists(fs::path(full) / "chunk_sources.tfrecord"));
+  // Nothing kept uses the older files any more: both are gone.
+  EXPECT_FALSE(fs::exists(first));
+  EXPECT_FALSE(fs::exists(second));
+  auto restored = MakeTable(Fifo(), Fifo(), 1000, 0, MinSize(1));
+  ASSERT_TRUE(Checkpointer(root, {}).Load(full, {restored}).ok());
+  EXPECT_EQ(Contents(*restored), Contents(*table));
+}
+
+TEST(IncrementalCheckpointTest, MostlyUnusedFilesAreCopiedForwardNotKept) {
+  const std::string root = FreshRoot("incremental_compaction");
+  auto table = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1));
+  InsertLarge(*table, 1, 10);
+  Checkpointer checkpointer(root, {.keep_latest = 1});
+  const std::string first = checkpointer.Save({table}).value();
+  // FIFO eviction: 8 of the first file's 10 chunks leave the table.
+  InsertLarge(*table, 11, 8);
+  const std::string second = checkpointer.Save({table}).value();
+  // The 2 chunks still used were written again; the first file is gone.
+  EXPECT_FALSE(fs::exists(first));
+  EXPECT_FALSE(fs::exists(fs::path(second) / "chunk_sources.tfrecord"));
+  auto restored = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1));
+  ASSERT_TRUE(Checkpointer(root, {}).LoadLatest({restored}).ok());
+  EXPECT_EQ(Contents(*restored), Contents(*table));
+}
+
+TEST(IncrementalCheckpointTest, AMissingOrCorruptSourceFileIsDataLossNamingIt) {
+  const std::string root = FreshRoot("incremental_damage");
+  auto table = MakeTable(Fifo(), Fifo(), 1000, 0, MinSize(1));
+  InsertLarge(*table, 1, 20);
+  Checkpointer checkpointer(root, {.keep_latest = 1});
+  const std::string first = checkpointer.Save({table}).value();
+  InsertLarge(*table, 21, 1);
+  checkpointer.Save({table}).value();
+  const fs::path source = fs::path(first) / "chunks.tfrecord";
+  fs::resize_file(source, fs::file_size(source) - 7);
+  auto restored = MakeTable(Fifo(), Fifo(), 1000, 0, MinSize(1));
+  absl::StatusOr<std::string> loaded = Checkpointer(root, {}).LoadLatest({restored});
+  ASSERT_TRUE(absl::IsDataLoss(loaded.status())) << loaded.status();
+  EXPECT_THAT(std::string(loaded.status().message()), HasSubstr(source.string()));
+  fs::remove(source);
+  loaded = Checkpointer(root, {}).LoadLatest({restored});
+  ASSERT_TRUE(absl::IsDataLoss(loaded.status())) << loaded.status();
+  EXPECT_THAT(std::string(loaded.status().message()), HasSubstr(source.string()));
 }
 
 }  // namespace

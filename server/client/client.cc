@@ -489,13 +489,14 @@ absl::Status Client::Reset(const std::string& table) {
   return FromGrpcStatus(stub_->Reset(&context, request, &response));
 }
 
-absl::StatusOr<std::vector<std::string>> Client::Checkpoint() {
+absl::StatusOr<std::vector<std::string>> Client::Checkpoint(bool full) {
   if (!target_status_.ok()) return target_status_;
   if (!setup_status_.ok()) return setup_status_;
+  deepmind::reverb::CheckpointRequest request;
+  request.set_full(full);
   if (sharded()) {
     absl::StatusOr<std::vector<std::shared_ptr<Shard>>> shards = Shards();
     if (!shards.ok()) return shards.status();
-    const deepmind::reverb::CheckpointRequest request;
     std::vector<deepmind::reverb::CheckpointResponse> responses(shards->size());
     std::vector<absl::Status> statuses =
         FanOut(*shards, absl::InfiniteFuture(),
@@ -515,9 +516,8 @@ absl::StatusOr<std::vector<std::string>> Client::Checkpoint() {
   grpc::ClientContext context;
   deepmind::reverb::CheckpointResponse response;
   absl::Status status = CheckTransportFailure(
-      channel_.get(),
-      FromGrpcStatus(stub_->Checkpoint(&context, deepmind::reverb::CheckpointRequest(), &response)),
-      tls_, server_address_);
+      channel_.get(), FromGrpcStatus(stub_->Checkpoint(&context, request, &response)), tls_,
+      server_address_);
   if (!status.ok()) return status;
   return std::vector<std::string>{response.checkpoint_path()};
 }

@@ -154,7 +154,9 @@ class Client {
                                 const std::vector<uint64_t>& deletes);
   absl::Status Reset(const std::string& table);
   // Checkpoints every shard; one path per shard (in ShardAddresses order).
-  absl::StatusOr<std::vector<std::string>> Checkpoint();
+  // `full`: self-contained checkpoints even where the servers write
+  // incremental ones (a request field Reverb's servers ignore).
+  absl::StatusOr<std::vector<std::string>> Checkpoint(bool full = false);
 
   // Writes one step (one tensor per column) as one chunk and creates one item
   // per (table, priority) over it; returns once every item is confirmed.

@@ -67,6 +67,9 @@ ABSL_FLAG(std::string, checkpoint_dir, "", "Directory of checkpoints (restored a
 ABSL_FLAG(int, checkpoint_interval_seconds, 0, "Checkpoint this often (0 = never).");
 ABSL_FLAG(bool, checkpoint_on_exit, true, "Checkpoint once more on SIGTERM/SIGINT.");
 ABSL_FLAG(int, keep_checkpoints, 1, "Complete checkpoints to keep.");
+ABSL_FLAG(bool, incremental_checkpoints, true,
+          "Write only the chunks earlier checkpoints do not hold (false: every checkpoint is "
+          "self-contained, as dm-reverb writes and restores them).");
 ABSL_FLAG(bool, keep_table_config, false,
           "On restore, keep the config's table settings instead of the checkpoint's.");
 ABSL_FLAG(bool, check_item_signatures, false,
@@ -167,6 +170,7 @@ int main(int argc, char** argv) {
   if (!checkpoint_dir.empty()) {
     tf_reverb::CheckpointerOptions options;
     options.keep_latest = absl::GetFlag(FLAGS_keep_checkpoints);
+    options.incremental = absl::GetFlag(FLAGS_incremental_checkpoints);
     options.restore_mode = absl::GetFlag(FLAGS_keep_table_config)
                                ? tf_reverb::Table::RestoreMode::kTableConfig
                                : tf_reverb::Table::RestoreMode::kCheckpointConfig;

@@ -174,13 +174,13 @@ std::string ReverbServiceImpl::DebugString() const {
   return absl::StrCat("ReverbService(tables=[", absl::StrJoin(parts, ", "), "])");
 }
 
-grpc::Status ReverbServiceImpl::HandleCheckpoint(const deepmind::reverb::CheckpointRequest&,
+grpc::Status ReverbServiceImpl::HandleCheckpoint(const deepmind::reverb::CheckpointRequest& request,
                                                  deepmind::reverb::CheckpointResponse* response) {
   if (checkpointer_ == nullptr) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "no Checkpointer configured for the replay service.");
   }
-  absl::StatusOr<std::string> path = checkpointer_->Save(tables_);
+  absl::StatusOr<std::string> path = checkpointer_->Save(tables_, request.full());
   if (!path.ok()) return ToGrpcStatus(path.status());
   response->set_checkpoint_path(*path);
   return grpc::Status::OK;
