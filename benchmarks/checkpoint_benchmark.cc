@@ -1,9 +1,18 @@
 // Checkpoint benchmark: save and restore throughput for a table of 1e6 small
-// items and one of ~1 GB of frames, and the longest pause a concurrent writer
-// sees while the 1e6-item table is checkpointed.
+// items and one of ~1 GB of frames, the longest pause a concurrent writer
+// sees while the 1e6-item table is checkpointed, and, after 1% more frames,
+// an incremental checkpoint against a full one (bytes written, save and
+// restore time).
 //
 //   bazel run -c opt //benchmarks:checkpoint_benchmark -- [--dir=/tmp/x]
 //       [--small_items=1000000] [--frame_items=16384] [--frame_bytes=65536]
+//
+// With --large_items=N it runs only the no-size-limit check instead: a table
+// of N items of --large_bytes each (3,000,000 x 700 B: more than 2 GB of
+// item records and chunks, past protobuf's 2 GB message limit that stops
+// Reverb), checkpointed, 1% more items checkpointed incrementally, restored
+// and compared item by item (key, priority, times sampled, chunk bytes,
+// order); exits 1 on any difference.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -35,6 +44,8 @@ ABSL_FLAG(std::string, dir, "/tmp/tf_reverb_checkpoint_benchmark", "Checkpoint r
 ABSL_FLAG(int64_t, small_items, 1000000, "Items of the small-item table.");
 ABSL_FLAG(int64_t, frame_items, 16384, "Items of the frame table.");
 ABSL_FLAG(int64_t, frame_bytes, 65536, "Bytes per frame (incompressible).");
+ABSL_FLAG(int64_t, large_items, 0, "> 0: only the large-checkpoint check, with this many items.");
+ABSL_FLAG(int64_t, large_bytes, 700, "Bytes per item of the large-checkpoint check.");
 
 namespace tf_reverb {
 namespace {
@@ -124,6 +135,113 @@ void Measure(const std::string& label, const std::shared_ptr<Table>& table, cons
   fs::remove_all(root);
 }
 
+// A frame item of `frame_bytes` random bytes.
+TableItem MakeFrameItem(uint64_t key, int64_t frame_bytes, std::mt19937_64& rng) {
+  std::string frame(frame_bytes, '\0');
+  for (char& c : frame) c = static_cast<char>(rng());
+  return MakeItem(key, frame);
+}
+
+// Seconds `save` takes, and the bytes it wrote (the checkpointer's count).
+std::pair<double, int64_t> TimedSave(Checkpointer& checkpointer,
+                                     const std::shared_ptr<Table>& table, bool full,
+                                     std::string* path) {
+  const absl::Time start = absl::Now();
+  *path = checkpointer.Save({table}, full).value();
+  return {absl::ToDoubleSeconds(absl::Now() - start), checkpointer.metrics().last_save_bytes.load()};
+}
+
+double TimedLoad(Checkpointer& checkpointer, const std::string& path, const std::string& name) {
+  auto restored = NewTable(name, 1 << 30);
+  const absl::Time start = absl::Now();
+  if (absl::Status s = checkpointer.Load(path, {restored}); !s.ok()) {
+    std::fprintf(stderr, "load failed: %s\n", s.ToString().c_str());
+  }
+  return absl::ToDoubleSeconds(absl::Now() - start);
+}
+
+// After a full checkpoint, 1% more frames, then an incremental checkpoint
+// and a full one of the same table.
+void MeasureIncremental(const std::shared_ptr<Table>& table, const std::string& root,
+                        int64_t frame_bytes) {
+  fs::remove_all(root);
+  Checkpointer checkpointer(root, {.keep_latest = 2});
+  std::string base, incremental, full;
+  const auto [base_s, base_bytes] = TimedSave(checkpointer, table, false, &base);
+  const int64_t added = std::max<int64_t>(1, table->size() / 100);
+  std::mt19937_64 rng(2);
+  for (int64_t i = 0; i < added; ++i) {
+    (void)table->InsertOrAssign(MakeFrameItem((uint64_t{1} << 40) + i, frame_bytes, rng),
+                                absl::InfiniteDuration());
+  }
+  const auto [incremental_s, incremental_bytes] =
+      TimedSave(checkpointer, table, false, &incremental);
+  const auto [full_s, full_bytes] = TimedSave(checkpointer, table, true, &full);
+  const double incremental_load_s = TimedLoad(checkpointer, incremental, table->name());
+  const double full_load_s = TimedLoad(checkpointer, full, table->name());
+  std::printf("incremental vs full after +%lld frames (1%%) on %lld:\n",
+              static_cast<long long>(added), static_cast<long long>(table->size()));
+  std::printf("  first (full) checkpoint: %.1f MB in %.2f s\n", base_bytes / 1e6, base_s);
+  std::printf("  incremental: %.1f MB written in %.2f s, restore %.2f s\n",
+              incremental_bytes / 1e6, incremental_s, incremental_load_s);
+  std::printf("  full:        %.1f MB written in %.2f s, restore %.2f s\n", full_bytes / 1e6,
+              full_s, full_load_s);
+  std::printf("  incremental / full bytes: %.2f%%\n", 100.0 * incremental_bytes / full_bytes);
+  std::fflush(stdout);
+  fs::remove_all(root);
+}
+
+// The no-size-limit check (see the top of the file); returns the exit code.
+int CheckLargeCheckpoint(const std::string& root, int64_t items, int64_t bytes) {
+  fs::remove_all(root);
+  auto table = NewTable("large", 1 << 30);
+  std::mt19937_64 rng(3);
+  for (int64_t i = 0; i < items; ++i) {
+    TableItem item = MakeFrameItem(i + 1, bytes, rng);
+    auto proto = std::make_shared<PrioritizedItem>(*item.item);
+    proto->set_priority(1.0 + static_cast<double>(i % 1000));
+    item.item = std::move(proto);
+    (void)table->InsertOrAssign(std::move(item), absl::InfiniteDuration());
+  }
+  Checkpointer checkpointer(root, {});
+  std::string first, second;
+  const auto [first_s, first_bytes] = TimedSave(checkpointer, table, false, &first);
+  std::printf("large table: %lld items, first checkpoint %.2f GB in %.1f s\n",
+              static_cast<long long>(table->size()), first_bytes / 1e9, first_s);
+  for (int64_t i = 0; i < std::max<int64_t>(1, items / 100); ++i) {
+    (void)table->InsertOrAssign(MakeFrameItem((uint64_t{1} << 40) + i, bytes, rng),
+                                absl::InfiniteDuration());
+  }
+  const auto [second_s, second_bytes] = TimedSave(checkpointer, table, false, &second);
+  std::printf("  +1%%: incremental checkpoint %.3f GB in %.1f s\n", second_bytes / 1e9,
+              second_s);
+  auto restored = NewTable("large", 1 << 30);
+  const absl::Time start = absl::Now();
+  if (absl::Status s = Checkpointer(root, {}).Load(second, {restored}); !s.ok()) {
+    std::printf("  restore FAILED: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  std::printf("  restored %lld items in %.1f s\n", static_cast<long long>(restored->size()),
+              absl::ToDoubleSeconds(absl::Now() - start));
+  const Table::Snapshot want = table->TakeSnapshot();
+  const Table::Snapshot got = restored->TakeSnapshot();
+  int64_t differences = want.items.size() == got.items.size() ? 0 : 1;
+  for (size_t i = 0; i < std::min(want.items.size(), got.items.size()); ++i) {
+    const Table::CheckpointItem& a = want.items[i];
+    const Table::CheckpointItem& b = got.items[i];
+    const bool same =
+        a.data->item->key() == b.data->item->key() && a.priority == b.priority &&
+        a.times_sampled == b.times_sampled &&
+        a.data->chunks[0]->data().tensors(0).tensor_content() ==
+            b.data->chunks[0]->data().tensors(0).tensor_content();
+    differences += same ? 0 : 1;
+  }
+  std::printf("  compared %lld items: %lld differences\n",
+              static_cast<long long>(want.items.size()), static_cast<long long>(differences));
+  fs::remove_all(root);
+  return differences == 0 ? 0 : 1;
+}
+
 }  // namespace
 }  // namespace tf_reverb
 
@@ -131,6 +249,10 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   using namespace tf_reverb;  // NOLINT
   const std::string dir = absl::GetFlag(FLAGS_dir);
+  if (absl::GetFlag(FLAGS_large_items) > 0) {
+    return CheckLargeCheckpoint(dir + "/large", absl::GetFlag(FLAGS_large_items),
+                                absl::GetFlag(FLAGS_large_bytes));
+  }
   {
     auto table = NewTable("small", 1 << 30);
     const std::string payload(64, 's');
@@ -139,16 +261,17 @@ int main(int argc, char** argv) {
     }
     Measure("small items (64 B)", table, dir + "/small", /*concurrent_writer=*/true);
   }
-  {
+  auto frames_table = [] {
     auto table = NewTable("frames", 1 << 30);
     std::mt19937_64 rng(1);
-    std::string frame(absl::GetFlag(FLAGS_frame_bytes), '\0');
     for (int64_t i = 0; i < absl::GetFlag(FLAGS_frame_items); ++i) {
-      for (char& c : frame) c = static_cast<char>(rng());
-      (void)table->InsertOrAssign(MakeItem(i + 1, frame), absl::InfiniteDuration());
+      (void)table->InsertOrAssign(MakeFrameItem(i + 1, absl::GetFlag(FLAGS_frame_bytes), rng),
+                                  absl::InfiniteDuration());
     }
-    Measure("frames (64 KiB, incompressible)", table, dir + "/frames",
-            /*concurrent_writer=*/true);
-  }
+    return table;
+  };
+  Measure("frames (64 KiB, incompressible)", frames_table(), dir + "/frames",
+          /*concurrent_writer=*/true);
+  MeasureIncremental(frames_table(), dir + "/incremental", absl::GetFlag(FLAGS_frame_bytes));
   return 0;
 }
