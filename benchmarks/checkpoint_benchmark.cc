@@ -148,7 +148,8 @@ std::pair<double, int64_t> TimedSave(Checkpointer& checkpointer,
                                      std::string* path) {
   const absl::Time start = absl::Now();
   *path = checkpointer.Save({table}, full).value();
-  return {absl::ToDoubleSeconds(absl::Now() - start), checkpointer.metrics().last_save_bytes.load()};
+  return {absl::ToDoubleSeconds(absl::Now() - start),
+          checkpointer.metrics().last_save_bytes.load()};
 }
 
 double TimedLoad(Checkpointer& checkpointer, const std::string& path, const std::string& name) {
@@ -182,8 +183,8 @@ void MeasureIncremental(const std::shared_ptr<Table>& table, const std::string& 
   std::printf("incremental vs full after +%lld frames (1%%) on %lld:\n",
               static_cast<long long>(added), static_cast<long long>(table->size()));
   std::printf("  first (full) checkpoint: %.1f MB in %.2f s\n", base_bytes / 1e6, base_s);
-  std::printf("  incremental: %.1f MB written in %.2f s, restore %.2f s\n",
-              incremental_bytes / 1e6, incremental_s, incremental_load_s);
+  std::printf("  incremental: %.1f MB written in %.2f s, restore %.2f s\n", incremental_bytes / 1e6,
+              incremental_s, incremental_load_s);
   std::printf("  full:        %.1f MB written in %.2f s, restore %.2f s\n", full_bytes / 1e6,
               full_s, full_load_s);
   std::printf("  incremental / full bytes: %.2f%%\n", 100.0 * incremental_bytes / full_bytes);
@@ -213,8 +214,7 @@ int CheckLargeCheckpoint(const std::string& root, int64_t items, int64_t bytes) 
                                 absl::InfiniteDuration());
   }
   const auto [second_s, second_bytes] = TimedSave(checkpointer, table, false, &second);
-  std::printf("  +1%%: incremental checkpoint %.3f GB in %.1f s\n", second_bytes / 1e9,
-              second_s);
+  std::printf("  +1%%: incremental checkpoint %.3f GB in %.1f s\n", second_bytes / 1e9, second_s);
   auto restored = NewTable("large", 1 << 30);
   const absl::Time start = absl::Now();
   if (absl::Status s = Checkpointer(root, {}).Load(second, {restored}); !s.ok()) {
@@ -229,11 +229,10 @@ int CheckLargeCheckpoint(const std::string& root, int64_t items, int64_t bytes) 
   for (size_t i = 0; i < std::min(want.items.size(), got.items.size()); ++i) {
     const Table::CheckpointItem& a = want.items[i];
     const Table::CheckpointItem& b = got.items[i];
-    const bool same =
-        a.data->item->key() == b.data->item->key() && a.priority == b.priority &&
-        a.times_sampled == b.times_sampled &&
-        a.data->chunks[0]->data().tensors(0).tensor_content() ==
-            b.data->chunks[0]->data().tensors(0).tensor_content();
+    const bool same = a.data->item->key() == b.data->item->key() && a.priority == b.priority &&
+                      a.times_sampled == b.times_sampled &&
+                      a.data->chunks[0]->data().tensors(0).tensor_content() ==
+                          b.data->chunks[0]->data().tensors(0).tensor_content();
     differences += same ? 0 : 1;
   }
   std::printf("  compared %lld items: %lld differences\n",

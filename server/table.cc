@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -74,6 +76,10 @@ absl::StatusOr<std::shared_ptr<Table>> Table::Create(Config config) {
   absl::StatusOr<std::shared_ptr<const std::vector<SignatureSpec>>> columns =
       SignatureColumns(config.signature);
   if (!columns.ok()) return columns.status();
+  if (config.seed.has_value()) {
+    config.sampler->Seed(*config.seed);
+    config.remover->Seed(*config.seed + 1);
+  }
   return std::shared_ptr<Table>(new Table(std::move(config), *std::move(columns)));
 }
 
@@ -97,6 +103,7 @@ Table::Table(Config config, std::shared_ptr<const std::vector<SignatureSpec>> si
       extensions_(std::move(config.extensions)),
       created_at_(absl::Now()),
       check_item_signatures_(config.check_item_signatures),
+      seed_(config.seed),
       max_size_(config.max_size),
       max_times_sampled_(config.max_times_sampled),
       signature_(std::move(config.signature)),
@@ -444,6 +451,11 @@ Table::Snapshot Table::TakeSnapshot() const {
   config.set_num_deleted_episodes(num_deleted_episodes_);
   config.set_signature(signature_);
   config.set_num_unique_samples(num_unique_samples_);
+  if (seed_.has_value()) {
+    config.set_seed(*seed_);
+    config.set_sampler_random_state(sampler_->RandomState());
+    config.set_remover_random_state(remover_->RandomState());
+  }
   // Only pointers are copied under the mutex; sorting happens after it.
   std::vector<std::pair<uint64_t, const Entry*>> order;
   order.reserve(items_.size());
@@ -472,6 +484,19 @@ absl::StatusOr<std::vector<std::string>> Table::Restore(
   if (!sampler.ok()) return sampler.status();
   absl::StatusOr<std::unique_ptr<ItemSelector>> remover = CreateSelector(checkpoint.remover());
   if (!remover.ok()) return remover.status();
+  if (mode == RestoreMode::kCheckpointConfig && checkpoint.has_seed()) {
+    // A seeded table goes on drawing where the checkpointed one stopped.
+    for (auto [selector, state, offset] :
+         {std::make_tuple(sampler->get(), &checkpoint.sampler_random_state(), 0),
+          std::make_tuple(remover->get(), &checkpoint.remover_random_state(), 1)}) {
+      if (state->empty()) {
+        selector->Seed(checkpoint.seed() + offset);
+      } else if (absl::Status s = selector->SetRandomState(*state); !s.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Table ", name_, ": the checkpoint's selector state: ", s.message()));
+      }
+    }
+  }
   std::shared_ptr<const std::vector<SignatureSpec>> signature_columns;
   if (mode == RestoreMode::kCheckpointConfig) {
     absl::StatusOr<std::shared_ptr<const std::vector<SignatureSpec>>> columns =
@@ -495,6 +520,8 @@ absl::StatusOr<std::vector<std::string>> Table::Restore(
   differs("max_times_sampled", absl::StrCat(max_times_sampled_),
           absl::StrCat(checkpoint.max_times_sampled()));
   differs("rate_limiter", rate_limiter_.DebugString(), limiter->DebugString());
+  differs("seed", seed_.has_value() ? absl::StrCat(*seed_) : "none",
+          checkpoint.has_seed() ? absl::StrCat(checkpoint.seed()) : "none");
   differs("signature", signature_.empty() ? "none" : "a signature",
           checkpoint.signature().empty()                      ? "none"
           : SameSignature(checkpoint.signature(), signature_) ? "a signature"
@@ -510,6 +537,7 @@ absl::StatusOr<std::vector<std::string>> Table::Restore(
     signature_ = checkpoint.signature();
     signature_columns_ = std::move(signature_columns);
     rate_limiter_ = *limiter;
+    seed_ = checkpoint.has_seed() ? std::optional<uint64_t>(checkpoint.seed()) : std::nullopt;
   } else {
     rate_limiter_.RestoreCounters(*limiter);
   }

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,13 @@ class Table {
     std::vector<std::shared_ptr<TableExtension>> extensions;
     // Refuse items inconsistent with the signature (stricter than Reverb).
     bool check_item_signatures = false;
+    // Seeds the selectors (the sampler with `seed`, the remover with
+    // `seed + 1`): with one consumer and the same calls in the same order, a
+    // seeded table picks the same items, also after a checkpoint restore
+    // (the selectors' generator states are checkpointed). Several concurrent
+    // consumers interleave in an order no seed fixes. nullopt: seeded from
+    // std::random_device, as Reverb's.
+    std::optional<uint64_t> seed;
   };
 
   // INVALID_ARGUMENT for an empty name, max_size < 1, missing selectors or
@@ -255,6 +263,8 @@ class Table {
   const std::vector<std::shared_ptr<TableExtension>> extensions_;
   const absl::Time created_at_;
   const bool check_item_signatures_;
+  // Config::seed; replaced only by Restore (kCheckpointConfig).
+  std::optional<uint64_t> seed_ ABSL_GUARDED_BY(mu_);
 
   mutable absl::Mutex mu_;
   // Configuration; replaced only by Restore.

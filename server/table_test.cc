@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -848,6 +849,86 @@ TEST(TableSignatureTest, RestoredCheckpointSignatureIsEnforced) {
   EXPECT_TRUE(absl::IsInvalidArgument(
       table->Restore(checkpoint, {}, Table::RestoreMode::kCheckpointConfig).status()));
 }
+
+// A seeded table: `sampler` draws, a uniform remover, 100 items of keys
+// 1..100 with priorities 1..100.
+std::shared_ptr<Table> SeededTable(const KeyDistributionOptions& sampler,
+                                   std::optional<uint64_t> seed) {
+  auto table = Table::Create(Table::Config{"seeded",
+                                           CreateSelector(sampler).value(),
+                                           CreateSelector(Uniform()).value(),
+                                           100,
+                                           0,
+                                           MinSize(1),
+                                           "",
+                                           {},
+                                           false,
+                                           seed})
+                   .value();
+  for (uint64_t key = 1; key <= 100; ++key) {
+    EXPECT_TRUE(table->InsertOrAssign(MakeItem(key, static_cast<double>(key)), kNoWait).ok());
+  }
+  return table;
+}
+
+std::vector<uint64_t> SampledKeys(Table& table, int n) {
+  std::vector<uint64_t> keys;
+  for (int i = 0; i < n; ++i) {
+    absl::StatusOr<SampledItem> sample = SampleOne(table);
+    EXPECT_TRUE(sample.ok()) << sample.status();
+    if (sample.ok()) keys.push_back(sample->data.item->key());
+  }
+  return keys;
+}
+
+class SeededTableTest : public ::testing::TestWithParam<KeyDistributionOptions> {};
+
+TEST_P(SeededTableTest, TheSameSeedSamplesTheSameKeysInTheSameOrder) {
+  auto first = SeededTable(GetParam(), 42);
+  auto second = SeededTable(GetParam(), 42);
+  const std::vector<uint64_t> keys = SampledKeys(*first, 200);
+  EXPECT_EQ(SampledKeys(*second, 200), keys);
+  // Another seed, or none, draws otherwise (200 draws over 100 keys).
+  EXPECT_NE(SampledKeys(*SeededTable(GetParam(), 43), 200), keys);
+  EXPECT_NE(SampledKeys(*SeededTable(GetParam(), std::nullopt), 200), keys);
+}
+
+TEST_P(SeededTableTest, ARestoredTableGoesOnDrawingWhereTheCheckpointStopped) {
+  auto original = SeededTable(GetParam(), 7);
+  SampledKeys(*original, 50);
+  Table::Snapshot snapshot = original->TakeSnapshot();
+  ASSERT_TRUE(snapshot.config.has_seed());
+  EXPECT_EQ(snapshot.config.seed(), 7u);
+  EXPECT_FALSE(snapshot.config.sampler_random_state().empty());
+  // Restored into an unseeded table with the checkpoint's configuration.
+  auto restored = SeededTable(GetParam(), std::nullopt);
+  ASSERT_TRUE(restored
+                  ->Restore(snapshot.config, std::move(snapshot.items),
+                            Table::RestoreMode::kCheckpointConfig)
+                  .ok());
+  EXPECT_EQ(SampledKeys(*restored, 100), SampledKeys(*original, 100));
+}
+
+TEST(SeededTableConfigTest, UnseededTablesCheckpointNoRandomState) {
+  Table::Snapshot snapshot = SeededTable(Uniform(), std::nullopt)->TakeSnapshot();
+  EXPECT_FALSE(snapshot.config.has_seed());
+  EXPECT_TRUE(snapshot.config.sampler_random_state().empty());
+}
+
+TEST(SeededTableConfigTest, AnUnreadableRandomStateFailsTheRestore) {
+  Table::Snapshot snapshot = SeededTable(Uniform(), 1)->TakeSnapshot();
+  snapshot.config.set_sampler_random_state("not a state");
+  auto restored = SeededTable(Uniform(), std::nullopt);
+  absl::StatusOr<std::vector<std::string>> result = restored->Restore(
+      snapshot.config, std::move(snapshot.items), Table::RestoreMode::kCheckpointConfig);
+  EXPECT_TRUE(absl::IsInvalidArgument(result.status())) << result.status();
+  EXPECT_EQ(restored->size(), 100);  // untouched
+}
+
+INSTANTIATE_TEST_SUITE_P(DrawingSelectors, SeededTableTest,
+                         ::testing::Values(Uniform(), Prioritized(0.8)), [](const auto& info) {
+                           return info.index == 0 ? "Uniform" : "Prioritized";
+                         });
 
 }  // namespace
 }  // namespace tf_reverb

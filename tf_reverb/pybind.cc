@@ -39,7 +39,8 @@ std::shared_ptr<Table> MakeTable(const std::string& name, const py::bytes& sampl
                                  const py::bytes& remover, int64_t max_size,
                                  int32_t max_times_sampled, double samples_per_insert,
                                  int64_t min_size_to_sample, double min_diff, double max_diff,
-                                 const py::bytes& signature, bool check_item_signatures) {
+                                 const py::bytes& signature, bool check_item_signatures,
+                                 std::optional<uint64_t> seed) {
   return ValueOrRaise(Table::Create(Table::Config{
       name,
       ValueOrRaise(CreateSelector(ParseOptions(sampler))),
@@ -49,7 +50,8 @@ std::shared_ptr<Table> MakeTable(const std::string& name, const py::bytes& sampl
       ValueOrRaise(RateLimiter::Create(samples_per_insert, min_size_to_sample, min_diff, max_diff)),
       std::string(signature),
       {},
-      check_item_signatures}));
+      check_item_signatures,
+      seed}));
 }
 
 }  // namespace
@@ -65,7 +67,8 @@ PYBIND11_MODULE(pybind, m) {
       .def(py::init(&MakeTable), py::arg("name"), py::arg("sampler"), py::arg("remover"),
            py::arg("max_size"), py::arg("max_times_sampled"), py::arg("samples_per_insert"),
            py::arg("min_size_to_sample"), py::arg("min_diff"), py::arg("max_diff"),
-           py::arg("signature"), py::arg("check_item_signatures") = false)
+           py::arg("signature"), py::arg("check_item_signatures") = false,
+           py::arg("seed") = std::nullopt)
       .def("name", &Table::name)
       .def("info", [](const Table& table) { return py::bytes(table.Info().SerializeAsString()); })
       .def("can_sample", &Table::CanSample)

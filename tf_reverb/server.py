@@ -71,6 +71,7 @@ class Table:
     signature: Optional[reverb_types.SpecNest] = None,
     *,
     check_item_signatures: bool = False,
+    seed: Optional[int] = None,
   ):
     """Creates a table.
 
@@ -91,6 +92,18 @@ class Table:
       check_item_signatures: the table refuses items inconsistent with
         `signature`, whoever sends them (stricter than Reverb; a tf_reverb
         extension, also ``reverb_server --check_item_signatures``).
+      seed: makes sampling reproducible (a tf_reverb extension; also the
+        ``seed`` field of a table in the server's config). The sampler's and
+        the remover's random generators start from it, and checkpoints keep
+        their states, so with the same inserts, updates and samples in the
+        same order the same items are sampled in the same order, run after
+        run and after a restore. What is reproducible is the table's own
+        sequence of picks: it holds for a single consumer (one
+        ``Client.sample`` or dataset with one worker); several concurrent
+        consumers, or several workers, interleave their requests in an
+        order no seed can fix. Item keys come from the writers, so compare
+        runs by content, or insert with fixed keys. None (the default):
+        seeded from the operating system, as in Reverb.
 
     Raises:
       ValueError: for an empty name, a non-positive max_size, a selector or
@@ -100,6 +113,8 @@ class Table:
       raise ValueError('name must be nonempty')
     if max_size <= 0:
       raise ValueError(f'max_size ({max_size}) must be a positive integer')
+    if seed is not None and not 0 <= seed < 2**64:
+      raise ValueError(f'seed ({seed}) must be in [0, 2**64)')
     if extensions:
       raise NotImplementedError('Table extensions are not supported yet.')
     for role, selector in (('sampler', sampler), ('remover', remover)):
@@ -134,6 +149,7 @@ class Table:
       max_diff=rate_limiter.max_diff,
       signature=reverb_types.encode_signature(signature),
       check_item_signatures=check_item_signatures,
+      seed=seed,
     )
 
   @classmethod

@@ -14,7 +14,7 @@
 namespace tf_reverb {
 
 PrioritizedSelector::PrioritizedSelector(double priority_exponent)
-    : priority_exponent_(priority_exponent), rng_(std::random_device()()) {
+    : priority_exponent_(priority_exponent) {
   nodes_.reserve(kMinCapacity);
 }
 

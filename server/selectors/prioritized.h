@@ -33,8 +33,9 @@
 //    present key and Update/Delete of an absent key are INVALID_ARGUMENT
 //    ("Key K already inserted." / "Key K not found."). Sample on an empty
 //    selector is FAILED_PRECONDITION.
-//  * Randomness: std::mt19937_64 seeded from std::random_device, owned by the
-//    selector and not user-seedable (as in Reverb).
+//  * Randomness: a SelectorRandom (std::mt19937_64 from std::random_device)
+//    owned by the selector; a seeded table seeds it (Table(seed=...)) and
+//    checkpoints its state.
 #ifndef TF_REVERB_SERVER_SELECTORS_PRIORITIZED_H_
 #define TF_REVERB_SERVER_SELECTORS_PRIORITIZED_H_
 
@@ -47,8 +48,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "schema.pb.h"
 #include "server/selectors/selector.h"
+#include "server/selectors/selector_random.h"
 
 namespace tf_reverb {
 
@@ -67,6 +70,9 @@ class PrioritizedSelector : public ItemSelector {
   int64_t size() const override { return static_cast<int64_t>(nodes_.size()); }
   deepmind::reverb::KeyDistributionOptions options() const override;
   std::string DebugString() const override;
+  void Seed(uint64_t seed) override { rng_.Seed(seed); }
+  std::string RandomState() const override { return rng_.State(); }
+  absl::Status SetRandomState(absl::string_view state) override { return rng_.SetState(state); }
 
   // Sum of all weights (0 when empty). For tests and diagnostics.
   double total_weight() const { return nodes_.empty() ? 0.0 : nodes_[0].sum; }
@@ -94,7 +100,7 @@ class PrioritizedSelector : public ItemSelector {
   const double priority_exponent_;
   std::vector<Node> nodes_;
   absl::flat_hash_map<Key, size_t> index_;  // key -> node index.
-  std::mt19937_64 rng_;
+  SelectorRandom rng_;
 };
 
 }  // namespace tf_reverb

@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "schema.pb.h"
 
 namespace tf_reverb {
@@ -49,6 +50,15 @@ class ItemSelector {
   virtual deepmind::reverb::KeyDistributionOptions options() const = 0;
   // E.g. "UniformSelector", "PrioritizedSelector(priority_exponent=0.8)".
   virtual std::string DebugString() const = 0;
+
+  // Randomness, for the selectors that draw (Uniform, Prioritized; the
+  // others are deterministic and ignore these). Seed makes the picks a
+  // function of the seed and the calls; RandomState is the generator's whole
+  // state (empty: none), which SetRandomState restores (INVALID_ARGUMENT for
+  // text RandomState did not write).
+  virtual void Seed(uint64_t seed) {}
+  virtual std::string RandomState() const { return ""; }
+  virtual absl::Status SetRandomState(absl::string_view state) { return absl::OkStatus(); }
 };
 
 // Builds a fresh selector from its options; INVALID_ARGUMENT when no

@@ -9,7 +9,7 @@
 
 namespace tf_reverb {
 
-UniformSelector::UniformSelector() : rng_(std::random_device()()) {}
+UniformSelector::UniformSelector() = default;
 
 absl::Status UniformSelector::Insert(Key key, double /*priority*/) {
   if (!index_.try_emplace(key, keys_.size()).second) {

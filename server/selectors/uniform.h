@@ -11,8 +11,9 @@
 //    INVALID_ARGUMENT ("Key K already inserted." / "Key K not found.");
 //    Sample on an empty selector is FAILED_PRECONDITION. Priorities are
 //    ignored, so every priority (even NaN) is accepted.
-//  * Randomness: std::mt19937_64 seeded from std::random_device, owned by the
-//    selector and not user-seedable (as in Reverb).
+//  * Randomness: a SelectorRandom (std::mt19937_64 from std::random_device)
+//    owned by the selector; a seeded table seeds it (Table(seed=...)) and
+//    checkpoints its state.
 #ifndef TF_REVERB_SERVER_SELECTORS_UNIFORM_H_
 #define TF_REVERB_SERVER_SELECTORS_UNIFORM_H_
 
@@ -25,8 +26,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "schema.pb.h"
 #include "server/selectors/selector.h"
+#include "server/selectors/selector_random.h"
 
 namespace tf_reverb {
 
@@ -42,11 +45,14 @@ class UniformSelector : public ItemSelector {
   int64_t size() const override { return static_cast<int64_t>(keys_.size()); }
   deepmind::reverb::KeyDistributionOptions options() const override;
   std::string DebugString() const override;
+  void Seed(uint64_t seed) override { rng_.Seed(seed); }
+  std::string RandomState() const override { return rng_.State(); }
+  absl::Status SetRandomState(absl::string_view state) override { return rng_.SetState(state); }
 
  private:
   std::vector<Key> keys_;
   absl::flat_hash_map<Key, size_t> index_;  // key -> position in keys_.
-  std::mt19937_64 rng_;
+  SelectorRandom rng_;
 };
 
 }  // namespace tf_reverb
