@@ -871,31 +871,21 @@ std::shared_ptr<Table> SeededTable(const KeyDistributionOptions& sampler,
   return table;
 }
 
-std::vector<uint64_t> SampledKeys(Table& table, int n) {
-  std::vector<uint64_t> keys;
-  for (int i = 0; i < n; ++i) {
-    absl::StatusOr<SampledItem> sample = SampleOne(table);
-    EXPECT_TRUE(sample.ok()) << sample.status();
-    if (sample.ok()) keys.push_back(sample->data.item->key());
-  }
-  return keys;
-}
-
 class SeededTableTest : public ::testing::TestWithParam<KeyDistributionOptions> {};
 
 TEST_P(SeededTableTest, TheSameSeedSamplesTheSameKeysInTheSameOrder) {
   auto first = SeededTable(GetParam(), 42);
   auto second = SeededTable(GetParam(), 42);
-  const std::vector<uint64_t> keys = SampledKeys(*first, 200);
-  EXPECT_EQ(SampledKeys(*second, 200), keys);
+  const std::vector<uint64_t> keys = SampleKeys(*first, 200);
+  EXPECT_EQ(SampleKeys(*second, 200), keys);
   // Another seed, or none, draws otherwise (200 draws over 100 keys).
-  EXPECT_NE(SampledKeys(*SeededTable(GetParam(), 43), 200), keys);
-  EXPECT_NE(SampledKeys(*SeededTable(GetParam(), std::nullopt), 200), keys);
+  EXPECT_NE(SampleKeys(*SeededTable(GetParam(), 43), 200), keys);
+  EXPECT_NE(SampleKeys(*SeededTable(GetParam(), std::nullopt), 200), keys);
 }
 
 TEST_P(SeededTableTest, ARestoredTableGoesOnDrawingWhereTheCheckpointStopped) {
   auto original = SeededTable(GetParam(), 7);
-  SampledKeys(*original, 50);
+  SampleKeys(*original, 50);
   Table::Snapshot snapshot = original->TakeSnapshot();
   ASSERT_TRUE(snapshot.config.has_seed());
   EXPECT_EQ(snapshot.config.seed(), 7u);
@@ -906,7 +896,7 @@ TEST_P(SeededTableTest, ARestoredTableGoesOnDrawingWhereTheCheckpointStopped) {
                   ->Restore(snapshot.config, std::move(snapshot.items),
                             Table::RestoreMode::kCheckpointConfig)
                   .ok());
-  EXPECT_EQ(SampledKeys(*restored, 100), SampledKeys(*original, 100));
+  EXPECT_EQ(SampleKeys(*restored, 100), SampleKeys(*original, 100));
 }
 
 TEST(SeededTableConfigTest, UnseededTablesCheckpointNoRandomState) {

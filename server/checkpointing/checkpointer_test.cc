@@ -40,16 +40,6 @@ std::string FreshRoot(const std::string& name) {
   return root.string();
 }
 
-std::vector<uint64_t> SampleKeys(Table& table, int n) {
-  std::vector<uint64_t> keys;
-  for (int i = 0; i < n; ++i) {
-    absl::StatusOr<SampledItem> sample = SampleOne(table);
-    EXPECT_TRUE(sample.ok()) << sample.status();
-    if (sample.ok()) keys.push_back(sample->data.item->key());
-  }
-  return keys;
-}
-
 TEST(CheckpointerTest, RoundTripKeepsOrderPrioritiesCountersAndSharedChunks) {
   const std::string root = FreshRoot("round_trip");
   auto fifo = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1), "fifo");

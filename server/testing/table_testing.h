@@ -134,6 +134,18 @@ inline absl::StatusOr<SampledItem> SampleOne(Table& table, absl::Duration timeou
   return out.front();
 }
 
+// The keys of `n` samples of `table`, in the order they were picked (each
+// sample must succeed).
+inline std::vector<uint64_t> SampleKeys(Table& table, int n) {
+  std::vector<uint64_t> keys;
+  for (int i = 0; i < n; ++i) {
+    absl::StatusOr<SampledItem> sample = SampleOne(table);
+    EXPECT_TRUE(sample.ok()) << sample.status();
+    if (sample.ok()) keys.push_back(sample->data.item->key());
+  }
+  return keys;
+}
+
 }  // namespace testing
 }  // namespace tf_reverb
 
