@@ -3,8 +3,9 @@
 ``Server(checkpointer=...)`` restores the newest complete checkpoint at start
 and ``Client.checkpoint()`` writes a new one. Unlike Reverb's, checkpoints are
 crash-safe (written under a temporary name, published atomically), do not
-block the tables while written, have no size ceiling, and retention only
-deletes checkpoints the checkpointer wrote itself.
+block the tables while written, have no size ceiling, are incremental (a
+checkpoint writes only the chunks earlier ones do not hold), and retention
+only deletes checkpoints the checkpointer wrote itself.
 """
 
 import abc

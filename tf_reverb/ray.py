@@ -595,8 +595,12 @@ class ReplayCluster:
     """
     return [client.server_info(timeout) for client in self.shard_clients()]
 
-  def checkpoint(self) -> List[str]:
+  def checkpoint(self, full: bool = False) -> List[str]:
     """Checkpoints every shard; returns the checkpoint paths in shard order.
+
+    Args:
+      full: self-contained checkpoints instead of incremental ones (see
+        ``Client.checkpoint``).
 
     Raises:
       ValueError: if the cluster has no checkpoint_dir.
@@ -605,7 +609,7 @@ class ReplayCluster:
       raise ValueError(
         'This ReplayCluster has no checkpoint_dir; pass one to checkpoint.'
       )
-    return [client.checkpoint() for client in self.shard_clients()]
+    return [client.checkpoint(full) for client in self.shard_clients()]
 
   def shutdown(self, timeout: float = 60.0) -> None:
     """Stops every server (SIGTERM: a final checkpoint if checkpoint_dir is
