@@ -198,7 +198,8 @@ absl::StatusOr<std::string> Checkpointer::SaveLocked(
     if (inserted) it->second = fs::exists(fs::path(root_) / checkpoint / kChunksFile);
     return it->second;
   };
-  // Where `chunk` goes in this checkpoint: {key, written now, referenced}.
+  // Where `chunk` goes in this checkpoint: {its key here, whether to write it now}
+  // (false: stored already in this save, or referenced in an earlier file).
   uint64_t next_fresh_key = 1;
   auto place = [&](const std::shared_ptr<const ChunkData>& chunk) -> std::pair<uint64_t, bool> {
     const ChunkData* raw = chunk.get();
