@@ -424,6 +424,39 @@ void Table::Reset() {
   CollectWakersLocked(&wake);
 }
 
+void Table::AddExtension(std::shared_ptr<TableExtension> extension) {
+  absl::MutexLock lock(&mu_);
+  extensions_.push_back(std::move(extension));
+}
+
+absl::Status Table::ReplayInsert(std::shared_ptr<const TableItem> item) {
+  WakeList wake;
+  absl::MutexLock lock(&mu_);
+  const uint64_t key = item->item->key();
+  const double priority = item->item->priority();
+  if (absl::Status s = ValidatePriority(priority); !s.ok()) return s;
+  if (items_.contains(key)) return UpdateLocked(key, priority);
+  if (absl::Status s = AddLocked(std::move(item), priority, 0, /*inserted=*/true); !s.ok()) {
+    return s;
+  }
+  rate_limiter_.RecordInsert();
+  TableMetrics::Add(metrics_.inserts, 1);
+  CollectWakersLocked(&wake);
+  return absl::OkStatus();
+}
+
+void Table::ReplaySample(uint64_t key) {
+  WakeList wake;
+  absl::MutexLock lock(&mu_);
+  auto it = items_.find(key);
+  if (it == items_.end()) return;
+  if (it->second.times_sampled == 0) ++num_unique_samples_;
+  ++it->second.times_sampled;
+  rate_limiter_.RecordSample();
+  TableMetrics::Add(metrics_.samples, 1);
+  CollectWakersLocked(&wake);
+}
+
 void Table::ClearLocked() {
   sampler_->Clear();
   remover_->Clear();
@@ -456,6 +489,7 @@ Table::Snapshot Table::TakeSnapshot() const {
     config.set_sampler_random_state(sampler_->RandomState());
     config.set_remover_random_state(remover_->RandomState());
   }
+  for (const auto& extension : extensions_) extension->OnSnapshot(&config);
   // Only pointers are copied under the mutex; sorting happens after it.
   std::vector<std::pair<uint64_t, const Entry*>> order;
   order.reserve(items_.size());

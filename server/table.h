@@ -140,6 +140,21 @@ class Table {
   // Removes every item and zeroes the rate limiter's counters.
   void Reset();
 
+  // Attaches one more extension; it sees the changes from now on (the
+  // write-ahead log's journal is attached so, after recovery).
+  void AddExtension(std::shared_ptr<TableExtension> extension);
+
+  // Recovery from a write-ahead log (server/wal/): the changes it recorded,
+  // applied as they happened, with no blocking and no eviction (the log
+  // records deletions itself); updates, deletions and resets replay through
+  // MutateItems and Reset. ReplayInsert adds `item`
+  // (its proto as the table stored it, inserted_at included) and counts an
+  // insert; an existing key only takes the priority. ReplaySample counts
+  // one more sample of `key` (ignored when absent). INVALID_ARGUMENT for a
+  // priority the selectors reject.
+  absl::Status ReplayInsert(std::shared_ptr<const TableItem> item);
+  void ReplaySample(uint64_t key);
+
   // Wakes and fails every blocked call; later calls fail with CANCELLED.
   void Close();
 
@@ -260,7 +275,8 @@ class Table {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string name_;
-  const std::vector<std::shared_ptr<TableExtension>> extensions_;
+  // Config::extensions, then those AddExtension attached.
+  std::vector<std::shared_ptr<TableExtension>> extensions_ ABSL_GUARDED_BY(mu_);
   const absl::Time created_at_;
   const bool check_item_signatures_;
   // Config::seed; replaced only by Restore (kCheckpointConfig).

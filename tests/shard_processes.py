@@ -11,7 +11,7 @@ import signal
 import subprocess
 import threading
 import time
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER_BINARY = os.path.join(ROOT, 'tf_reverb', 'bin', 'reverb_server')
@@ -41,10 +41,12 @@ class ShardProcess:
     port: int = 0,
     checkpoint_dir: Optional[str] = None,
     config: str = SHARD_CONFIG,
+    extra_args: Sequence[str] = (),
   ):
     args = [SERVER_BINARY, f'--config={config}', f'--port={port}']
     if checkpoint_dir:
       args.append(f'--checkpoint_dir={checkpoint_dir}')
+    args.extend(extra_args)
     self.checkpoint_dir = checkpoint_dir
     self.process = subprocess.Popen(
       args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True

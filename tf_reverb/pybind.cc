@@ -20,6 +20,7 @@
 #include "server/selectors/selector.h"
 #include "server/service/server.h"
 #include "server/table.h"
+#include "server/wal/write_ahead_log.h"
 #include "tf_reverb/pybind_common.h"
 
 namespace py = pybind11;
@@ -99,17 +100,26 @@ PYBIND11_MODULE(pybind, m) {
       .def(py::init([](std::vector<std::shared_ptr<Table>> tables, int port,
                        std::shared_ptr<Checkpointer> checkpointer,
                        std::shared_ptr<ServerSecurity> security, int metrics_port,
-                       std::string metrics_host) {
+                       std::string metrics_host, std::string wal_dir,
+                       const std::string& wal_durability, double wal_fsync_interval_seconds) {
              py::gil_scoped_release release;
              MetricsOptions metrics;
              metrics.port = metrics_port;
              metrics.host = std::move(metrics_host);
+             std::shared_ptr<WriteAheadLog> log;
+             if (!wal_dir.empty()) {
+               WalOptions options;
+               options.durability = ValueOrRaise(ParseWalDurability(wal_durability));
+               options.fsync_interval = absl::Seconds(wal_fsync_interval_seconds);
+               log = ValueOrRaise(WriteAheadLog::Open(std::move(wal_dir), options));
+             }
              return ValueOrRaise(Server::Start(std::move(tables), port, std::move(checkpointer),
-                                               std::move(security), metrics));
+                                               std::move(security), metrics, std::move(log)));
            }),
            py::arg("tables"), py::arg("port"), py::arg("checkpointer") = nullptr,
            py::arg("security") = nullptr, py::arg("metrics_port") = -1,
-           py::arg("metrics_host") = "")
+           py::arg("metrics_host") = "", py::arg("wal_dir") = "",
+           py::arg("wal_durability") = "sync", py::arg("wal_fsync_interval_seconds") = 0.1)
       .def_property_readonly("port", &Server::port)
       .def_property_readonly("metrics_port", &Server::metrics_port)
       .def("stop", &Server::Stop, py::call_guard<py::gil_scoped_release>())

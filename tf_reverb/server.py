@@ -2,6 +2,7 @@
 
 import abc
 import logging
+import os
 import time
 from typing import List, Optional, Sequence
 
@@ -294,6 +295,9 @@ class Server:
     auth_token_file: Optional[str] = None,
     metrics_port: Optional[int] = None,
     metrics_host: str = '',
+    wal_dir: Optional[str] = None,
+    wal_durability: str = 'sync',
+    wal_fsync_interval: float = 0.1,
   ):
     """Starts serving.
 
@@ -322,13 +326,26 @@ class Server:
         are listed in docs/guides/metrics-logs-alerts.md.
       metrics_host: the IPv4 address the metrics endpoint listens on; empty
         for all interfaces.
+      wal_dir: keep a write-ahead log there: every change of the tables is
+        logged, inserts are confirmed to writers only once logged, and at
+        start the log's records after the newest checkpoint are replayed,
+        so a crash loses no confirmed insert. Checkpoints (of
+        `checkpointer`) delete the log they cover. None: no log (Reverb's
+        behaviour: what came after the last checkpoint is lost in a crash).
+        See docs/guides/durability.md.
+      wal_durability: 'sync' (an insert is confirmed once on disk with
+        fdatasync, shared by concurrent writers: survives a host crash) or
+        'async' (once written to the OS, fdatasync every
+        `wal_fsync_interval` seconds: survives a process crash).
+      wal_fsync_interval: seconds between fdatasyncs with 'async'.
 
     Raises:
       ValueError: for no tables, duplicate names, or a checkpoint holding a
         table that `tables` lacks; for unreadable or inconsistent security
         settings (the message names the file or argument, never a secret).
-      RuntimeError: when the port (or the metrics port) cannot be bound or a
-        checkpoint is corrupt.
+      RuntimeError: when the port (or the metrics port) cannot be bound, a
+        checkpoint or the write-ahead log is corrupt (the message names the
+        file and offset), or `wal_dir` cannot be used.
     """
     if not tables:
       raise ValueError('At least one table must be provided')
@@ -340,6 +357,14 @@ class Server:
       )
     if checkpointer is None:
       checkpointer = checkpointers_lib.default_checkpointer()
+    if wal_durability not in ('sync', 'async'):
+      raise ValueError(
+        f"wal_durability must be 'sync' or 'async', got {wal_durability!r}"
+      )
+    if not wal_fsync_interval > 0:
+      raise ValueError(
+        f'wal_fsync_interval must be > 0 seconds, got {wal_fsync_interval!r}'
+      )
     if port is None:
       port = portpicker.pick_unused_port()
     if metrics_port is not None and (
@@ -372,6 +397,9 @@ class Server:
       security,
       metrics_port=-1 if metrics_port is None else metrics_port,
       metrics_host=metrics_host,
+      wal_dir=os.fspath(wal_dir) if wal_dir is not None else '',
+      wal_durability=wal_durability,
+      wal_fsync_interval_seconds=float(wal_fsync_interval),
     )
     self._security = security
     self._stopped = False

@@ -32,6 +32,8 @@
 #include "server/chunk_validation.h"
 #include "server/logging/event_log.h"
 #include "server/table_item.h"
+#include "server/wal/log_recovery.h"
+#include "server/wal/table_journal.h"
 
 namespace tf_reverb {
 namespace {
@@ -144,12 +146,15 @@ absl::StatusOr<std::string> Checkpointer::Save(const std::vector<std::shared_ptr
   absl::MutexLock lock(&save_mu_);
   const absl::Time start = absl::Now();
   int64_t bytes = 0;
+  uint64_t log_position = 0;
   absl::StatusOr<std::string> path =
-      SaveLocked(tables, options_.incremental && !full, start, &bytes);
+      SaveLocked(tables, options_.incremental && !full, start, &bytes, &log_position);
   if (!path.ok()) {
     metrics_.save_failures.fetch_add(1, std::memory_order_relaxed);
     return path;
   }
+  // The checkpoint holds every table's changes through log_position.
+  if (log_ != nullptr) log_->ReleaseThrough(log_position);
   const absl::Time end = absl::Now();
   metrics_.save_seconds.Observe(absl::ToDoubleSeconds(end - start));
   metrics_.saved_bytes.fetch_add(bytes, std::memory_order_relaxed);
@@ -161,7 +166,8 @@ absl::StatusOr<std::string> Checkpointer::Save(const std::vector<std::shared_ptr
 
 absl::StatusOr<std::string> Checkpointer::SaveLocked(
     const std::vector<std::shared_ptr<Table>>& tables, bool incremental, absl::Time start,
-    int64_t* bytes_out) {
+    int64_t* bytes_out, uint64_t* log_position) {
+  *log_position = UINT64_MAX;
   std::error_code error;
   fs::create_directories(root_, error);
   if (error) return FsError("create", root_, error);
@@ -247,6 +253,7 @@ absl::StatusOr<std::string> Checkpointer::SaveLocked(
     const absl::Time table_start = absl::Now();
     Table::Snapshot snapshot = table->TakeSnapshot();
     const absl::Duration snapshot_time = absl::Now() - table_start;
+    *log_position = std::min<uint64_t>(*log_position, snapshot.config.wal_sequence());
     if (absl::Status s = (*tables_file)->WriteMessage(snapshot.config); !s.ok()) return s;
     int64_t items = 0;
     for (const Table::CheckpointItem& item : snapshot.items) {
@@ -427,13 +434,33 @@ absl::StatusOr<std::string> Checkpointer::LoadLatest(
   return last_error;
 }
 
+absl::Status Checkpointer::Recover(const std::vector<std::shared_ptr<Table>>& tables,
+                                   std::shared_ptr<WriteAheadLog> log) {
+  absl::StatusOr<std::string> loaded = LoadLatest(tables);
+  if (!loaded.ok() && !absl::IsNotFound(loaded.status())) return loaded.status();
+  if (log == nullptr) return absl::OkStatus();
+  LogPositions positions;
+  {
+    absl::MutexLock lock(&save_mu_);
+    if (loaded.ok()) positions = loaded_log_positions_;
+    log_ = log;
+  }
+  if (absl::Status s = ReplayLog(*log, tables, positions); !s.ok()) return s;
+  for (const auto& table : tables) {
+    table->AddExtension(std::make_shared<TableJournal>(log, table->name()));
+  }
+  return log->Start();
+}
+
 absl::Status Checkpointer::Load(const std::string& path,
                                 const std::vector<std::shared_ptr<Table>>& tables) {
   absl::MutexLock lock(&save_mu_);
   StoredChunks stored;
-  absl::Status status = LoadImpl(path, tables, &stored);
+  LogPositions log_positions;
+  absl::Status status = LoadImpl(path, tables, &stored, &log_positions);
   if (status.ok()) {
     for (auto& [raw, where] : stored) stored_[raw] = std::move(where);
+    loaded_log_positions_ = std::move(log_positions);
   }
   // A checkpoint with its DONE marker is complete: a file of it that cannot
   // be found is damage, not "no checkpoint" (NOT_FOUND would let a server
@@ -449,7 +476,7 @@ absl::Status Checkpointer::Load(const std::string& path,
 
 absl::Status Checkpointer::LoadImpl(const std::string& path,
                                     const std::vector<std::shared_ptr<Table>>& tables,
-                                    StoredChunks* stored) {
+                                    StoredChunks* stored, LogPositions* log_positions) {
   const absl::Time start = absl::Now();
   if (!fs::exists(fs::path(path) / kDoneFile)) {
     return absl::InvalidArgumentError(
@@ -470,6 +497,7 @@ absl::Status Checkpointer::LoadImpl(const std::string& path,
               "' but table was not found in provided list of tables. Available tables: [",
               absl::StrJoin(names, ", "), "]"));
         }
+        (*log_positions)[config.table_name()] = config.wal_sequence();
         configs.push_back(std::move(config));
         return absl::OkStatus();
       });

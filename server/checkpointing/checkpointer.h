@@ -56,6 +56,7 @@
 #include "server/metrics/checkpoint_metrics.h"
 #include "server/table.h"
 #include "server/table_item.h"
+#include "server/wal/write_ahead_log.h"
 
 namespace tf_reverb {
 
@@ -85,6 +86,18 @@ class Checkpointer {
   // Restores the newest complete checkpoint (or the fallback) into `tables`;
   // returns the directory loaded.
   absl::StatusOr<std::string> LoadLatest(const std::vector<std::shared_ptr<Table>>& tables);
+  // What a server does at start: restores the newest complete checkpoint
+  // (none is no error) and, with `log`, replays the log's records after it
+  // (server/wal/log_recovery.h), attaches a journal to every table and
+  // starts the log; later saves then delete the log segments they cover.
+  // Errors as LoadLatest and ReplayLog.
+  absl::Status Recover(const std::vector<std::shared_ptr<Table>>& tables,
+                       std::shared_ptr<WriteAheadLog> log = nullptr);
+  // The write-ahead log Recover attached (null: none).
+  std::shared_ptr<WriteAheadLog> log() const {
+    absl::MutexLock lock(&save_mu_);
+    return log_;
+  }
   // Restores the checkpoint at `path` into `tables`.
   absl::Status Load(const std::string& path, const std::vector<std::shared_ptr<Table>>& tables);
 
@@ -103,25 +116,33 @@ class Checkpointer {
     uint64_t key = 0;        // the key it is stored under there
   };
   using StoredChunks = absl::flat_hash_map<const ChunkData*, StoredChunk>;
+  // Table name -> the last log record its checkpointed state includes.
+  using LogPositions = absl::flat_hash_map<std::string, uint64_t>;
 
   // Complete checkpoints of ours under root_, newest first.
   std::vector<std::string> CompleteCheckpoints() const;
   void DeleteOld() ABSL_EXCLUSIVE_LOCKS_REQUIRED(save_mu_);
-  // Save's work; sets `bytes` to the bytes written.
+  // Save's work; sets `bytes` to the bytes written and `log_position` to
+  // the log record through which every table's changes are saved.
   absl::StatusOr<std::string> SaveLocked(const std::vector<std::shared_ptr<Table>>& tables,
-                                         bool incremental, absl::Time start, int64_t* bytes)
+                                         bool incremental, absl::Time start, int64_t* bytes,
+                                         uint64_t* log_position)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(save_mu_);
   // Restores `path`; adds where each restored chunk lies to `stored` (when
-  // `path` is under root_).
+  // `path` is under root_) and each table's log position to `log_positions`.
   absl::Status LoadImpl(const std::string& path, const std::vector<std::shared_ptr<Table>>& tables,
-                        StoredChunks* stored) ABSL_EXCLUSIVE_LOCKS_REQUIRED(save_mu_);
+                        StoredChunks* stored, LogPositions* log_positions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(save_mu_);
 
   const std::string root_;
   const CheckpointerOptions options_;
-  absl::Mutex save_mu_;
+  mutable absl::Mutex save_mu_;
   StoredChunks stored_ ABSL_GUARDED_BY(save_mu_);
   // Checkpoint name -> chunks its chunks.tfrecord holds (for copy-forward).
   absl::flat_hash_map<std::string, int64_t> chunks_in_file_ ABSL_GUARDED_BY(save_mu_);
+  // Of the newest successful load.
+  LogPositions loaded_log_positions_ ABSL_GUARDED_BY(save_mu_);
+  std::shared_ptr<WriteAheadLog> log_ ABSL_GUARDED_BY(save_mu_);
   CheckpointMetrics metrics_;
 };
 

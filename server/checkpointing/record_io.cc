@@ -56,12 +56,30 @@ RecordWriter::~RecordWriter() {
   if (file_ != nullptr) std::fclose(file_);
 }
 
-absl::Status RecordWriter::Write(const std::string& record) {
-  char header[12];
-  PutFixed64(header, record.size());
+// The frame around a payload of `size` bytes at `data`.
+static void FrameHeader(size_t size, char (&header)[kRecordHeaderBytes]) {
+  PutFixed64(header, size);
   PutFixed32(header + 8, MaskCrc(Crc32c(header, 8)));
-  char footer[4];
-  PutFixed32(footer, MaskCrc(Crc32c(record.data(), record.size())));
+}
+static void FrameFooter(std::string_view payload, char (&footer)[kRecordFooterBytes]) {
+  PutFixed32(footer, MaskCrc(Crc32c(payload.data(), payload.size())));
+}
+
+void AppendRecordFrame(std::string_view payload, std::string* out) {
+  char header[kRecordHeaderBytes];
+  char footer[kRecordFooterBytes];
+  FrameHeader(payload.size(), header);
+  FrameFooter(payload, footer);
+  out->append(header, sizeof(header));
+  out->append(payload.data(), payload.size());
+  out->append(footer, sizeof(footer));
+}
+
+absl::Status RecordWriter::Write(const std::string& record) {
+  char header[kRecordHeaderBytes];
+  char footer[kRecordFooterBytes];
+  FrameHeader(record.size(), header);
+  FrameFooter(record, footer);
   if (std::fwrite(header, 1, sizeof(header), file_) != sizeof(header) ||
       std::fwrite(record.data(), 1, record.size(), file_) != record.size() ||
       std::fwrite(footer, 1, sizeof(footer), file_) != sizeof(footer)) {
@@ -88,7 +106,9 @@ absl::Status RecordWriter::Close() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<RecordReader>> RecordReader::Open(const std::string& path) {
+absl::StatusOr<std::unique_ptr<RecordReader>> RecordReader::Open(const std::string& path,
+                                                                 std::string kind,
+                                                                 bool may_be_compressed) {
   FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) return IoError("open", path);
   // A file whose first record header checks out is uncompressed, whatever
@@ -98,17 +118,19 @@ absl::StatusOr<std::unique_ptr<RecordReader>> RecordReader::Open(const std::stri
   const bool plain_header =
       got == sizeof(head) && GetFixed32(reinterpret_cast<const char*>(head) + 8) ==
                                  MaskCrc(Crc32c(reinterpret_cast<const char*>(head), 8));
-  const bool compressed = !plain_header && ZlibInput::LooksCompressed(head, got);
+  const bool compressed =
+      may_be_compressed && !plain_header && ZlibInput::LooksCompressed(head, got);
   if (std::fseek(file, 0, SEEK_SET) != 0) {
     absl::Status error = IoError("seek in", path);
     std::fclose(file);
     return error;
   }
-  return std::unique_ptr<RecordReader>(new RecordReader(path, file, compressed));
+  return std::unique_ptr<RecordReader>(new RecordReader(path, file, compressed, std::move(kind)));
 }
 
-RecordReader::RecordReader(std::string path, FILE* file, bool compressed)
+RecordReader::RecordReader(std::string path, FILE* file, bool compressed, std::string kind)
     : path_(std::move(path)),
+      kind_(std::move(kind)),
       file_(file),
       zlib_(compressed ? std::make_unique<ZlibInput>(path_, file) : nullptr) {}
 
@@ -118,9 +140,14 @@ RecordReader::~RecordReader() {
 }
 
 absl::Status RecordReader::Corrupt(const std::string& what) const {
-  return absl::DataLossError(absl::StrCat("Checkpoint file ", path_, " is corrupt at byte ",
-                                          offset_, compressed() ? " of its records" : "", ": ",
-                                          what));
+  return absl::DataLossError(absl::StrCat(kind_, " ", path_, " is corrupt at byte ", offset_,
+                                          compressed() ? " of its records" : "", ": ", what));
+}
+
+absl::Status RecordReader::Torn(const std::string& what) {
+  absl::Status status = Corrupt(what);
+  torn_ = !compressed();
+  return status;
 }
 
 int64_t RecordReader::RemainingBytes() const {
@@ -139,11 +166,12 @@ absl::StatusOr<size_t> RecordReader::ReadBytes(char* out, size_t size) {
 }
 
 absl::Status RecordReader::Read(std::string* record) {
+  torn_ = false;
   char header[12];
   absl::StatusOr<size_t> got = ReadBytes(header, sizeof(header));
   if (!got.ok()) return got.status();
   if (*got == 0) return absl::OutOfRangeError("end of file");
-  if (*got != sizeof(header)) return Corrupt("truncated record header");
+  if (*got != sizeof(header)) return Torn("truncated record header");
   if (GetFixed32(header + 8) != MaskCrc(Crc32c(header, 8))) {
     return Corrupt("length checksum mismatch");
   }
@@ -155,8 +183,8 @@ absl::Status RecordReader::Read(std::string* record) {
   char footer[4];
   const int64_t remaining = RemainingBytes();
   if (remaining >= 0 && length + sizeof(footer) > static_cast<uint64_t>(remaining)) {
-    return Corrupt(absl::StrCat("truncated record (", length, " bytes claimed, ", remaining,
-                                " left in the file)"));
+    return Torn(absl::StrCat("truncated record (", length, " bytes claimed, ", remaining,
+                             " left in the file)"));
   }
   constexpr uint64_t kPiece = uint64_t{64} << 20;
   record->clear();
@@ -166,12 +194,14 @@ absl::Status RecordReader::Read(std::string* record) {
     record->resize(start + piece);
     got = ReadBytes(record->data() + start, piece);
     if (!got.ok()) return got.status();
-    if (*got != piece) return Corrupt("truncated record");
+    if (*got != piece) return Torn("truncated record");
   }
   got = ReadBytes(footer, sizeof(footer));
   if (!got.ok()) return got.status();
-  if (*got != sizeof(footer)) return Corrupt("truncated record");
+  if (*got != sizeof(footer)) return Torn("truncated record");
   if (GetFixed32(footer) != MaskCrc(Crc32c(record->data(), record->size()))) {
+    // The last record of the file: as a write cut short would leave it.
+    if (RemainingBytes() == 0) return Torn("record checksum mismatch");
     return Corrupt("record checksum mismatch");
   }
   offset_ += sizeof(header) + length + sizeof(footer);

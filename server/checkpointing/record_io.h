@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -30,6 +31,13 @@
 #include "google/protobuf/message_lite.h"
 
 namespace tf_reverb {
+
+inline constexpr size_t kRecordHeaderBytes = 12;  // length and its checksum
+inline constexpr size_t kRecordFooterBytes = 4;   // the payload's checksum
+
+// Appends `payload` framed as one record to `out` (for writers that batch
+// records into one write, such as the write-ahead log).
+void AppendRecordFrame(std::string_view payload, std::string* out);
 
 class RecordWriter {
  public:
@@ -54,20 +62,33 @@ class ZlibInput;
 
 class RecordReader {
  public:
-  static absl::StatusOr<std::unique_ptr<RecordReader>> Open(const std::string& path);
+  // `kind` starts the messages of errors ("<kind> <path> is corrupt ...").
+  // `may_be_compressed`: false for files this project alone writes (always
+  // plain), so that a short torn file is never taken for a compressed one.
+  static absl::StatusOr<std::unique_ptr<RecordReader>> Open(const std::string& path,
+                                                            std::string kind = "Checkpoint file",
+                                                            bool may_be_compressed = true);
   ~RecordReader();
 
   // Reads the next record into `record`; OUT_OF_RANGE at a clean end of file.
   absl::Status Read(std::string* record);
   // Reads and parses the next record.
   absl::Status ReadMessage(google::protobuf::MessageLite* message);
+  // The offset of the next record (of the failed one after an error).
   int64_t offset() const { return offset_; }
+  // Whether the last failed Read met the end of an uncompressed file inside
+  // a record (a record cut short, or the last record with a bad payload
+  // checksum): what a write interrupted by a crash leaves. Other DATA_LOSS
+  // is corruption.
+  bool last_read_torn() const { return torn_; }
   // Whether the file is ZLIB-compressed.
   bool compressed() const { return zlib_ != nullptr; }
 
  private:
-  RecordReader(std::string path, FILE* file, bool compressed);
+  RecordReader(std::string path, FILE* file, bool compressed, std::string kind);
   absl::Status Corrupt(const std::string& what) const;
+  // Corrupt, marking the failure as a torn end (last_read_torn).
+  absl::Status Torn(const std::string& what);
   // Bytes of the file after the current position; -1 when unknown (always
   // for a compressed file).
   int64_t RemainingBytes() const;
@@ -76,9 +97,11 @@ class RecordReader {
   absl::StatusOr<size_t> ReadBytes(char* out, size_t size);
 
   const std::string path_;
+  const std::string kind_;
   FILE* file_;
   std::unique_ptr<ZlibInput> zlib_;  // null: the file is uncompressed
   int64_t offset_ = 0;
+  bool torn_ = false;
 };
 
 }  // namespace tf_reverb

@@ -14,6 +14,8 @@
 #include "server/metrics/checkpoint_metrics.h"
 #include "server/metrics/process_metrics.h"
 #include "server/metrics/table_metrics.h"
+#include "server/metrics/wal_metrics.h"
+#include "server/wal/write_ahead_log.h"
 
 namespace tf_reverb {
 namespace {
@@ -197,6 +199,37 @@ void CollectCheckpoints(const Checkpointer* checkpointer, std::vector<MetricFami
   AddScalars(values, out);
 }
 
+void CollectWal(const Checkpointer* checkpointer, std::vector<MetricFamily>* out) {
+  std::shared_ptr<WriteAheadLog> log = checkpointer != nullptr ? checkpointer->log() : nullptr;
+  if (log == nullptr) return;  // no log: no tf_reverb_wal_* families
+  const WalMetrics& metrics = log->metrics();
+  MetricFamily batch = Family("tf_reverb_wal_batch_records",
+                              "Log records written by one write (and, with sync, one fsync).",
+                              MetricType::Histogram);
+  AddHistogram(&batch, {}, metrics.batch_records);
+  out->push_back(std::move(batch));
+  MetricFamily fsync = Family("tf_reverb_wal_fsync_duration_seconds",
+                              "Duration of the log's fdatasync calls.", MetricType::Histogram);
+  AddHistogram(&fsync, {}, metrics.fsync_seconds);
+  out->push_back(std::move(fsync));
+  const Scalar values[] = {
+      {"tf_reverb_wal_records_total", "Records appended to the write-ahead log.",
+       MetricType::Counter, Get(metrics.records)},
+      {"tf_reverb_wal_written_bytes_total", "Bytes written to the write-ahead log.",
+       MetricType::Counter, Get(metrics.written_bytes)},
+      {"tf_reverb_wal_fsyncs_total", "fdatasync calls of the write-ahead log.", MetricType::Counter,
+       Get(metrics.fsyncs)},
+      {"tf_reverb_wal_disk_bytes", "Bytes of the log's segment files on disk.", MetricType::Gauge,
+       Get(metrics.disk_bytes)},
+      {"tf_reverb_wal_segments", "Segment files of the log on disk.", MetricType::Gauge,
+       Get(metrics.segments)},
+      {"tf_reverb_wal_failures_total",
+       "Log writes or fsyncs that failed (the log then confirms nothing more).",
+       MetricType::Counter, Get(metrics.failures)},
+  };
+  AddScalars(values, out);
+}
+
 void CollectProcess(std::vector<MetricFamily>* out) {
   absl::StatusOr<ProcessStats> stats = ReadProcessStats();
   if (!stats.ok()) return;
@@ -231,6 +264,7 @@ std::vector<MetricFamily> MetricsCollector::Collect() const {
   CollectTables(tables_, &families);
   if (rpcs_ != nullptr) CollectRpcs(*rpcs_, &families);
   CollectCheckpoints(checkpointer_.get(), &families);
+  CollectWal(checkpointer_.get(), &families);
   CollectProcess(&families);
   return families;
 }

@@ -19,20 +19,23 @@ namespace tf_reverb {
 InsertStreamReactor* InsertStreamReactor::Create(grpc::CallbackServerContext* context,
                                                  ServerInsertStream::TableLookup tables,
                                                  WorkQueue* queue, std::atomic<int>* waiting,
-                                                 bool announce_zstd) {
+                                                 bool announce_zstd,
+                                                 std::shared_ptr<WriteAheadLog> log) {
   std::shared_ptr<InsertStreamReactor> reactor(
-      new InsertStreamReactor(std::move(tables), queue, waiting));
+      new InsertStreamReactor(std::move(tables), queue, waiting, std::move(log)));
   reactor->Own(reactor);
   reactor->Begin(context, announce_zstd);
   return reactor.get();
 }
 
 InsertStreamReactor::InsertStreamReactor(ServerInsertStream::TableLookup tables, WorkQueue* queue,
-                                         std::atomic<int>* waiting)
+                                         std::atomic<int>* waiting,
+                                         std::shared_ptr<WriteAheadLog> log)
     : StreamReactor("InsertStream"),
       handler_(std::move(tables)),
       queue_(queue),
-      waiting_(waiting) {}
+      waiting_(waiting),
+      log_(std::move(log)) {}
 
 void InsertStreamReactor::Begin(grpc::CallbackServerContext* context, bool announce_zstd) {
   // Sent at once (not with the first response) so that writers learn the
@@ -48,6 +51,24 @@ void InsertStreamReactor::StartReadLocked() {
 }
 
 void InsertStreamReactor::WriteConfirmedLocked() {
+  if (awaiting_log_) return;  // OnLogConfirmed writes what is confirmed then
+  if (log_ != nullptr && !confirmed_.empty()) {
+    // Every key in confirmed_ was logged before this point.
+    const uint64_t sequence = log_->last_sequence();
+    if (!log_->Confirmed(sequence)) {
+      awaiting_log_ = true;
+      std::weak_ptr<InsertStreamReactor> weak = weak_from_this();
+      WorkQueue* queue = queue_;
+      log_->WhenConfirmed(sequence, [weak, queue](const absl::Status& status) {
+        queue->Schedule([weak, status]() {
+          if (std::shared_ptr<InsertStreamReactor> self = weak.lock()) {
+            self->OnLogConfirmed(status);
+          }
+        });
+      });
+      return;
+    }
+  }
   deepmind::reverb::InsertStreamResponse response;
   response.mutable_keys()->Add(confirmed_.begin(), confirmed_.end());
   confirmed_.clear();
@@ -60,6 +81,22 @@ void InsertStreamReactor::WriteConfirmedLocked() {
     return;
   }
   StartWriteLocked(&write_buffer_);
+}
+
+void InsertStreamReactor::OnLogConfirmed(const absl::Status& status) {
+  Locked([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    awaiting_log_ = false;
+    if (state_ == State::kFinished) return;
+    if (!status.ok()) {
+      FinishLocked(ToGrpcStatus(status));
+      return;
+    }
+    // Held while a blocked insert waits (kWaiting) or at the end of a
+    // request (kConfirming, its write marked as started).
+    if (!write_in_flight() && (state_ == State::kConfirming || !confirmed_.empty())) {
+      WriteConfirmedLocked();
+    }
+  });
 }
 
 void InsertStreamReactor::FinishLocked(grpc::Status status) {

@@ -6,7 +6,10 @@
 // its table, which resumes the call on the service's WorkQueue. Behaviour as
 // Reverb's: the initial metadata goes out at once (announcing zstd when
 // asked), one response of confirmed keys per request with items, and the
-// keys confirmed so far are sent before an insert that has to wait.
+// keys confirmed so far are sent before an insert that has to wait. With a
+// write-ahead log, keys are confirmed only once the log has confirmed every
+// record appended before them (WriteAheadLog::WhenConfirmed; the call
+// waits without a thread), and a failed log ends the call with its error.
 //
 // Contract:
 //  * Thread-safety: reactions (gRPC's threads) and resumptions (the
@@ -33,15 +36,18 @@
 #include "server/service/stream_reactor.h"
 #include "server/service/work_queue.h"
 #include "server/table.h"
+#include "server/wal/write_ahead_log.h"
 
 namespace tf_reverb {
 
 class InsertStreamReactor : public StreamReactor<InsertStreamReactor> {
  public:
-  // Starts the call. `waiting` counts calls waiting on a table.
+  // Starts the call. `waiting` counts calls waiting on a table; `log` (may
+  // be null) is the server's write-ahead log.
   static InsertStreamReactor* Create(grpc::CallbackServerContext* context,
                                      ServerInsertStream::TableLookup tables, WorkQueue* queue,
-                                     std::atomic<int>* waiting, bool announce_zstd);
+                                     std::atomic<int>* waiting, bool announce_zstd,
+                                     std::shared_ptr<WriteAheadLog> log = nullptr);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -58,15 +64,18 @@ class InsertStreamReactor : public StreamReactor<InsertStreamReactor> {
   };
 
   InsertStreamReactor(ServerInsertStream::TableLookup tables, WorkQueue* queue,
-                      std::atomic<int>* waiting);
+                      std::atomic<int>* waiting, std::shared_ptr<WriteAheadLog> log);
   void Begin(grpc::CallbackServerContext* context, bool announce_zstd);
 
   // Drives the handler until it blocks, fails or finishes the request.
   void Step() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Resume() ABSL_LOCKS_EXCLUDED(mu_);
   void StartReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes `confirmed_` as one response (clearing it).
+  // Writes `confirmed_` as one response (clearing it), once the log has
+  // confirmed what was appended before it.
   void WriteConfirmedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The log confirmed (or failed) what a held confirmation waited for.
+  void OnLogConfirmed(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the call with `status` once no write is in flight (the first
   // status wins; Locked sends the Finish).
   void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -77,10 +86,13 @@ class InsertStreamReactor : public StreamReactor<InsertStreamReactor> {
   ServerInsertStream handler_;
   WorkQueue* const queue_;
   std::atomic<int>* const waiting_;
+  const std::shared_ptr<WriteAheadLog> log_;
 
   State state_ ABSL_GUARDED_BY(mu_) = State::kReading;
   bool confirmation_written_ ABSL_GUARDED_BY(mu_) = false;
   bool request_has_items_ ABSL_GUARDED_BY(mu_) = false;
+  // A confirmation is held until the log confirms.
+  bool awaiting_log_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ByteBuffer read_buffer_;  // owned by the outstanding read
   grpc::ByteBuffer write_buffer_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> confirmed_ ABSL_GUARDED_BY(mu_);

@@ -2,7 +2,8 @@
 //
 //   reverb_server [--config=<text proto or JSON>|--config_file=<path>] [--port=N]
 //                 [--checkpoint_dir=DIR [--checkpoint_interval_seconds=S]
-//                  [--checkpoint_on_exit] [--keep_table_config]]
+//                  [--checkpoint_on_exit] [--keep_table_config]
+//                  [--wal_dir=DIR [--wal_durability=sync|async]]]
 //                 [--metrics_port=N [--metrics_host=IP]] [--log_format=text|json]
 //
 // Serves the tables of a ReverbServerConfig (docs/reference/config-format.md); with no
@@ -12,7 +13,11 @@
 // Client.checkpoint() saves there, and so does a background thread every
 // --checkpoint_interval_seconds. SIGTERM and SIGINT stop it gracefully: no
 // new calls are accepted, running ones get --drain_seconds to finish, a final
-// checkpoint is written (--checkpoint_on_exit), then the tables close. The
+// checkpoint is written (--checkpoint_on_exit), then the tables close. With
+// --wal_dir every change is also logged there (server/wal/) and replayed
+// after the checkpoint at start, and inserts are confirmed once logged:
+// --wal_durability=sync (fdatasync'ed, the default) or async (written to
+// the OS; fdatasync every --wal_fsync_interval_ms). The
 // standard gRPC health service (grpc.health.v1.Health) answers SERVING.
 // Security (server/security/server_credentials.h): --host binds one
 // interface (default all); --tls_cert_file/--tls_key_file serve TLS,
@@ -59,6 +64,7 @@
 #include "server/service/server.h"
 #include "server/service/server_config.h"
 #include "server/table.h"
+#include "server/wal/write_ahead_log.h"
 
 ABSL_FLAG(std::string, config, "", "ReverbServerConfig in text format or JSON.");
 ABSL_FLAG(std::string, config_file, "", "File holding a ReverbServerConfig.");
@@ -67,6 +73,12 @@ ABSL_FLAG(std::string, checkpoint_dir, "", "Directory of checkpoints (restored a
 ABSL_FLAG(int, checkpoint_interval_seconds, 0, "Checkpoint this often (0 = never).");
 ABSL_FLAG(bool, checkpoint_on_exit, true, "Checkpoint once more on SIGTERM/SIGINT.");
 ABSL_FLAG(int, keep_checkpoints, 1, "Complete checkpoints to keep.");
+ABSL_FLAG(std::string, wal_dir, "",
+          "Write-ahead log directory (needs --checkpoint_dir): a crash loses no confirmed insert.");
+ABSL_FLAG(std::string, wal_durability, "sync",
+          "sync: confirm inserts once fdatasync'ed (survives a host crash); async: once written "
+          "(survives a process crash).");
+ABSL_FLAG(int, wal_fsync_interval_ms, 100, "With --wal_durability=async: fdatasync this often.");
 ABSL_FLAG(bool, incremental_checkpoints, true,
           "Write only the chunks earlier checkpoints do not hold (false: every checkpoint is "
           "self-contained, as dm-reverb writes and restores them).");
@@ -176,18 +188,37 @@ int main(int argc, char** argv) {
                                : tf_reverb::Table::RestoreMode::kCheckpointConfig;
     checkpointer = std::make_shared<tf_reverb::Checkpointer>(checkpoint_dir, options);
   }
+  std::shared_ptr<tf_reverb::WriteAheadLog> log;
+  const std::string wal_dir = absl::GetFlag(FLAGS_wal_dir);
+  if (!wal_dir.empty()) {
+    if (checkpointer == nullptr) {
+      return Fail("--wal_dir needs --checkpoint_dir (checkpoints are where the log is truncated)");
+    }
+    absl::StatusOr<tf_reverb::WalDurability> durability =
+        tf_reverb::ParseWalDurability(absl::GetFlag(FLAGS_wal_durability));
+    if (!durability.ok()) return Fail(std::string(durability.status().message()));
+    tf_reverb::WalOptions options;
+    options.durability = *durability;
+    options.fsync_interval = absl::Milliseconds(absl::GetFlag(FLAGS_wal_fsync_interval_ms));
+    absl::StatusOr<std::unique_ptr<tf_reverb::WriteAheadLog>> opened =
+        tf_reverb::WriteAheadLog::Open(wal_dir, options);
+    if (!opened.ok()) return Fail(std::string(opened.status().message()));
+    log = *std::move(opened);
+  }
   tf_reverb::MetricsOptions metrics;
   metrics.port = absl::GetFlag(FLAGS_metrics_port);
   metrics.host = absl::GetFlag(FLAGS_metrics_host);
   metrics.client_summary_interval = absl::Seconds(absl::GetFlag(FLAGS_client_summary_seconds));
   absl::StatusOr<std::unique_ptr<tf_reverb::Server>> server =
-      tf_reverb::Server::Start(*std::move(tables), port, checkpointer, *security, metrics);
+      tf_reverb::Server::Start(*std::move(tables), port, checkpointer, *security, metrics, log);
   if (!server.ok()) return Fail(std::string(server.status().message()));
   Log("started", {{"port", (*server)->port()},
                   {"tables", absl::StrJoin(names, ",")},
                   {"checkpoint_dir", checkpoint_dir.empty() ? "none" : checkpoint_dir},
                   {"checkpoint_interval_seconds", absl::GetFlag(FLAGS_checkpoint_interval_seconds)},
                   {"checkpoint_on_exit", absl::GetFlag(FLAGS_checkpoint_on_exit)},
+                  {"wal_dir", wal_dir.empty() ? "none" : wal_dir},
+                  {"wal_durability", absl::GetFlag(FLAGS_wal_durability)},
                   {"metrics_port", (*server)->metrics_port()},
                   {"log_format", absl::GetFlag(FLAGS_log_format)},
                   {"security", (*security)->DebugString()}});

@@ -99,14 +99,17 @@ ReverbServiceImpl::ReverbServiceImpl(std::vector<std::shared_ptr<Table>> tables,
   tables_state_id_.set_low(absl::Uniform<uint64_t>(gen));
 
   auto lookup = [this](const std::string& name) { return GetTable(name); };
+  // Confirmations of inserts wait for it (set by Checkpointer::Recover).
+  std::shared_ptr<WriteAheadLog> log = checkpointer_ != nullptr ? checkpointer_->log() : nullptr;
   RegisterUnary(kCheckpoint, "Checkpoint", &ReverbServiceImpl::HandleCheckpoint,
                 /*offload=*/true);
   MarkMethodRawCallback(
-      kInsertStream, new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
-                         [this, lookup](grpc::CallbackServerContext* context) -> RawBidiReactor* {
-                           return InsertStreamReactor::Create(context, lookup, work_.get(),
-                                                              &calls_in_tables_, announce_zstd());
-                         }));
+      kInsertStream,
+      new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+          [this, lookup, log](grpc::CallbackServerContext* context) -> RawBidiReactor* {
+            return InsertStreamReactor::Create(context, lookup, work_.get(), &calls_in_tables_,
+                                               announce_zstd(), log);
+          }));
   RegisterUnary(kMutatePriorities, "MutatePriorities", &ReverbServiceImpl::HandleMutatePriorities);
   RegisterUnary(kReset, "Reset", &ReverbServiceImpl::HandleReset);
   MarkMethodRawCallback(

@@ -22,7 +22,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(std::vector<std::shared_pt
                                                       int port,
                                                       std::shared_ptr<Checkpointer> checkpointer,
                                                       std::shared_ptr<ServerSecurity> security,
-                                                      const MetricsOptions& metrics) {
+                                                      const MetricsOptions& metrics,
+                                                      std::shared_ptr<WriteAheadLog> log) {
   if (tables.empty()) return absl::InvalidArgumentError("At least one table must be provided");
   absl::flat_hash_set<std::string> names;
   for (const auto& table : tables) {
@@ -39,9 +40,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(std::vector<std::shared_pt
     if (!plain.ok()) return plain.status();
     security = *std::move(plain);
   }
+  if (log != nullptr && checkpointer == nullptr) {
+    return absl::InvalidArgumentError(
+        "A write-ahead log needs a checkpointer (checkpoints are where the log is truncated)");
+  }
   if (checkpointer != nullptr) {
-    absl::StatusOr<std::string> loaded = checkpointer->LoadLatest(tables);
-    if (!loaded.ok() && !absl::IsNotFound(loaded.status())) return loaded.status();
+    if (absl::Status s = checkpointer->Recover(tables, std::move(log)); !s.ok()) return s;
   }
   auto rpc_observer = std::make_shared<RpcObserver>(metrics.client_summary_interval);
   std::shared_ptr<MetricsCollector> collector;

@@ -36,18 +36,24 @@
 #include "server/security/server_credentials.h"
 #include "server/service/reverb_service.h"
 #include "server/table.h"
+#include "server/wal/write_ahead_log.h"
 
 namespace tf_reverb {
 
 class Server {
  public:
   // With a checkpointer, the newest checkpoint (if any) is restored into
-  // `tables` before serving, and the Checkpoint RPC saves through it.
+  // `tables` before serving, and the Checkpoint RPC saves through it. With
+  // a write-ahead log (opened, not started; needs a checkpointer) its
+  // records after that checkpoint are replayed too, every later change is
+  // logged, and inserts are confirmed once logged
+  // (Checkpointer::Recover).
   static absl::StatusOr<std::unique_ptr<Server>> Start(
       std::vector<std::shared_ptr<Table>> tables, int port,
       std::shared_ptr<Checkpointer> checkpointer = nullptr,
       std::shared_ptr<ServerSecurity> security = nullptr,
-      const MetricsOptions& metrics = MetricsOptions());
+      const MetricsOptions& metrics = MetricsOptions(),
+      std::shared_ptr<WriteAheadLog> log = nullptr);
   ~Server();
 
   int port() const { return port_; }

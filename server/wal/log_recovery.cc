@@ -1,0 +1,92 @@
+#include "server/wal/log_recovery.h"
+
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "checkpoint.pb.h"
+#include "schema.pb.h"
+#include "server/chunk_validation.h"
+#include "server/logging/event_log.h"
+#include "server/table_item.h"
+
+namespace tf_reverb {
+
+absl::Status ReplayLog(WriteAheadLog& log, const std::vector<std::shared_ptr<Table>>& tables,
+                       const absl::flat_hash_map<std::string, uint64_t>& positions) {
+  const absl::Time start = absl::Now();
+  absl::flat_hash_map<std::string, Table*> by_name;
+  for (const auto& table : tables) by_name[table->name()] = table.get();
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const ChunkData>> chunks;
+  int64_t applied = 0;
+  auto apply = [&](deepmind::reverb::WalRecord& record) -> absl::Status {
+    const uint64_t sequence = record.sequence();
+    if (record.change_case() == deepmind::reverb::WalRecord::kChunk) {
+      if (absl::Status valid = ValidateChunk(record.chunk()); !valid.ok()) {
+        return absl::DataLossError(absl::StrCat("Write-ahead log in ", log.dir(), ": record ",
+                                                sequence, ": ", valid.message()));
+      }
+      const uint64_t key = record.chunk().chunk_key();
+      if (!chunks.contains(key)) {
+        chunks.emplace(key, std::make_shared<const ChunkData>(std::move(*record.mutable_chunk())));
+      }
+      return absl::OkStatus();
+    }
+    auto table = by_name.find(record.table());
+    if (table == by_name.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("Write-ahead log in ", log.dir(), ": record ",
+                                                     sequence, " is of table '", record.table(),
+                                                     "', which the server does not have"));
+    }
+    auto position = positions.find(record.table());
+    if (position != positions.end() && sequence <= position->second) return absl::OkStatus();
+    ++applied;
+    Table& target = *table->second;
+    switch (record.change_case()) {
+      case deepmind::reverb::WalRecord::kInsert: {
+        TableItem item;
+        for (uint64_t key : UniqueChunkKeys(record.insert().flat_trajectory())) {
+          auto chunk = chunks.find(key);
+          if (chunk == chunks.end()) {
+            return absl::DataLossError(absl::StrCat(
+                "Write-ahead log in ", log.dir(), ": record ", sequence, " inserts item ",
+                record.insert().key(), " of chunk ", key, ", which the log does not hold"));
+          }
+          item.chunks.push_back(chunk->second);
+        }
+        item.item = std::make_shared<const PrioritizedItem>(std::move(*record.mutable_insert()));
+        return target.ReplayInsert(std::make_shared<const TableItem>(std::move(item)));
+      }
+      case deepmind::reverb::WalRecord::kUpdate:
+        return target.MutateItems({record.update()}, {});
+      case deepmind::reverb::WalRecord::kDeleteKey:
+        return target.MutateItems({}, {record.delete_key()});
+      case deepmind::reverb::WalRecord::kSampleKey:
+        target.ReplaySample(record.sample_key());
+        return absl::OkStatus();
+      case deepmind::reverb::WalRecord::kReset:
+        target.Reset();
+        return absl::OkStatus();
+      default:
+        return absl::DataLossError(absl::StrCat("Write-ahead log in ", log.dir(), ": record ",
+                                                sequence, " holds no change"));
+    }
+  };
+  absl::StatusOr<WalReplayReport> report = log.Replay(apply);
+  if (!report.ok()) return report.status();
+  if (!report->torn.empty()) {
+    LogEvent("wal", "torn_record", {{"dir", log.dir()}, {"detail", report->torn}});
+  }
+  LogEvent("wal", "replayed",
+           {{"dir", log.dir()},
+            {"segments", report->segments},
+            {"records", report->records},
+            {"applied", applied},
+            {"last_sequence", static_cast<int64_t>(report->last_sequence)},
+            {"elapsed_ms", absl::ToInt64Milliseconds(absl::Now() - start)}});
+  return absl::OkStatus();
+}
+
+}  // namespace tf_reverb

@@ -1,0 +1,211 @@
+#include "server/wal/log_recovery.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "checkpoint.pb.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "schema.pb.h"
+#include "server/checkpointing/checkpointer.h"
+#include "server/table.h"
+#include "server/table_item.h"
+#include "server/testing/table_testing.h"
+#include "server/wal/write_ahead_log.h"
+
+namespace tf_reverb {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace ::tf_reverb::testing;  // NOLINT: test builders
+using ::testing::HasSubstr;
+
+std::string FreshDir(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / name;
+  fs::remove_all(dir);
+  return dir.string();
+}
+
+// The two tables every test uses: FIFO with eviction (max_size 4) and
+// max_times_sampled 2; prioritized with a min-heap remover.
+std::vector<std::shared_ptr<Table>> MakeTables() {
+  return {MakeTable(Fifo(), Fifo(), 4, 2, MinSize(1), "fifo"),
+          MakeTable(Prioritized(1.0), Heap(/*min_heap=*/true), 100, 0, MinSize(1), "prio")};
+}
+
+// A server's start: checkpoint restore, log replay, journals attached.
+struct Started {
+  std::vector<std::shared_ptr<Table>> tables;
+  std::shared_ptr<Checkpointer> checkpointer;
+  std::shared_ptr<WriteAheadLog> log;
+};
+
+Started Start(const std::string& root, WalDurability durability = WalDurability::kSync) {
+  Started started;
+  started.tables = MakeTables();
+  started.checkpointer =
+      std::make_shared<Checkpointer>(root + "/checkpoints", CheckpointerOptions{});
+  WalOptions options;
+  options.durability = durability;
+  options.segment_bytes = 512;  // many segments, so that releases show
+  absl::StatusOr<std::unique_ptr<WriteAheadLog>> log = WriteAheadLog::Open(root + "/wal", options);
+  EXPECT_TRUE(log.ok()) << log.status();
+  started.log = *std::move(log);
+  absl::Status recovered = started.checkpointer->Recover(started.tables, started.log);
+  EXPECT_TRUE(recovered.ok()) << recovered;
+  return started;
+}
+
+// Everything a checkpoint would keep of `table`, but the log position and
+// the selectors' generator states: items in insertion order with their
+// protos (inserted_at included), priorities, times sampled and chunk keys,
+// and the counters (rate limiter, deleted episodes, unique samples).
+std::string State(Table& table) {
+  Table::Snapshot snapshot = table.TakeSnapshot();
+  snapshot.config.clear_wal_sequence();
+  std::string state = snapshot.config.SerializeAsString();
+  for (const Table::CheckpointItem& item : snapshot.items) {
+    PrioritizedItem proto = *item.data->item;
+    // A checkpoint restore names the table there and has the current
+    // priority and times sampled (compared below) where inserts had theirs.
+    proto.clear_table();
+    proto.clear_priority();
+    proto.clear_times_sampled();
+    state += proto.SerializeAsString();
+    state += absl::StrCat("|", item.priority, "|", item.times_sampled, "|");
+    for (const auto& chunk : item.data->chunks) state += chunk->SerializeAsString();
+  }
+  return state;
+}
+
+// A mix of every change the log records, on both tables.
+void Churn(std::vector<std::shared_ptr<Table>>& tables, uint64_t first_key) {
+  Table& fifo = *tables[0];
+  Table& prio = *tables[1];
+  auto shared = MakeChunk(first_key + 7777, first_key);  // one chunk, many items
+  for (uint64_t key = first_key; key < first_key + 6; ++key) {
+    ASSERT_TRUE(fifo.InsertOrAssign(MakeItem(key, 1.0, {shared}), kNoWait).ok());  // evicts
+    ASSERT_TRUE(prio.InsertOrAssign(MakeItem(key, 1.0 + key % 5, {shared}), kNoWait).ok());
+  }
+  SampleKeys(fifo, 3);  // the oldest reaches max_times_sampled: deleted
+  SampleKeys(prio, 5);
+  deepmind::reverb::KeyWithPriority update;
+  update.set_key(first_key + 2);
+  update.set_priority(9.5);
+  ASSERT_TRUE(prio.MutateItems({update}, {first_key + 3}).ok());
+  ASSERT_TRUE(Insert(prio, first_key + 4, 0.25).ok());  // an existing key: a priority update
+}
+
+TEST(LogRecoveryTest, ReplayRebuildsTablesExactlyWithoutACheckpoint) {
+  const std::string root = FreshDir("log_only");
+  std::vector<std::string> before;
+  {
+    Started server = Start(root);
+    Churn(server.tables, 100);
+    server.tables[1]->Reset();  // a reset, then new items after it
+    Churn(server.tables, 200);
+    ASSERT_TRUE(server.log->WaitConfirmed(server.log->last_sequence()).ok());
+    for (const auto& table : server.tables) before.push_back(State(*table));
+    ASSERT_GT(before[0].size(), 0u);
+  }
+  Started restarted = Start(root);
+  for (size_t i = 0; i < restarted.tables.size(); ++i) {
+    EXPECT_EQ(State(*restarted.tables[i]), before[i]) << restarted.tables[i]->name();
+  }
+  // The replayed state keeps being logged: a third start sees the same.
+  Churn(restarted.tables, 300);
+  before.clear();
+  for (const auto& table : restarted.tables) before.push_back(State(*table));
+  restarted = Started();
+  Started third = Start(root);
+  for (size_t i = 0; i < third.tables.size(); ++i) {
+    EXPECT_EQ(State(*third.tables[i]), before[i]) << third.tables[i]->name();
+  }
+}
+
+TEST(LogRecoveryTest, CheckpointPlusLaterRecordsAndReleasedSegments) {
+  const std::string root = FreshDir("checkpoint_and_log");
+  std::vector<std::string> before;
+  {
+    Started server = Start(root, WalDurability::kAsync);
+    for (uint64_t first : {100, 500}) {  // two writes at least: two segments
+      Churn(server.tables, first);
+      ASSERT_TRUE(server.log->WaitConfirmed(server.log->last_sequence()).ok());
+    }
+    ASSERT_GE(server.log->metrics().segments.load(), 2);
+    ASSERT_TRUE(server.checkpointer->Save(server.tables).ok());
+    // Only the active segment holds records the checkpoint lacks.
+    EXPECT_EQ(server.log->metrics().segments.load(), 1);
+    // Later inserts reuse a chunk the checkpoint holds (logged again after
+    // it), sample and delete checkpointed items.
+    Churn(server.tables, 100);
+    Churn(server.tables, 400);
+    ASSERT_TRUE(server.log->WaitConfirmed(server.log->last_sequence()).ok());
+    for (const auto& table : server.tables) before.push_back(State(*table));
+  }
+  Started restarted = Start(root);
+  for (size_t i = 0; i < restarted.tables.size(); ++i) {
+    EXPECT_EQ(State(*restarted.tables[i]), before[i]) << restarted.tables[i]->name();
+  }
+}
+
+TEST(LogRecoveryTest, RecordsOfAnotherTableFailTheStart) {
+  const std::string root = FreshDir("unknown_table");
+  {
+    Started server = Start(root);
+    Churn(server.tables, 100);
+  }
+  auto only_fifo = std::vector<std::shared_ptr<Table>>{MakeTables()[0]};
+  absl::StatusOr<std::unique_ptr<WriteAheadLog>> log = WriteAheadLog::Open(root + "/wal", {});
+  ASSERT_TRUE(log.ok());
+  absl::Status status = ReplayLog(**log, only_fifo, {});
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_THAT(status.message(), HasSubstr("'prio'"));
+}
+
+TEST(LogRecoveryTest, AnInsertWhoseChunkIsMissingIsDataLoss) {
+  const std::string root = FreshDir("missing_chunk");
+  {
+    absl::StatusOr<std::unique_ptr<WriteAheadLog>> log = WriteAheadLog::Open(root, {});
+    ASSERT_TRUE(log.ok());
+    ASSERT_TRUE((*log)->Replay([](deepmind::reverb::WalRecord&) { return absl::OkStatus(); }).ok());
+    ASSERT_TRUE((*log)->Start().ok());
+    WalChange insert;
+    insert.kind = WalChange::Kind::kInsert;
+    insert.table = "fifo";
+    insert.item = MakeItem(5).item;  // its chunk was never logged
+    ASSERT_TRUE((*log)->WaitConfirmed((*log)->Append(insert)).ok());
+  }
+  absl::StatusOr<std::unique_ptr<WriteAheadLog>> log = WriteAheadLog::Open(root, {});
+  ASSERT_TRUE(log.ok());
+  absl::Status status = ReplayLog(**log, MakeTables(), {});
+  EXPECT_TRUE(absl::IsDataLoss(status)) << status;
+  EXPECT_THAT(status.message(), HasSubstr("inserts item 5"));
+}
+
+TEST(LogRecoveryTest, AServerWithoutALogIsUnchanged) {
+  const std::string root = FreshDir("no_log");
+  auto tables = MakeTables();
+  Checkpointer checkpointer(root, {});
+  ASSERT_TRUE(checkpointer.Recover(tables).ok());  // nothing to restore: no error
+  EXPECT_EQ(checkpointer.log(), nullptr);
+  ASSERT_TRUE(Insert(*tables[0], 1).ok());
+  ASSERT_TRUE(checkpointer.Save(tables).ok());
+  auto restored = MakeTables();
+  Checkpointer again(root, {});
+  ASSERT_TRUE(again.Recover(restored).ok());
+  EXPECT_EQ(restored[0]->size(), 1);
+}
+
+}  // namespace
+}  // namespace tf_reverb

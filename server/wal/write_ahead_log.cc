@@ -1,0 +1,441 @@
+#include "server/wal/write_ahead_log.h"
+
+#include <fcntl.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "server/checkpointing/record_io.h"
+
+namespace tf_reverb {
+namespace {
+
+namespace fs = std::filesystem;
+
+using deepmind::reverb::WalRecord;
+
+constexpr char kSegmentPrefix[] = "wal-";
+constexpr char kSegmentSuffix[] = ".log";
+constexpr char kFileKind[] = "Write-ahead log file";
+
+std::string SegmentName(uint64_t first) {
+  return absl::StrFormat("%s%020u%s", kSegmentPrefix, first, kSegmentSuffix);
+}
+
+// The first sequence number in a segment's name; nullopt for other files.
+std::optional<uint64_t> SegmentFirst(const std::string& name) {
+  const size_t prefix = sizeof(kSegmentPrefix) - 1;
+  const size_t suffix = sizeof(kSegmentSuffix) - 1;
+  if (name.size() != prefix + 20 + suffix || name.rfind(kSegmentPrefix, 0) != 0 ||
+      name.compare(prefix + 20, suffix, kSegmentSuffix) != 0) {
+    return std::nullopt;
+  }
+  uint64_t first = 0;
+  if (!absl::SimpleAtoi(name.substr(prefix, 20), &first)) return std::nullopt;
+  return first;
+}
+
+absl::Status IoError(const std::string& action, const std::string& path, int error) {
+  return absl::UnavailableError(
+      absl::StrCat("Write-ahead log: cannot ", action, " ", path, ": ", std::strerror(error)));
+}
+
+absl::Status SyncDirectory(const std::string& dir) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return IoError("open", dir, errno);
+  const int result = fsync(fd);
+  const int error = errno;
+  close(fd);
+  if (result != 0) return IoError("sync", dir, error);
+  return absl::OkStatus();
+}
+
+// Appends `value` as a protobuf varint.
+void AppendVarint(uint64_t value, std::string* out) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>(value | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+
+}  // namespace
+
+absl::StatusOr<WalDurability> ParseWalDurability(const std::string& text) {
+  if (text == "sync") return WalDurability::kSync;
+  if (text == "async") return WalDurability::kAsync;
+  return absl::InvalidArgumentError(
+      absl::StrCat("Unknown write-ahead log durability '", text, "' (expected sync or async)"));
+}
+
+const char* WalDurabilityName(WalDurability durability) {
+  return durability == WalDurability::kSync ? "sync" : "async";
+}
+
+absl::StatusOr<std::unique_ptr<WriteAheadLog>> WriteAheadLog::Open(std::string dir,
+                                                                   WalOptions options) {
+  if (dir.empty()) return absl::InvalidArgumentError("The write-ahead log needs a directory");
+  if (options.segment_bytes < 1 || options.fsync_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "Write-ahead log: segment_bytes and fsync_interval must be positive");
+  }
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) {
+    return absl::InternalError(
+        absl::StrCat("Write-ahead log: cannot create ", dir, ": ", error.message()));
+  }
+  std::vector<Segment> segments;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    const std::optional<uint64_t> first = SegmentFirst(it->path().filename().string());
+    if (!first.has_value() || !it->is_regular_file()) continue;
+    const uintmax_t size = fs::file_size(it->path(), error);
+    if (error) break;
+    segments.push_back(Segment{*first, it->path().string(), static_cast<int64_t>(size)});
+  }
+  if (error) {
+    return absl::InternalError(
+        absl::StrCat("Write-ahead log: cannot list ", dir, ": ", error.message()));
+  }
+  std::sort(segments.begin(), segments.end(),
+            [](const Segment& a, const Segment& b) { return a.first_sequence < b.first_sequence; });
+  return std::unique_ptr<WriteAheadLog>(
+      new WriteAheadLog(std::move(dir), options, std::move(segments)));
+}
+
+WriteAheadLog::WriteAheadLog(std::string dir, WalOptions options, std::vector<Segment> segments)
+    : dir_(std::move(dir)), options_(options) {
+  int64_t bytes = 0;
+  for (const Segment& segment : segments) bytes += segment.bytes;
+  metrics_.segments.store(static_cast<int64_t>(segments.size()), std::memory_order_relaxed);
+  metrics_.disk_bytes.store(bytes, std::memory_order_relaxed);
+  absl::MutexLock lock(&mu_);
+  segments_.assign(segments.begin(), segments.end());
+}
+
+WriteAheadLog::~WriteAheadLog() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (writer_.joinable()) writer_.join();
+  if (fd_ >= 0) close(fd_);
+  Confirm(0, absl::UnavailableError("Write-ahead log: closed before the record was written"));
+}
+
+absl::StatusOr<WalReplayReport> WriteAheadLog::Replay(
+    const std::function<absl::Status(WalRecord&)>& visit) {
+  std::vector<Segment> segments;
+  {
+    absl::MutexLock lock(&mu_);
+    segments.assign(segments_.begin(), segments_.end());
+  }
+  WalReplayReport report;
+  report.segments = static_cast<int64_t>(segments.size());
+  uint64_t last = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const Segment& segment = segments[i];
+    // Segments continue one another: a gap is a lost segment (or records
+    // lost at the end of one).
+    if (last > 0 && segment.first_sequence != last + 1) {
+      return absl::DataLossError(
+          absl::StrCat(kFileKind, " ", segment.path, " starts at record ", segment.first_sequence,
+                       " but the log before it ends at ", last, ": records are missing"));
+    }
+    absl::StatusOr<std::unique_ptr<RecordReader>> reader =
+        RecordReader::Open(segment.path, kFileKind, /*may_be_compressed=*/false);
+    if (!reader.ok()) return reader.status();
+    uint64_t expected = segment.first_sequence;
+    while (true) {
+      const int64_t offset = (*reader)->offset();
+      WalRecord record;
+      absl::Status status = (*reader)->ReadMessage(&record);
+      if (absl::IsOutOfRange(status)) break;
+      if (!status.ok()) {
+        if (!(*reader)->last_read_torn() || i + 1 != segments.size()) return status;
+        // A write the crash cut short: never confirmed, so dropped.
+        if (truncate(segment.path.c_str(), offset) != 0) {
+          return IoError("truncate", segment.path, errno);
+        }
+        report.torn = std::string(status.message());
+        absl::MutexLock lock(&mu_);
+        metrics_.disk_bytes.fetch_sub(segments_.back().bytes - offset, std::memory_order_relaxed);
+        segments_.back().bytes = offset;
+        break;
+      }
+      if (record.sequence() != expected) {
+        return absl::DataLossError(
+            absl::StrCat(kFileKind, " ", segment.path, " is corrupt at byte ", offset, ": record ",
+                         record.sequence(), " where ", expected, " was due"));
+      }
+      last = expected++;
+      ++report.records;
+      if (absl::Status s = visit(record); !s.ok()) return s;
+    }
+  }
+  report.last_sequence = last;
+  absl::MutexLock lock(&mu_);
+  next_sequence_ = std::max(next_sequence_, last + 1);
+  if (!segments_.empty()) {
+    next_sequence_ = std::max(next_sequence_, segments_.back().first_sequence);
+  }
+  confirmed_ = next_sequence_ - 1;
+  return report;
+}
+
+absl::Status WriteAheadLog::Start() {
+  uint64_t first;
+  {
+    absl::MutexLock lock(&mu_);
+    first = next_sequence_;
+    confirmed_ = first - 1;
+    // An empty segment of that name (a start that appended nothing) is
+    // reused rather than listed twice.
+    if (!segments_.empty() && segments_.back().first_sequence == first) segments_.pop_back();
+  }
+  if (absl::Status s = OpenSegment(first); !s.ok()) return s;
+  writer_ = std::thread([this]() { WriterLoop(); });
+  return absl::OkStatus();
+}
+
+absl::Status WriteAheadLog::OpenSegment(uint64_t first) {
+  const std::string path = (fs::path(dir_) / SegmentName(first)).string();
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return IoError("create", path, errno);
+  if (absl::Status s = SyncDirectory(dir_); !s.ok()) {
+    close(fd);
+    return s;
+  }
+  const off_t size = lseek(fd, 0, SEEK_END);
+  if (fd_ >= 0) close(fd_);
+  fd_ = fd;
+  absl::MutexLock lock(&mu_);
+  segments_.push_back(Segment{first, path, size > 0 ? static_cast<int64_t>(size) : 0});
+  metrics_.segments.store(static_cast<int64_t>(segments_.size()), std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+uint64_t WriteAheadLog::Append(WalChange change) {
+  absl::MutexLock lock(&mu_);
+  const uint64_t sequence = next_sequence_++;
+  pending_.push_back(Pending{sequence, std::move(change)});
+  metrics_.records.fetch_add(1, std::memory_order_relaxed);
+  return sequence;
+}
+
+uint64_t WriteAheadLog::last_sequence() const {
+  absl::MutexLock lock(&mu_);
+  return next_sequence_ - 1;
+}
+
+bool WriteAheadLog::Confirmed(uint64_t sequence) const {
+  absl::MutexLock lock(&mu_);
+  return failed_.ok() && sequence <= confirmed_;
+}
+
+void WriteAheadLog::WhenConfirmed(uint64_t sequence, Confirmation done) {
+  absl::Status now;
+  {
+    absl::MutexLock lock(&mu_);
+    if (failed_.ok() && sequence > confirmed_) {
+      waiters_.emplace(sequence, std::move(done));
+      return;
+    }
+    now = failed_;
+  }
+  done(now);
+}
+
+absl::Status WriteAheadLog::WaitConfirmed(uint64_t sequence) {
+  struct Wait {
+    const WriteAheadLog* log;
+    uint64_t sequence;
+  } wait{this, sequence};
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](Wait* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return !w->log->failed_.ok() || w->log->confirmed_ >= w->sequence;
+      },
+      &wait));
+  return failed_;
+}
+
+void WriteAheadLog::ReleaseThrough(uint64_t sequence) {
+  absl::MutexLock lock(&mu_);
+  while (segments_.size() > 1 && segments_[1].first_sequence - 1 <= sequence) {
+    const Segment& oldest = segments_.front();
+    std::error_code error;
+    fs::remove(oldest.path, error);  // a failure leaves it for the next release
+    if (error) break;
+    metrics_.disk_bytes.fetch_sub(oldest.bytes, std::memory_order_relaxed);
+    segments_.pop_front();
+  }
+  metrics_.segments.store(static_cast<int64_t>(segments_.size()), std::memory_order_relaxed);
+}
+
+void WriteAheadLog::Serialize(const std::vector<Pending>& batch, std::string* out) {
+  std::string payload;
+  for (const Pending& pending : batch) {
+    const WalChange& change = pending.change;
+    WalRecord record;
+    record.set_sequence(pending.sequence);
+    if (change.kind != WalChange::Kind::kChunk) record.set_table(change.table);
+    switch (change.kind) {
+      case WalChange::Kind::kChunk:
+        break;  // appended below without a copy into `record`
+      case WalChange::Kind::kInsert:
+        *record.mutable_insert() = *change.item;
+        break;
+      case WalChange::Kind::kUpdate:
+        record.mutable_update()->set_key(change.key);
+        record.mutable_update()->set_priority(change.priority);
+        break;
+      case WalChange::Kind::kDelete:
+        record.set_delete_key(change.key);
+        break;
+      case WalChange::Kind::kSample:
+        record.set_sample_key(change.key);
+        break;
+      case WalChange::Kind::kReset:
+        record.set_reset(true);
+        break;
+    }
+    payload.clear();
+    record.AppendToString(&payload);
+    if (change.kind == WalChange::Kind::kChunk) {
+      // Field 3 (chunk), length-delimited: the same bytes as if it were set.
+      payload.push_back(static_cast<char>((3 << 3) | 2));
+      AppendVarint(change.chunk->ByteSizeLong(), &payload);
+      change.chunk->AppendToString(&payload);
+    }
+    AppendRecordFrame(payload, out);
+  }
+}
+
+absl::Status WriteAheadLog::WriteAll(const std::string& bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = write(fd_, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::string path;
+      {
+        absl::MutexLock lock(&mu_);
+        path = segments_.back().path;
+      }
+      return IoError("write", path, n < 0 ? errno : ENOSPC);
+    }
+    done += static_cast<size_t>(n);
+  }
+  metrics_.written_bytes.fetch_add(static_cast<int64_t>(bytes.size()), std::memory_order_relaxed);
+  metrics_.disk_bytes.fetch_add(static_cast<int64_t>(bytes.size()), std::memory_order_relaxed);
+  absl::MutexLock lock(&mu_);
+  segments_.back().bytes += static_cast<int64_t>(bytes.size());
+  return absl::OkStatus();
+}
+
+absl::Status WriteAheadLog::Sync() {
+  const absl::Time start = absl::Now();
+  if (fdatasync(fd_) != 0) {
+    const int error = errno;
+    absl::MutexLock lock(&mu_);
+    return IoError("sync", segments_.back().path, error);
+  }
+  metrics_.fsyncs.fetch_add(1, std::memory_order_relaxed);
+  metrics_.fsync_seconds.Observe(absl::ToDoubleSeconds(absl::Now() - start));
+  return absl::OkStatus();
+}
+
+bool WriteAheadLog::HasWorkLocked() const { return !pending_.empty() || stopping_; }
+
+void WriteAheadLog::WriterLoop() {
+  const bool sync = options_.durability == WalDurability::kSync;
+  absl::Time last_sync = absl::Now();
+  bool unsynced = false;  // kAsync: written but not yet fdatasync'ed
+  bool failed = false;
+  std::string bytes;
+  while (true) {
+    std::vector<Pending> batch;
+    bool stop;
+    {
+      absl::MutexLock lock(&mu_);
+      const absl::Condition work(this, &WriteAheadLog::HasWorkLocked);
+      if (unsynced) {
+        mu_.AwaitWithDeadline(work, last_sync + options_.fsync_interval);
+      } else {
+        mu_.Await(work);
+      }
+      batch.swap(pending_);
+      stop = stopping_ && batch.empty();
+    }
+    absl::Status status;
+    if (!batch.empty() && !failed) {
+      bytes.clear();
+      Serialize(batch, &bytes);
+      metrics_.batch_records.Observe(static_cast<double>(batch.size()));
+      status = WriteAll(bytes);
+      if (status.ok() && sync) status = Sync();
+      unsynced = status.ok() && !sync;
+      if (status.ok()) {
+        bool rotate;
+        {
+          absl::MutexLock lock(&mu_);
+          rotate = segments_.back().bytes >= options_.segment_bytes;
+        }
+        if (rotate) {
+          if (unsynced) status = Sync();
+          if (status.ok()) status = OpenSegment(batch.back().sequence + 1);
+          if (status.ok()) {
+            unsynced = false;
+            last_sync = absl::Now();
+          }
+        }
+      }
+    }
+    if (status.ok() && unsynced && (stop || absl::Now() >= last_sync + options_.fsync_interval)) {
+      status = Sync();
+      unsynced = false;
+      last_sync = absl::Now();
+    }
+    if (!status.ok()) {
+      failed = true;
+      metrics_.failures.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (!batch.empty()) Confirm(batch.back().sequence, status);
+    if (stop) return;
+  }
+}
+
+void WriteAheadLog::Confirm(uint64_t sequence, const absl::Status& error) {
+  std::vector<Confirmation> due;
+  absl::Status result;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!error.ok() && failed_.ok()) failed_ = error;
+    if (failed_.ok()) {
+      confirmed_ = std::max(confirmed_, sequence);
+      auto end = waiters_.upper_bound(confirmed_);
+      for (auto it = waiters_.begin(); it != end; ++it) due.push_back(std::move(it->second));
+      waiters_.erase(waiters_.begin(), end);
+    } else {
+      for (auto& [unused, done] : waiters_) due.push_back(std::move(done));
+      waiters_.clear();
+    }
+    result = failed_;
+  }
+  for (Confirmation& done : due) done(result);
+}
+
+}  // namespace tf_reverb

@@ -1,0 +1,190 @@
+// WriteAheadLog: every change of a server's tables, appended in order to
+// segment files in one directory, so that a crash loses no confirmed insert
+// (docs/guides/durability.md).
+//
+// Files: `<dir>/wal-<first sequence, 20 digits>.log`, WalRecord protos
+// (proto/checkpoint.proto) in TFRecord framing, sequence numbers ascending
+// across segments. A new segment starts when the active one reaches
+// WalOptions::segment_bytes and at every start; segments a checkpoint
+// covers are deleted (ReleaseThrough), so the log holds about what changed
+// since the newest checkpoint.
+//
+// Durability (WalOptions::durability): kSync confirms a record once it is
+// written and fdatasync'ed; kAsync once it is written to the OS (it
+// survives the process, not the host), with an fdatasync every
+// fsync_interval. One writer thread writes every record appended since its
+// last write in one write(2), and with kSync one fdatasync covers them all
+// (group commit: concurrent writers share it).
+//
+// Lifecycle: Open (reads nothing), Replay (once, before Start: every
+// record on disk in order; a torn last record is cut off the file and
+// reported), Start (a new segment, the writer thread), Append from then on.
+// The destructor writes and syncs what was appended, then stops the thread.
+//
+// Contract:
+//  * Thread-safety: Append, Confirmed, WhenConfirmed, WaitConfirmed,
+//    ReleaseThrough and the accessors are thread-safe; Append never blocks
+//    on I/O (tables call it under their mutex). Open/Replay/Start are called
+//    by one thread before any other call.
+//  * Ownership: owns its files and thread; records hold the chunks and
+//    items they log (shared, immutable) until written.
+//  * Errors: Open: INTERNAL/PERMISSION_DENIED when the directory cannot be
+//    made or listed. Replay: DATA_LOSS naming the file and byte offset for
+//    a corrupt record anywhere but a torn end of the last segment, or a
+//    sequence number out of order or missing. Once a write or fsync fails the log is
+//    failed: nothing more is confirmed, and every waiter (now and later)
+//    gets UNAVAILABLE naming the file and the system error.
+#ifndef TF_REVERB_SERVER_WAL_WRITE_AHEAD_LOG_H_
+#define TF_REVERB_SERVER_WAL_WRITE_AHEAD_LOG_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "checkpoint.pb.h"
+#include "schema.pb.h"
+#include "server/metrics/wal_metrics.h"
+
+namespace tf_reverb {
+
+enum class WalDurability {
+  kSync,   // confirmed once fdatasync'ed: survives a host crash
+  kAsync,  // confirmed once written to the OS: survives a process crash
+};
+
+// "sync" / "async"; INVALID_ARGUMENT naming the text otherwise.
+absl::StatusOr<WalDurability> ParseWalDurability(const std::string& text);
+const char* WalDurabilityName(WalDurability durability);
+
+struct WalOptions {
+  WalDurability durability = WalDurability::kSync;
+  // kAsync: written records are fdatasync'ed at least this often.
+  absl::Duration fsync_interval = absl::Milliseconds(100);
+  // A segment is closed and a new one started beyond this size.
+  int64_t segment_bytes = int64_t{64} << 20;
+};
+
+// One change of a table, as appended: shared parts are serialized by the
+// writer thread, so appending copies no data.
+struct WalChange {
+  enum class Kind { kChunk, kInsert, kUpdate, kDelete, kSample, kReset };
+  Kind kind = Kind::kChunk;
+  std::string table;                                              // all kinds but kChunk
+  std::shared_ptr<const deepmind::reverb::ChunkData> chunk;       // kChunk
+  std::shared_ptr<const deepmind::reverb::PrioritizedItem> item;  // kInsert
+  uint64_t key = 0;                                               // kUpdate, kDelete, kSample
+  double priority = 0;                                            // kUpdate
+};
+
+// What Replay found.
+struct WalReplayReport {
+  int64_t records = 0;
+  int64_t segments = 0;
+  uint64_t last_sequence = 0;  // 0: an empty log
+  // The torn end cut off the last segment ("" when none): the file, the
+  // offset and what was wrong.
+  std::string torn;
+};
+
+class WriteAheadLog {
+ public:
+  // Called with OK once the record is confirmed, or the log's error.
+  using Confirmation = std::function<void(const absl::Status&)>;
+
+  static absl::StatusOr<std::unique_ptr<WriteAheadLog>> Open(std::string dir, WalOptions options);
+  ~WriteAheadLog();
+
+  WriteAheadLog(const WriteAheadLog&) = delete;
+  WriteAheadLog& operator=(const WriteAheadLog&) = delete;
+
+  // Calls `visit` with every record on disk in sequence order; an error from
+  // `visit` stops and is returned. A torn end of the last segment (a record
+  // cut short, or its checksum failing at the end of the file: a write a
+  // crash interrupted) is truncated away and reported.
+  absl::StatusOr<WalReplayReport> Replay(
+      const std::function<absl::Status(deepmind::reverb::WalRecord&)>& visit);
+
+  // Opens a new segment after the records on disk and starts the writer.
+  absl::Status Start();
+
+  // Appends `change`; returns its sequence number. Never blocks on I/O.
+  uint64_t Append(WalChange change) ABSL_LOCKS_EXCLUDED(mu_);
+  // The sequence number of the newest appended record (0: none).
+  uint64_t last_sequence() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether every record through `sequence` is confirmed (see Durability).
+  bool Confirmed(uint64_t sequence) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Calls `done` once every record through `sequence` is confirmed: at once
+  // on this thread when it is, else on the writer thread (no lock held).
+  // Keep `done` quick: hand work to another thread.
+  void WhenConfirmed(uint64_t sequence, Confirmation done) ABSL_LOCKS_EXCLUDED(mu_);
+  // Blocks until every record through `sequence` is confirmed.
+  absl::Status WaitConfirmed(uint64_t sequence) ABSL_LOCKS_EXCLUDED(mu_);
+  // Deletes the segments (other than the active one) holding only records
+  // through `sequence`: those a checkpoint includes.
+  void ReleaseThrough(uint64_t sequence) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const std::string& dir() const { return dir_; }
+  const WalOptions& options() const { return options_; }
+  const WalMetrics& metrics() const { return metrics_; }
+
+ private:
+  struct Segment {
+    uint64_t first_sequence;
+    std::string path;
+    int64_t bytes;
+  };
+  struct Pending {
+    uint64_t sequence;
+    WalChange change;
+  };
+
+  WriteAheadLog(std::string dir, WalOptions options, std::vector<Segment> segments);
+
+  void WriterLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Records to write, or the log is stopping.
+  bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Serializes `batch` into `out` (framed records).
+  static void Serialize(const std::vector<Pending>& batch, std::string* out);
+  // Opens `<dir>/wal-<first>.log` as the active segment (writer thread or
+  // Start only).
+  absl::Status OpenSegment(uint64_t first);
+  // Writes all of `bytes` to the active segment.
+  absl::Status WriteAll(const std::string& bytes);
+  absl::Status Sync();
+  // Moves the confirmation point to `sequence` (or fails the log) and calls
+  // the waiters now due, outside the lock.
+  void Confirm(uint64_t sequence, const absl::Status& error) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const std::string dir_;
+  const WalOptions options_;
+  WalMetrics metrics_;
+
+  mutable absl::Mutex mu_;
+  uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
+  uint64_t confirmed_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status failed_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::multimap<uint64_t, Confirmation> waiters_ ABSL_GUARDED_BY(mu_);
+  // Oldest first; the last one is active once started.
+  std::deque<Segment> segments_ ABSL_GUARDED_BY(mu_);
+
+  // The active segment; used by Start, then only by the writer thread.
+  int fd_ = -1;
+  std::thread writer_;
+};
+
+}  // namespace tf_reverb
+
+#endif  // TF_REVERB_SERVER_WAL_WRITE_AHEAD_LOG_H_
