@@ -72,6 +72,12 @@ def test_manifests_fit_together():
     a for a in container['args'] if a.startswith('--checkpoint_dir=')
   ).split('=')[1]
   assert checkpoint_dir.startswith(mounts[claim['metadata']['name']] + '/')
+  # The write-ahead log on the same claim, apart from the checkpoints.
+  wal_dir = next(
+    a for a in container['args'] if a.startswith('--wal_dir=')
+  ).split('=')[1]
+  assert wal_dir.startswith(mounts[claim['metadata']['name']] + '/')
+  assert not wal_dir.startswith(checkpoint_dir)
   config_file = next(
     a for a in container['args'] if a.startswith('--config_file=')
   ).split('=')[1]
@@ -87,7 +93,9 @@ def test_config_starts_the_server_and_it_answers_the_probe(tmp_path):
   args = [
     a
     for a in container['args']
-    if not a.startswith(('--config_file=', '--port=', '--checkpoint_dir='))
+    if not a.startswith(
+      ('--config_file=', '--port=', '--checkpoint_dir=', '--wal_dir=')
+    )
   ]
   server = subprocess.Popen(
     [
@@ -95,6 +103,7 @@ def test_config_starts_the_server_and_it_answers_the_probe(tmp_path):
       f'--config_file={tmp_path / name}',
       '--port=0',
       f'--checkpoint_dir={tmp_path / "checkpoints"}',
+      f'--wal_dir={tmp_path / "wal"}',
       *args,
     ],
     stderr=subprocess.PIPE,

@@ -27,8 +27,12 @@ Lifecycle of a shard:
   reconnect backoff (capped at 2 s on sharded targets); until then new
   streams go to the other shards.
 
-Data written to a shard after its last checkpoint is lost when it dies (there
-is no replication, as in Reverb); ``checkpoint()`` saves every shard, and each
+Without a write-ahead log, data written to a shard after its last checkpoint
+is lost when it dies (there is no replication, as in Reverb); with
+``wal_durability='sync'`` (or ``'async'``) each shard also logs every change
+to ``<checkpoint_dir>/shard-<i>-wal`` and a restarted shard replays it after
+its newest checkpoint, so no insert it confirmed is lost (async: unless the
+node itself went down). ``checkpoint()`` saves every shard, and each
 server also checkpoints on a graceful stop and every
 ``checkpoint_interval_seconds``. On a multi-node cluster ``checkpoint_dir``
 must be storage every node sees (NFS, a mounted bucket) for a shard moved to
@@ -321,6 +325,7 @@ class _Shard:
     checkpoint_interval_seconds: int,
     server_flags: Sequence[str],
     start_timeout: float,
+    wal_durability: Optional[str] = None,
   ):
     self._index = index
     self._stopping = False
@@ -341,6 +346,9 @@ class _Shard:
         args.append(
           f'--checkpoint_interval_seconds={checkpoint_interval_seconds}'
         )
+      if wal_durability:
+        args.append(f'--wal_dir={checkpoint_dir}/shard-{index}-wal')
+        args.append(f'--wal_durability={wal_durability}')
     args.extend(server_flags)
     port_path = os.path.join(self._state_dir, 'port')
     previous = 0
@@ -438,6 +446,7 @@ class ReplayCluster:
     scheduling_strategy: Any = 'SPREAD',
     server_flags: Sequence[str] = (),
     start_timeout: float = DEFAULT_START_TIMEOUT,
+    wal_durability: Optional[str] = None,
   ):
     """Starts the shards and waits until every one serves.
 
@@ -459,6 +468,10 @@ class ReplayCluster:
         (``'SPREAD'`` places them on different nodes where possible).
       server_flags: more ``reverb_server`` flags (e.g. ``--keep_checkpoints=3``).
       start_timeout: seconds each shard may take to start.
+      wal_durability: ``'sync'`` or ``'async'``: each shard keeps a
+        write-ahead log in ``<checkpoint_dir>/shard-<i>-wal`` (needs
+        `checkpoint_dir`), so a shard killed and restarted loses no
+        confirmed insert (docs/guides/durability.md); None: no log.
 
     Raises:
       ValueError: for num_shards < 1, bad resources or invalid tables.
@@ -473,6 +486,15 @@ class ReplayCluster:
       raise ValueError(
         f'checkpoint_interval_seconds '
         f'({checkpoint_interval_seconds}) must be >= 0'
+      )
+    if wal_durability not in (None, 'sync', 'async'):
+      raise ValueError(
+        f"wal_durability ({wal_durability!r}) must be 'sync', 'async' or None"
+      )
+    if wal_durability and not checkpoint_dir:
+      raise ValueError(
+        'wal_durability needs checkpoint_dir (the log lives beside the '
+        'checkpoints, which truncate it)'
       )
     resources = dict(
       {'num_cpus': 1} if resources_per_shard is None else resources_per_shard
@@ -509,6 +531,7 @@ class ReplayCluster:
         checkpoint_interval_seconds,
         list(server_flags),
         start_timeout,
+        wal_durability,
       )
       for i in range(num_shards)
     ]
