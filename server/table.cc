@@ -650,6 +650,7 @@ deepmind::reverb::TableInfo Table::Info() const {
   info.set_num_episodes(static_cast<int64_t>(episode_refs_.size()));
   info.set_num_deleted_episodes(num_deleted_episodes_);
   info.set_num_unique_samples(num_unique_samples_);
+  info.set_sampler_total_weight(sampler_->TotalWeight());
   auto* times = info.mutable_table_worker_time();
   times->set_running_ms(absl::ToInt64Milliseconds(absl::Now() - created_at_));
   times->set_waiting_for_sampling_ms(inserts_blocked_ms_);

@@ -34,6 +34,7 @@
 #include "server/client/in_process_sampler_worker.h"
 #include "server/client/shard_target.h"
 #include "server/client/shard_warm_up.h"
+#include "server/client/sharded_sampler_worker.h"
 #include "server/error_kind.h"
 #include "server/grpc_status.h"
 #include "server/in_process_tables.h"
@@ -674,6 +675,43 @@ std::unique_ptr<Sampler> Client::NewSampler(const std::string& table, SamplerOpt
   }
   const int port = LoopbackPort();
   const int64_t per_stream = options.EffectiveMaxSamplesPerStream();
+  if (sharded()) {
+    // Samples spread over the shards as one table's would be
+    // (sharded_sampler_worker.h), each shard read on its own channel.
+    absl::StatusOr<std::vector<std::shared_ptr<Shard>>> shards = Shards();
+    if (!shards.ok()) return Sampler::Failed(shards.status());
+    auto weights = std::make_shared<ShardWeights>(shards->size());
+    ShardedSamplerWorker::Refresh refresh = [shards = *shards, table](ShardWeights& weights) {
+      for (size_t i = 0; i < shards.size(); ++i) {
+        grpc::ClientContext context;
+        context.set_deadline(absl::ToChronoTime(absl::Now() + kShardWeightsMaxAge));
+        deepmind::reverb::ServerInfoResponse response;
+        bool found = false;
+        if (shards[i]->stub->ServerInfo(&context, {}, &response).ok()) {
+          for (const auto& info : response.table_info()) {
+            if (info.name() != table) continue;
+            weights.SetFromInfo(i, info);
+            found = true;
+          }
+        }
+        if (!found) weights.MarkDown(i);
+      }
+      weights.Refreshed();
+    };
+    absl::StatusOr<std::unique_ptr<Sampler>> sampler = Sampler::Create(
+        [shards = *shards, table, per_stream, weights, refresh,
+         tls = tls_]() -> std::unique_ptr<SamplerWorker> {
+          std::vector<std::unique_ptr<SamplerWorker>> workers;
+          for (const auto& shard : shards) {
+            workers.push_back(std::make_unique<GrpcSamplerWorker>(
+                shard->channel, table, per_stream, /*warm_up=*/nullptr, tls, shard->address));
+          }
+          return std::make_unique<ShardedSamplerWorker>(std::move(workers), weights, refresh);
+        },
+        options);
+    if (!sampler.ok()) return Sampler::Failed(sampler.status());
+    return *std::move(sampler);
+  }
   absl::StatusOr<std::unique_ptr<Sampler>> sampler = Sampler::Create(
       [this, table, port, per_stream, warm_up = warm_up_]() -> std::unique_ptr<SamplerWorker> {
         // A table of a server in this process is read directly.

@@ -52,6 +52,9 @@ class Sample {
   static Sample FromSampledItem(const SampledItem& sampled);
 
   const deepmind::reverb::SampleInfo& info() const { return info_; }
+  // A sharded sampler rewrites probability and table_size to the whole
+  // table's (sharded_sampler_worker.h).
+  deepmind::reverb::SampleInfo* mutable_info() { return &info_; }
   int num_columns() const { return info_.item().flat_trajectory().columns_size(); }
   const std::vector<SampleChunk>& chunks() const { return chunks_; }
 

@@ -68,6 +68,7 @@ class PrioritizedSelector : public ItemSelector {
   absl::StatusOr<KeyWithProbability> Sample() override;
   void Clear() override;
   int64_t size() const override { return static_cast<int64_t>(nodes_.size()); }
+  double TotalWeight() const override { return total_weight(); }
   deepmind::reverb::KeyDistributionOptions options() const override;
   std::string DebugString() const override;
   void Seed(uint64_t seed) override { rng_.Seed(seed); }

@@ -46,6 +46,10 @@ class ItemSelector {
   // Removes every key (Table::Reset).
   virtual void Clear() = 0;
   virtual int64_t size() const = 0;
+  // The sum of the keys' weights that Sample's probabilities are relative
+  // to: the count of keys, but for Prioritized (sum of priority^exponent).
+  // Sharded clients split samples over shards by it (TableInfo).
+  virtual double TotalWeight() const { return static_cast<double>(size()); }
   // The options this selector was built from (TableInfo, checkpoints).
   virtual deepmind::reverb::KeyDistributionOptions options() const = 0;
   // E.g. "UniformSelector", "PrioritizedSelector(priority_exponent=0.8)".

@@ -1,0 +1,133 @@
+#include "server/client/sharded_sampler_worker.h"
+
+#include <cmath>
+#include <cstddef>
+#include <utility>
+
+#include "absl/random/discrete_distribution.h"
+#include "absl/time/clock.h"
+
+namespace tf_reverb {
+
+ShardWeights::ShardWeights(size_t num_shards) : shards_(num_shards) {}
+
+void ShardWeights::SetFromInfo(size_t shard, const deepmind::reverb::TableInfo& info) {
+  absl::MutexLock lock(&mu_);
+  Shard& s = shards_[shard];
+  s.down = false;
+  s.size = info.current_size();
+  if (info.sampler_options().has_prioritized()) {
+    s.exponent = info.sampler_options().prioritized().priority_exponent();
+  } else {
+    s.exponent.reset();
+  }
+  // A server that does not report its total weight (dm-reverb): its size,
+  // until its samples tell the weight.
+  s.weight =
+      info.has_sampler_total_weight() ? info.sampler_total_weight() : static_cast<double>(s.size);
+}
+
+double ShardWeights::UpdateFromSample(size_t shard, const deepmind::reverb::SampleInfo& info) {
+  absl::MutexLock lock(&mu_);
+  Shard& s = shards_[shard];
+  s.down = false;
+  s.size = info.table_size();
+  const double probability = info.probability();
+  if (!s.exponent.has_value()) {
+    s.weight = static_cast<double>(s.size);
+  } else if (probability > 0) {
+    const double weight = std::pow(info.item().priority(), *s.exponent) / probability;
+    if (std::isfinite(weight)) s.weight = weight;
+  }
+  return ShareLocked(shard);
+}
+
+void ShardWeights::MarkDown(size_t shard) {
+  absl::MutexLock lock(&mu_);
+  shards_[shard].down = true;
+}
+
+void ShardWeights::Refreshed() {
+  absl::MutexLock lock(&mu_);
+  refreshed_ = absl::Now();
+}
+
+bool ShardWeights::Stale() const {
+  absl::MutexLock lock(&mu_);
+  return absl::Now() - refreshed_ > kShardWeightsMaxAge;
+}
+
+double ShardWeights::ShareLocked(size_t shard) const {
+  double weights = 0;
+  double sizes = 0;
+  size_t up = 0;
+  for (const Shard& s : shards_) {
+    if (s.down) continue;
+    ++up;
+    weights += s.weight;
+    sizes += static_cast<double>(s.size);
+  }
+  if (up == 0) return 1.0 / static_cast<double>(shards_.size());  // try them all
+  const Shard& s = shards_[shard];
+  if (s.down) return 0;
+  if (weights > 0) return s.weight / weights;
+  if (sizes > 0) return static_cast<double>(s.size) / sizes;
+  return 1.0 / static_cast<double>(up);
+}
+
+std::vector<int64_t> ShardWeights::Split(int64_t n) {
+  absl::MutexLock lock(&mu_);
+  std::vector<double> shares(shards_.size());
+  for (size_t i = 0; i < shards_.size(); ++i) shares[i] = ShareLocked(i);
+  std::vector<int64_t> counts(shards_.size(), 0);
+  absl::discrete_distribution<size_t> pick(shares.begin(), shares.end());
+  for (int64_t i = 0; i < n; ++i) ++counts[pick(gen_)];
+  return counts;
+}
+
+int64_t ShardWeights::TotalSize() const {
+  absl::MutexLock lock(&mu_);
+  int64_t total = 0;
+  for (const Shard& s : shards_) {
+    if (!s.down) total += s.size;
+  }
+  return total;
+}
+
+ShardedSamplerWorker::ShardedSamplerWorker(std::vector<std::unique_ptr<SamplerWorker>> shards,
+                                           std::shared_ptr<ShardWeights> weights, Refresh refresh)
+    : shards_(std::move(shards)), weights_(std::move(weights)), refresh_(std::move(refresh)) {}
+
+absl::Status ShardedSamplerWorker::StreamSamples(int64_t num_samples, absl::Duration timeout,
+                                                 const std::function<void(Sample)>& deliver,
+                                                 const ClaimMore& claim_more) {
+  if (weights_->Stale()) refresh_(*weights_);
+  const std::vector<int64_t> counts = weights_->Split(num_samples);
+  int64_t delivered = 0;
+  absl::Status first_error;
+  for (size_t shard = 0; shard < shards_.size(); ++shard) {
+    if (counts[shard] == 0) continue;
+    absl::Status status = shards_[shard]->StreamSamples(
+        counts[shard], timeout,
+        [&](Sample sample) {
+          const double share = weights_->UpdateFromSample(shard, sample.info());
+          deepmind::reverb::SampleInfo* info = sample.mutable_info();
+          info->set_probability(info->probability() * share);
+          info->set_table_size(weights_->TotalSize());
+          ++delivered;
+          deliver(std::move(sample));
+        },
+        /*claim_more=*/nullptr);
+    if (!status.ok()) {
+      if (shards_[shard]->ShouldRetry(status)) weights_->MarkDown(shard);
+      if (first_error.ok()) first_error = status;
+    }
+  }
+  return delivered > 0 ? absl::OkStatus() : first_error;
+}
+
+void ShardedSamplerWorker::Cancel() {
+  for (const auto& shard : shards_) shard->Cancel();
+}
+
+}  // namespace tf_reverb
