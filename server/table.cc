@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -257,6 +258,7 @@ absl::Status Table::AddLocked(std::shared_ptr<const TableItem> item, double prio
     ++episode_refs_[chunk->sequence_range().episode_id()];
     RefChunkLocked(chunk.get(), 1, inserted);
   }
+  by_position_.emplace(next_insertion_order_, key);
   items_.emplace(key, Entry{std::move(item), priority, times_sampled, next_insertion_order_++});
   UpdateLevelsLocked();
   return absl::OkStatus();
@@ -316,6 +318,7 @@ absl::Status Table::DeleteLocked(uint64_t key) {
     }
     RefChunkLocked(chunk.get(), -1, false);
   }
+  by_position_.erase(it->second.insertion_order);
   items_.erase(it);
   rate_limiter_.RecordDelete();
   TableMetrics::Add(metrics_.deletes, 1);
@@ -461,6 +464,7 @@ void Table::ClearLocked() {
   sampler_->Clear();
   remover_->Clear();
   items_.clear();
+  by_position_.clear();
   episode_refs_.clear();
   chunk_refs_.clear();
   num_deleted_episodes_ = 0;
@@ -619,6 +623,68 @@ Table::BlockedCallers Table::blocked_callers() const {
 int64_t Table::num_waiting() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(insert_waiters_.size() + sample_waiters_.size());
+}
+
+void Table::Lookup(const std::vector<uint64_t>& keys, std::vector<SampledItem>* found,
+                   std::vector<uint64_t>* missing) const {
+  absl::MutexLock lock(&mu_);
+  const int64_t size = static_cast<int64_t>(items_.size());
+  for (uint64_t key : keys) {
+    auto it = items_.find(key);
+    if (it == items_.end()) {
+      missing->push_back(key);
+      continue;
+    }
+    const Entry& entry = it->second;
+    found->push_back(SampledItem{*entry.data, entry.priority, entry.times_sampled, 0.0, size});
+  }
+}
+
+uint64_t Table::Scan(uint64_t start, int64_t max_items, std::vector<SampledItem>* out,
+                     bool* done) const {
+  absl::MutexLock lock(&mu_);
+  const int64_t size = static_cast<int64_t>(items_.size());
+  auto it = by_position_.lower_bound(start);
+  int64_t bytes = 0;
+  uint64_t next = start;
+  for (int64_t n = 0; it != by_position_.end() && n < std::max<int64_t>(max_items, 1) &&
+                      (n == 0 || bytes < kMaxSampleBatchBytes);
+       ++it, ++n) {
+    const Entry& entry = items_.find(it->second)->second;
+    out->push_back(SampledItem{*entry.data, entry.priority, entry.times_sampled, 0.0, size});
+    bytes += ChunkBytes(*entry.data);
+    next = it->first + 1;
+  }
+  *done = it == by_position_.end();
+  return next;
+}
+
+deepmind::reverb::TableStatsResponse Table::Stats() const {
+  static constexpr double kAgeBuckets[] = {1, 10, 60, 600, 3600, 86400};
+  deepmind::reverb::TableStatsResponse stats;
+  for (double bound : kAgeBuckets) stats.add_age_bucket_seconds(bound);
+  std::vector<int64_t> ages(std::size(kAgeBuckets) + 1, 0);
+  const absl::Time now = absl::Now();
+  absl::MutexLock lock(&mu_);
+  stats.set_size(static_cast<int64_t>(items_.size()));
+  bool first = true;
+  for (const auto& [key, entry] : items_) {
+    stats.set_total_priority(stats.total_priority() + entry.priority);
+    stats.set_min_priority(first ? entry.priority : std::min(stats.min_priority(), entry.priority));
+    stats.set_max_priority(first ? entry.priority : std::max(stats.max_priority(), entry.priority));
+    ++(*stats.mutable_times_sampled())[entry.times_sampled];
+    const auto& inserted = entry.data->item->inserted_at();
+    const double age = absl::ToDoubleSeconds(
+        now - (absl::FromUnixSeconds(inserted.seconds()) + absl::Nanoseconds(inserted.nanos())));
+    stats.set_min_age_seconds(first ? age : std::min(stats.min_age_seconds(), age));
+    stats.set_max_age_seconds(first ? age : std::max(stats.max_age_seconds(), age));
+    size_t bucket = 0;
+    while (bucket < std::size(kAgeBuckets) && age > kAgeBuckets[bucket]) ++bucket;
+    ++ages[bucket];
+    first = false;
+  }
+  for (int64_t count : ages) stats.add_age_counts(count);
+  return stats;
 }
 
 bool Table::CanSample(int64_t num_samples) const {

@@ -41,12 +41,14 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "checkpoint.pb.h"
+#include "reverb_service.pb.h"
 #include "schema.pb.h"
 #include "server/metrics/atomic_histogram.h"
 #include "server/metrics/table_metrics.h"
@@ -190,6 +192,25 @@ class Table {
       const deepmind::reverb::PriorityTableCheckpoint& checkpoint,
       std::vector<CheckpointItem> items, RestoreMode mode);
 
+  // Looking into the table without sampling it: neither counts as a sample
+  // nor touches the rate limiter, and the mutex is held only to copy
+  // pointers. Items come as SampledItems with their current priority and
+  // times sampled, probability 0 and the table's size.
+  //
+  // The items of `keys` present now, in the order asked; the others are
+  // appended to `missing`.
+  void Lookup(const std::vector<uint64_t>& keys, std::vector<SampledItem>* found,
+              std::vector<uint64_t>* missing) const;
+  // The items at insertion positions >= `start` in insertion order: at most
+  // `max_items`, and no more once their chunks reach kMaxSampleBatchBytes
+  // (at least one). Returns the position after the last one returned (the
+  // `start` of the next batch); `*done` when no item at or after it exists.
+  // An item present from a scan's first call to its last is seen once;
+  // items inserted meanwhile may be seen; deleted ones are not.
+  uint64_t Scan(uint64_t start, int64_t max_items, std::vector<SampledItem>* out, bool* done) const;
+  // Size, priorities, times sampled and ages of the items now. O(size).
+  deepmind::reverb::TableStatsResponse Stats() const;
+
   bool CanSample(int64_t num_samples) const;
   bool CanInsert(int64_t num_inserts) const;
   // Every TableInfo field. The table has no worker thread, so of
@@ -296,6 +317,8 @@ class Table {
   std::unique_ptr<ItemSelector> remover_ ABSL_GUARDED_BY(mu_);
   RateLimiter rate_limiter_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Entry> items_ ABSL_GUARDED_BY(mu_);
+  // Insertion position -> key, for Scan.
+  absl::btree_map<uint64_t, uint64_t> by_position_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, int64_t> episode_refs_ ABSL_GUARDED_BY(mu_);
   int64_t num_deleted_episodes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t num_unique_samples_ ABSL_GUARDED_BY(mu_) = 0;

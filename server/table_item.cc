@@ -7,6 +7,17 @@
 
 namespace tf_reverb {
 
+deepmind::reverb::SampleInfo SampleInfoOf(const SampledItem& sampled) {
+  deepmind::reverb::SampleInfo info;
+  *info.mutable_item() = *sampled.data.item;
+  info.mutable_item()->set_priority(sampled.priority);
+  info.mutable_item()->set_times_sampled(sampled.times_sampled);
+  info.set_probability(sampled.probability);
+  info.set_table_size(sampled.table_size);
+  info.set_rate_limited(sampled.rate_limited);
+  return info;
+}
+
 std::vector<uint64_t> UniqueChunkKeys(const deepmind::reverb::FlatTrajectory& t) {
   std::vector<uint64_t> keys;
   absl::flat_hash_set<uint64_t> seen;

@@ -41,6 +41,10 @@ struct SampledItem {
   bool rate_limited = false;
 };
 
+// The SampleInfo clients receive for `sampled`: its item with the current
+// priority and times sampled, its probability and the table's size.
+deepmind::reverb::SampleInfo SampleInfoOf(const SampledItem& sampled);
+
 // Unique chunk keys of a trajectory, in order of first appearance.
 std::vector<uint64_t> UniqueChunkKeys(const deepmind::reverb::FlatTrajectory& t);
 

@@ -25,6 +25,7 @@
 #include "checkpoint.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "reverb_service.pb.h"
 #include "schema.pb.h"
 #include "server/chunk_codec.h"
 #include "server/selectors/selector.h"
@@ -919,6 +920,60 @@ INSTANTIATE_TEST_SUITE_P(DrawingSelectors, SeededTableTest,
                          ::testing::Values(Uniform(), Prioritized(0.8)), [](const auto& info) {
                            return info.index == 0 ? "Uniform" : "Prioritized";
                          });
+
+}  // namespace
+}  // namespace tf_reverb
+
+namespace tf_reverb {
+namespace {
+
+using namespace ::tf_reverb::testing;  // NOLINT: test builders
+
+// Lookup, Scan and Stats look without sampling: counters stay, the scan
+// cursor survives deletes and inserts between batches.
+TEST(TableLookTest, LookupScanAndStatsAreNotSamples) {
+  auto table = MakeTable(Uniform(), Fifo(), 100, 0, MinSize(1));
+  for (uint64_t key = 1; key <= 7; ++key) ASSERT_TRUE(Insert(*table, key, key * 1.0).ok());
+  ASSERT_TRUE(SampleOne(*table).ok());
+  const deepmind::reverb::TableInfo before = table->Info();
+
+  std::vector<SampledItem> found;
+  std::vector<uint64_t> missing;
+  table->Lookup({3, 99, 5}, &found, &missing);
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_EQ(found[0].data.item->key(), 3u);
+  EXPECT_EQ(found[0].priority, 3.0);
+  EXPECT_EQ(found[0].table_size, 7);
+  EXPECT_EQ(missing, std::vector<uint64_t>{99});
+
+  std::vector<SampledItem> batch;
+  bool done = false;
+  uint64_t next = table->Scan(0, 3, &batch, &done);
+  ASSERT_EQ(batch.size(), 3u);
+  EXPECT_FALSE(done);
+  ASSERT_TRUE(table->MutateItems({}, {4, 7}).ok());  // one ahead of the cursor, the last
+  ASSERT_TRUE(Insert(*table, 8).ok());
+  std::vector<uint64_t> keys;
+  for (const auto& item : batch) keys.push_back(item.data.item->key());
+  while (!done) {
+    batch.clear();
+    next = table->Scan(next, 3, &batch, &done);
+    for (const auto& item : batch) keys.push_back(item.data.item->key());
+  }
+  EXPECT_EQ(keys, (std::vector<uint64_t>{1, 2, 3, 5, 6, 8}));
+
+  const deepmind::reverb::TableStatsResponse stats = table->Stats();
+  EXPECT_EQ(stats.size(), 6);
+  EXPECT_EQ(stats.total_priority(), 1 + 2 + 3 + 5 + 6 + 1.0);
+  EXPECT_EQ(stats.max_priority(), 6.0);
+  int64_t sampled = 0;
+  for (const auto& [times, count] : stats.times_sampled()) sampled += times * count;
+  EXPECT_LE(sampled, 1);  // the sampled item may have been deleted since
+  const deepmind::reverb::TableInfo after = table->Info();
+  EXPECT_EQ(after.rate_limiter_info().sample_stats().completed(),
+            before.rate_limiter_info().sample_stats().completed());
+  EXPECT_EQ(after.num_unique_samples(), before.num_unique_samples());
+}
 
 }  // namespace
 }  // namespace tf_reverb

@@ -5,6 +5,7 @@ from typing import (
   Callable,
   Dict,
   Generator,
+  Iterator,
   List,
   Optional,
   Sequence,
@@ -392,6 +393,134 @@ class Client:
     """
     paths = self._client.checkpoint(full)
     return paths if self._client.sharded else paths[0]
+
+  # Looking into a table without sampling it (tf_reverb servers only; a
+  # dm-reverb server answers UNIMPLEMENTED, raised as RuntimeError).
+
+  def lookup(
+    self,
+    table: str,
+    keys: Sequence[int],
+    timeout: Optional[float] = None,
+  ) -> reverb_types.LookupResult:
+    """The items of `keys` as they are now, without sampling them.
+
+    A lookup is not a sample: times sampled, the rate limiter and
+    ``max_times_sampled`` are untouched. Keys not found are reported in
+    ``missing``, not raised. On a sharded client every shard is asked;
+    shards that cannot be reached are left out (their keys are missing).
+
+    Args:
+      table: name of the table.
+      keys: item keys.
+      timeout: seconds to wait for the server; None waits for it.
+
+    Returns:
+      ``LookupResult(items={key: ReplaySample}, missing=[keys])``; each
+      sample's data is the item's flat list of columns.
+
+    Raises:
+      DeadlineExceededError: when the server did not answer in `timeout`.
+      RuntimeError: for an unknown table or when no server answered.
+    """
+    items, missing = self._call_with_timeout(
+      'Lookup',
+      timeout,
+      lambda ms: self._client.lookup(table, [int(k) for k in keys], ms),
+    )
+    found = {}
+    for info_tuple, columns in items:
+      info = replay_sample.SampleInfo(*info_tuple)
+      found[int(info.key)] = replay_sample.ReplaySample(info, columns)
+    return reverb_types.LookupResult(items=found, missing=list(missing))
+
+  def table_stats(
+    self, table: str, timeout: Optional[float] = None
+  ) -> reverb_types.TableStats:
+    """Size, priorities, times sampled and ages of `table`'s items now.
+
+    Not a sample: nothing of the table changes. On a sharded client the
+    shards that answer are summed.
+
+    Args:
+      table: name of the table.
+      timeout: seconds to wait for the server; None waits for it.
+
+    Raises:
+      DeadlineExceededError: when the server did not answer in `timeout`.
+      RuntimeError: for an unknown table or when no server answered.
+    """
+    serialized = self._call_with_timeout(
+      'TableStats', timeout, lambda ms: self._client.table_stats(table, ms)
+    )
+    return reverb_types.TableStats.from_proto(
+      reverb_service_pb2.TableStatsResponse.FromString(serialized)
+    )
+
+  def scan(
+    self,
+    table: str,
+    batch_size: int = 1000,
+    timeout: Optional[float] = None,
+  ) -> Iterator[List[replay_sample.ReplaySample]]:
+    """Yields every item of `table` in insertion order, in batches.
+
+    Each batch holds at most `batch_size` items (fewer once their chunks
+    reach 1 MiB); each is fetched when the previous one was consumed, and
+    the server holds the table's lock only to copy pointers, so writers and
+    samplers go on meanwhile. An item present for the whole scan is yielded
+    exactly once; items inserted during it may be, deleted ones are not. On
+    a sharded client the shards are scanned one after another (each in its
+    insertion order). Not a sample: nothing of the table changes.
+
+    Args:
+      table: name of the table.
+      batch_size: items per batch (>= 1).
+      timeout: seconds each batch may take; None waits for the server.
+
+    Raises:
+      ValueError: for batch_size < 1.
+      DeadlineExceededError: when a batch did not come in `timeout`.
+      RuntimeError: for an unknown table, or a shard that cannot be
+        reached (naming it).
+    """
+    if batch_size < 1:
+      raise ValueError(f'batch_size must be >= 1, got {batch_size}')
+    servers = len(self.shard_addresses()) if self._client.sharded else 1
+    for server in range(servers):
+      start, done = 0, False
+      while not done:
+        items, start, done = self._call_with_timeout(
+          'Scan',
+          timeout,
+          # pylint: disable-next=cell-var-from-loop
+          lambda ms: self._client.scan(table, server, start, batch_size, ms),
+        )
+        if items:
+          yield [
+            replay_sample.ReplaySample(
+              replay_sample.SampleInfo(*info_tuple), columns
+            )
+            for info_tuple, columns in items
+          ]
+
+  @staticmethod
+  def _call_with_timeout(
+    what: str, timeout: Optional[float], call: Callable[[int], Any]
+  ) -> Any:
+    """`call(timeout_ms)`; an expired `timeout` raised as
+    DeadlineExceededError."""
+    if timeout is not None and timeout <= 0:
+      raise ValueError(f'timeout must be > 0 seconds or None, got {timeout}')
+    timeout_ms = -1 if timeout is None else max(1, int(timeout * 1000))
+    try:
+      return call(timeout_ms)
+    except errors.DeadlineExceededRuntimeError as e:
+      if timeout is not None:
+        raise errors.DeadlineExceededError(
+          f'{what} did not complete within the timeout of {timeout}s: {e}'
+        ) from e
+      raise
 
   # Writers (tf_reverb/trajectory_writer.py, writer.py, structured_writer.py).
 

@@ -179,6 +179,47 @@ PYBIND11_MODULE(pybind, m) {
             return ValueOrRaise(std::move(paths));
           },
           py::arg("full") = false)
+      .def("lookup",
+           [](Client& client, const std::string& table, const std::vector<uint64_t>& keys,
+              int64_t timeout_ms) {
+             absl::StatusOr<Client::LookupResult> result;
+             {
+               py::gil_scoped_release release;
+               result = client.Lookup(table, keys, TimeoutFromMs(timeout_ms));
+             }
+             Client::LookupResult found = ValueOrRaise(std::move(result));
+             // ([(info tuple, columns)], missing keys)
+             py::list items;
+             for (const Sample& sample : found.found) {
+               items.append(py::make_tuple(InfoTuple(sample), SampleColumns(sample)));
+             }
+             return py::make_tuple(items, found.missing);
+           })
+      .def("table_stats",
+           [](Client& client, const std::string& table, int64_t timeout_ms) {
+             absl::StatusOr<deepmind::reverb::TableStatsResponse> stats;
+             {
+               py::gil_scoped_release release;
+               stats = client.TableStats(table, TimeoutFromMs(timeout_ms));
+             }
+             return py::bytes(ValueOrRaise(std::move(stats)).SerializeAsString());
+           })
+      .def("scan",
+           [](Client& client, const std::string& table, size_t server, uint64_t start,
+              int64_t max_items, int64_t timeout_ms) {
+             absl::StatusOr<Client::ScanBatch> batch;
+             {
+               py::gil_scoped_release release;
+               batch = client.Scan(table, server, start, max_items, TimeoutFromMs(timeout_ms));
+             }
+             Client::ScanBatch got = ValueOrRaise(std::move(batch));
+             // ([(info tuple, columns)], next start, done)
+             py::list items;
+             for (const Sample& sample : got.items) {
+               items.append(py::make_tuple(InfoTuple(sample), SampleColumns(sample)));
+             }
+             return py::make_tuple(items, got.next, got.done);
+           })
       .def_property_readonly("sharded", &Client::sharded)
       .def("shard_addresses",
            [](Client& client) {

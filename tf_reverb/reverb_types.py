@@ -3,7 +3,7 @@
 import collections
 import dataclasses
 import sys
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional
 
 from google.protobuf import message
 import tree
@@ -256,3 +256,62 @@ class TableInfo:
   def from_serialized_proto(cls, serialized: bytes) -> 'TableInfo':
     """Builds a TableInfo from a serialized ``TableInfo`` proto."""
     return cls.from_proto(schema_pb2.TableInfo.FromString(serialized))
+
+
+@dataclasses.dataclass
+class LookupResult:
+  """What ``Client.lookup`` found.
+
+  Attributes:
+    items: key -> ``ReplaySample`` (info with the item's current priority
+      and times sampled, probability 0; data: the flat list of columns) of
+      every key found, in the order asked.
+    missing: the keys no (reachable) server holds, in the order asked.
+  """
+
+  items: Dict[int, Any]
+  missing: List[int]
+
+
+@dataclasses.dataclass
+class TableStats:
+  """A table's contents in numbers, as ``Client.table_stats`` reports them
+  (summed over the shards of a sharded client).
+
+  Attributes:
+    size: items.
+    total_priority: sum of the items' priorities.
+    min_priority: smallest priority (0 for an empty table).
+    max_priority: largest priority (0 for an empty table).
+    times_sampled: times sampled -> number of items sampled that often.
+    age_bucket_seconds: upper bounds of the age buckets (seconds since
+      insertion); ``age_counts`` has one more bucket, for older items.
+    age_counts: items per age bucket.
+    min_age_seconds: age of the newest item (0 for an empty table).
+    max_age_seconds: age of the oldest item (0 for an empty table).
+  """
+
+  size: int
+  total_priority: float
+  min_priority: float
+  max_priority: float
+  times_sampled: Dict[int, int]
+  age_bucket_seconds: List[float]
+  age_counts: List[int]
+  min_age_seconds: float
+  max_age_seconds: float
+
+  @classmethod
+  def from_proto(cls, proto: Any) -> 'TableStats':
+    """Builds a TableStats from a ``TableStatsResponse``."""
+    return cls(
+      size=proto.size,
+      total_priority=proto.total_priority,
+      min_priority=proto.min_priority,
+      max_priority=proto.max_priority,
+      times_sampled=dict(sorted(proto.times_sampled.items())),
+      age_bucket_seconds=list(proto.age_bucket_seconds),
+      age_counts=list(proto.age_counts),
+      min_age_seconds=proto.min_age_seconds,
+      max_age_seconds=proto.max_age_seconds,
+    )

@@ -16,7 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "google/protobuf/repeated_ptr_field.h"
 #include "grpc/grpc.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/impl/codegen/sync_stream.h"
@@ -457,6 +459,190 @@ absl::Status Client::MutatePriorities(const std::string& table,
   context.set_wait_for_ready(true);
   deepmind::reverb::MutatePrioritiesResponse response;
   return FromGrpcStatus(stub_->MutatePriorities(&context, request, &response));
+}
+
+template <typename Request, typename Response>
+absl::StatusOr<std::vector<Response>> Client::CallServers(const char* what,
+                                                          AsyncMethod<Request, Response> method,
+                                                          const Request& request,
+                                                          absl::Duration timeout) {
+  if (!target_status_.ok()) return target_status_;
+  if (!setup_status_.ok()) return setup_status_;
+  const absl::Time deadline =
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  if (!sharded()) {
+    if (absl::Status transport = AwaitTransport(deadline); !transport.ok()) return transport;
+    grpc::ClientContext context;
+    context.set_wait_for_ready(true);
+    if (deadline != absl::InfiniteFuture()) context.set_deadline(absl::ToChronoTime(deadline));
+    std::vector<Response> responses(1);
+    absl::Notification finished;
+    grpc::Status status;
+    (stub_->async()->*method)(&context, &request, &responses[0], [&](grpc::Status s) {
+      status = std::move(s);
+      finished.Notify();
+    });
+    finished.WaitForNotification();
+    if (!status.ok()) return FromGrpcStatus(status);
+    return responses;
+  }
+  absl::StatusOr<std::vector<std::shared_ptr<Shard>>> shards = Shards();
+  if (!shards.ok()) return shards.status();
+  std::vector<Response> responses(shards->size());
+  std::vector<absl::Status> statuses =
+      FanOut(*shards, deadline,
+             [&](size_t i, Shard& shard, grpc::ClientContext* context,
+                 std::function<void(grpc::Status)> done) {
+               (shard.stub->async()->*method)(context, &request, &responses[i], std::move(done));
+             });
+  if (absl::Status mismatch = ShardTransportMismatch(*shards, &statuses); !mismatch.ok()) {
+    return mismatch;
+  }
+  std::vector<Response> answered;
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    if (statuses[i].ok()) {
+      answered.push_back(std::move(responses[i]));
+    } else if (!ShardDown(statuses[i])) {
+      return absl::Status(statuses[i].code(), absl::StrCat("Shard ", (*shards)[i]->address, ": ",
+                                                           statuses[i].message()));
+    }
+  }
+  if (answered.empty()) {
+    return absl::UnavailableError(absl::StrCat(what, " reached no shard of ", server_address_, ": ",
+                                               DescribeFailures(AddressesOf(*shards), statuses)));
+  }
+  return answered;
+}
+
+namespace {
+
+// The entries of a Lookup or Scan response as Samples.
+std::vector<Sample> EntriesToSamples(
+    google::protobuf::RepeatedPtrField<deepmind::reverb::SampleStreamResponse::SampleEntry>*
+        entries) {
+  std::vector<Sample> samples;
+  samples.reserve(entries->size());
+  for (auto& entry : *entries) {
+    std::vector<std::shared_ptr<const ChunkData>> chunks;
+    for (auto& chunk : *entry.mutable_data()) {
+      chunks.push_back(std::make_shared<const ChunkData>(std::move(chunk)));
+    }
+    samples.emplace_back(std::move(*entry.mutable_info()), std::move(chunks));
+  }
+  return samples;
+}
+
+}  // namespace
+
+absl::StatusOr<Client::LookupResult> Client::Lookup(const std::string& table,
+                                                    const std::vector<uint64_t>& keys,
+                                                    absl::Duration timeout) {
+  deepmind::reverb::LookupRequest request;
+  request.set_table(table);
+  request.mutable_keys()->Add(keys.begin(), keys.end());
+  absl::StatusOr<std::vector<deepmind::reverb::LookupResponse>> responses = CallServers(
+      "Lookup", &deepmind::reverb::ReverbService::StubInterface::async_interface::Lookup, request,
+      timeout);
+  if (!responses.ok()) return responses.status();
+  LookupResult result;
+  absl::flat_hash_set<uint64_t> found;
+  for (auto& response : *responses) {
+    for (Sample& sample : EntriesToSamples(response.mutable_entries())) {
+      if (!found.insert(sample.info().item().key()).second) continue;
+      result.found.push_back(std::move(sample));
+    }
+  }
+  for (uint64_t key : keys) {
+    if (!found.contains(key)) result.missing.push_back(key);
+  }
+  return result;
+}
+
+absl::StatusOr<deepmind::reverb::TableStatsResponse> Client::TableStats(const std::string& table,
+                                                                        absl::Duration timeout) {
+  deepmind::reverb::TableStatsRequest request;
+  request.set_table(table);
+  absl::StatusOr<std::vector<deepmind::reverb::TableStatsResponse>> responses = CallServers(
+      "TableStats", &deepmind::reverb::ReverbService::StubInterface::async_interface::TableStats,
+      request, timeout);
+  if (!responses.ok()) return responses.status();
+  return MergeTableStats(*responses);
+}
+
+deepmind::reverb::TableStatsResponse Client::MergeTableStats(
+    const std::vector<deepmind::reverb::TableStatsResponse>& stats) {
+  deepmind::reverb::TableStatsResponse merged;
+  bool any = false;
+  for (const auto& shard : stats) {
+    if (merged.age_bucket_seconds_size() == 0) {
+      *merged.mutable_age_bucket_seconds() = shard.age_bucket_seconds();
+      merged.mutable_age_counts()->Resize(shard.age_counts_size(), 0);
+    }
+    for (int i = 0; i < shard.age_counts_size() && i < merged.age_counts_size(); ++i) {
+      merged.set_age_counts(i, merged.age_counts(i) + shard.age_counts(i));
+    }
+    for (const auto& [times, count] : shard.times_sampled()) {
+      (*merged.mutable_times_sampled())[times] += count;
+    }
+    if (shard.size() == 0) continue;
+    merged.set_min_priority(any ? std::min(merged.min_priority(), shard.min_priority())
+                                : shard.min_priority());
+    merged.set_max_priority(any ? std::max(merged.max_priority(), shard.max_priority())
+                                : shard.max_priority());
+    merged.set_min_age_seconds(any ? std::min(merged.min_age_seconds(), shard.min_age_seconds())
+                                   : shard.min_age_seconds());
+    merged.set_max_age_seconds(any ? std::max(merged.max_age_seconds(), shard.max_age_seconds())
+                                   : shard.max_age_seconds());
+    merged.set_size(merged.size() + shard.size());
+    merged.set_total_priority(merged.total_priority() + shard.total_priority());
+    any = true;
+  }
+  return merged;
+}
+
+absl::StatusOr<Client::ScanBatch> Client::Scan(const std::string& table, size_t server,
+                                               uint64_t start, int64_t max_items,
+                                               absl::Duration timeout) {
+  if (max_items < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("max_items must be >= 1, got ", max_items));
+  }
+  if (!target_status_.ok()) return target_status_;
+  if (!setup_status_.ok()) return setup_status_;
+  deepmind::reverb::ReverbService::StubInterface* stub = stub_.get();
+  std::string name = server_address_;
+  if (sharded()) {
+    absl::StatusOr<std::vector<std::shared_ptr<Shard>>> shards = Shards();
+    if (!shards.ok()) return shards.status();
+    if (server >= shards->size()) {
+      return absl::OutOfRangeError(
+          absl::StrCat("Server ", server, " of a scan of ", shards->size(), " shards"));
+    }
+    stub = (*shards)[server]->stub.get();
+    name = (*shards)[server]->address;
+  } else if (server != 0) {
+    return absl::OutOfRangeError(absl::StrCat("Server ", server, " of a scan of one server"));
+  }
+  deepmind::reverb::ScanRequest request;
+  request.set_table(table);
+  request.set_start(start);
+  request.set_max_items(max_items);
+  grpc::ClientContext context;
+  // A shard that is down fails the scan at once (fan-outs are fail-fast too).
+  context.set_wait_for_ready(!sharded());
+  if (timeout != absl::InfiniteDuration()) {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  }
+  deepmind::reverb::ScanResponse response;
+  if (grpc::Status status = stub->Scan(&context, request, &response); !status.ok()) {
+    absl::Status error = FromGrpcStatus(status);
+    if (!sharded()) return error;
+    return absl::Status(error.code(), absl::StrCat("Shard ", name, ": ", error.message()));
+  }
+  ScanBatch batch;
+  batch.items = EntriesToSamples(response.mutable_entries());
+  batch.next = response.next();
+  batch.done = response.done();
+  return batch;
 }
 
 absl::Status Client::Reset(const std::string& table) {

@@ -153,6 +153,41 @@ class Client {
                                 const std::vector<deepmind::reverb::KeyWithPriority>& updates,
                                 const std::vector<uint64_t>& deletes);
   absl::Status Reset(const std::string& table);
+  // Looking into a table without sampling it (tf_reverb servers only; a
+  // dm-reverb server answers UNIMPLEMENTED). Each call waits up to `timeout`
+  // (InfiniteDuration: for the server to be ready). On a sharded client
+  // every shard is asked; shards that cannot be reached are left out (their
+  // items count as missing, their stats are not in the sums), and the call
+  // fails (UNAVAILABLE) only when no shard answered.
+  //
+  // The items of `keys` that exist, as Samples with probability 0 and their
+  // current priority and times sampled, and the keys found nowhere.
+  struct LookupResult {
+    std::vector<Sample> found;
+    std::vector<uint64_t> missing;
+  };
+  absl::StatusOr<LookupResult> Lookup(const std::string& table, const std::vector<uint64_t>& keys,
+                                      absl::Duration timeout);
+  // Size, priorities, times sampled and ages (summed over shards).
+  absl::StatusOr<deepmind::reverb::TableStatsResponse> TableStats(const std::string& table,
+                                                                  absl::Duration timeout);
+  // One batch of a scan: the items of server `server` (an index into
+  // ShardAddresses(); 0 when not sharded) at insertion positions >= `start`
+  // in insertion order, at most `max_items`; `next` is the next batch's
+  // start and `done` says none is left. A scan reads every server from
+  // start 0 until done; writers are not blocked (each batch holds the
+  // table's lock only to copy pointers). `timeout` bounds the call.
+  struct ScanBatch {
+    std::vector<Sample> items;
+    uint64_t next = 0;
+    bool done = false;
+  };
+  absl::StatusOr<ScanBatch> Scan(const std::string& table, size_t server, uint64_t start,
+                                 int64_t max_items, absl::Duration timeout);
+  // Sums the stats of several shards (same age buckets).
+  static deepmind::reverb::TableStatsResponse MergeTableStats(
+      const std::vector<deepmind::reverb::TableStatsResponse>& stats);
+
   // Checkpoints every shard; one path per shard (in ShardAddresses order).
   // `full`: self-contained checkpoints even where the servers write
   // incremental ones (a request field Reverb's servers ignore).
@@ -227,6 +262,17 @@ class Client {
   };
   // The shards named now, with their channels (created on first use).
   absl::StatusOr<std::vector<std::shared_ptr<Shard>>> Shards();
+  // One unary call of a stub method (e.g. &Stub::async_interface::Lookup).
+  template <typename Request, typename Response>
+  using AsyncMethod = void (deepmind::reverb::ReverbService::StubInterface::async_interface::*)(
+      grpc::ClientContext*, const Request*, Response*, std::function<void(grpc::Status)>);
+  // `method` with `request`: on the server, or on every shard at once
+  // (skipping shards that are down); the answers, one per answering shard.
+  // Waits up to `timeout`. Errors as the contract of the calls above.
+  template <typename Request, typename Response>
+  absl::StatusOr<std::vector<Response>> CallServers(const char* what,
+                                                    AsyncMethod<Request, Response> method,
+                                                    const Request& request, absl::Duration timeout);
   // Starts `start` on every shard at once (each call with its own context,
   // fail-fast, deadline `deadline` unless infinite) and waits for all; the
   // callback it is given must be called once with the call's status.

@@ -25,14 +25,7 @@ Sample Sample::FromChunks(deepmind::reverb::SampleInfo info, std::vector<SampleC
 }
 
 Sample Sample::FromSampledItem(const SampledItem& sampled) {
-  deepmind::reverb::SampleInfo info;
-  *info.mutable_item() = *sampled.data.item;
-  info.mutable_item()->set_priority(sampled.priority);
-  info.mutable_item()->set_times_sampled(sampled.times_sampled);
-  info.set_probability(sampled.probability);
-  info.set_table_size(sampled.table_size);
-  info.set_rate_limited(sampled.rate_limited);
-  return Sample(std::move(info), sampled.data.chunks);
+  return Sample(SampleInfoOf(sampled), sampled.data.chunks);
 }
 
 absl::StatusOr<const SampleChunk*> Sample::Chunk(uint64_t key) const {

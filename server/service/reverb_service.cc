@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/repeated_ptr_field.h"
 #include "grpcpp/impl/call_op_set.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "grpcpp/impl/serialization_traits.h"
@@ -22,6 +23,8 @@
 #include "server/service/raw_request.h"
 #include "server/service/sample_stream_reactor.h"
 #include "server/service/server_insert_stream.h"
+#include "server/table_item.h"
+#include "server/wal/write_ahead_log.h"
 
 namespace tf_reverb {
 namespace {
@@ -35,6 +38,9 @@ enum MethodIndex {
   kSampleStream = 4,
   kServerInfo = 5,
   kInitializeConnection = 6,
+  kLookup = 7,
+  kScan = 8,
+  kTableStats = 9,
 };
 
 // Threads of the WorkQueue: resumptions are short (a table call and a
@@ -119,6 +125,9 @@ ReverbServiceImpl::ReverbServiceImpl(std::vector<std::shared_ptr<Table>> tables,
                                                               &calls_in_tables_);
                          }));
   RegisterUnary(kServerInfo, "ServerInfo", &ReverbServiceImpl::HandleServerInfo);
+  RegisterUnary(kLookup, "Lookup", &ReverbServiceImpl::HandleLookup);
+  RegisterUnary(kScan, "Scan", &ReverbServiceImpl::HandleScan);
+  RegisterUnary(kTableStats, "TableStats", &ReverbServiceImpl::HandleTableStats);
   MarkMethodRawCallback(kInitializeConnection,
                         new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
                             [lookup](grpc::CallbackServerContext*) -> RawBidiReactor* {
@@ -212,6 +221,56 @@ grpc::Status ReverbServiceImpl::HandleServerInfo(const deepmind::reverb::ServerI
                                                  deepmind::reverb::ServerInfoResponse* response) {
   *response->mutable_tables_state_id() = tables_state_id_;
   for (const auto& table : tables_) *response->add_table_info() = table->Info();
+  return grpc::Status::OK;
+}
+
+namespace {
+
+// One entry per item: its info and every chunk as stored.
+void AddEntries(
+    const std::vector<SampledItem>& items,
+    google::protobuf::RepeatedPtrField<deepmind::reverb::SampleStreamResponse::SampleEntry>*
+        entries) {
+  for (const SampledItem& item : items) {
+    auto* entry = entries->Add();
+    *entry->mutable_info() = SampleInfoOf(item);
+    for (const auto& chunk : item.data.chunks) *entry->add_data() = *chunk;
+    entry->set_end_of_sequence(true);
+  }
+}
+
+}  // namespace
+
+grpc::Status ReverbServiceImpl::HandleLookup(const deepmind::reverb::LookupRequest& request,
+                                             deepmind::reverb::LookupResponse* response) {
+  absl::StatusOr<std::shared_ptr<Table>> table = GetTable(request.table());
+  if (!table.ok()) return ToGrpcStatus(table.status());
+  std::vector<SampledItem> found;
+  std::vector<uint64_t> missing;
+  (*table)->Lookup({request.keys().begin(), request.keys().end()}, &found, &missing);
+  AddEntries(found, response->mutable_entries());
+  response->mutable_missing_keys()->Add(missing.begin(), missing.end());
+  return grpc::Status::OK;
+}
+
+grpc::Status ReverbServiceImpl::HandleScan(const deepmind::reverb::ScanRequest& request,
+                                           deepmind::reverb::ScanResponse* response) {
+  absl::StatusOr<std::shared_ptr<Table>> table = GetTable(request.table());
+  if (!table.ok()) return ToGrpcStatus(table.status());
+  std::vector<SampledItem> items;
+  bool done = false;
+  const int64_t max_items = request.max_items() > 0 ? request.max_items() : kDefaultScanItems;
+  response->set_next((*table)->Scan(request.start(), max_items, &items, &done));
+  response->set_done(done);
+  AddEntries(items, response->mutable_entries());
+  return grpc::Status::OK;
+}
+
+grpc::Status ReverbServiceImpl::HandleTableStats(const deepmind::reverb::TableStatsRequest& request,
+                                                 deepmind::reverb::TableStatsResponse* response) {
+  absl::StatusOr<std::shared_ptr<Table>> table = GetTable(request.table());
+  if (!table.ok()) return ToGrpcStatus(table.status());
+  *response = (*table)->Stats();
   return grpc::Status::OK;
 }
 

@@ -32,6 +32,7 @@
 #define TF_REVERB_SERVER_SERVICE_REVERB_SERVICE_H_
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,9 @@
 #include "server/table.h"
 
 namespace tf_reverb {
+
+// Items per Scan batch when the request names no count.
+inline constexpr int64_t kDefaultScanItems = 1000;
 
 class ReverbServiceImpl final : public deepmind::reverb::ReverbService::Service {
  public:
@@ -86,6 +90,13 @@ class ReverbServiceImpl final : public deepmind::reverb::ReverbService::Service 
                            deepmind::reverb::ResetResponse* response);
   grpc::Status HandleServerInfo(const deepmind::reverb::ServerInfoRequest& request,
                                 deepmind::reverb::ServerInfoResponse* response);
+  // tf_reverb's look into a table (Table::Lookup, Scan, Stats).
+  grpc::Status HandleLookup(const deepmind::reverb::LookupRequest& request,
+                            deepmind::reverb::LookupResponse* response);
+  grpc::Status HandleScan(const deepmind::reverb::ScanRequest& request,
+                          deepmind::reverb::ScanResponse* response);
+  grpc::Status HandleTableStats(const deepmind::reverb::TableStatsRequest& request,
+                                deepmind::reverb::TableStatsResponse* response);
 
   const std::vector<std::shared_ptr<Table>> tables_;
   const std::shared_ptr<Checkpointer> checkpointer_;

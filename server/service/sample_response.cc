@@ -191,13 +191,7 @@ absl::StatusOr<std::vector<grpc::ByteBuffer>> EncodeSampleResponses(
   };
   for (const SampledItem& sample : samples) {
     auto* entry = response.proto().add_entries();
-    auto* info = entry->mutable_info();
-    *info->mutable_item() = *sample.data.item;
-    info->mutable_item()->set_priority(sample.priority);
-    info->mutable_item()->set_times_sampled(sample.times_sampled);
-    info->set_probability(sample.probability);
-    info->set_table_size(sample.table_size);
-    info->set_rate_limited(sample.rate_limited);
+    *entry->mutable_info() = SampleInfoOf(sample);
     for (const auto& stored : sample.data.chunks) {
       absl::StatusOr<std::shared_ptr<const ChunkData>> chunk = sendable(stored);
       if (!chunk.ok()) return chunk.status();
