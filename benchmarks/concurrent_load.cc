@@ -7,7 +7,9 @@
 // one-step chunk and a one-step item over it, waits for the item's
 // confirmation, and sends the next item at its next scheduled time
 // (`--rate` items/s from a random phase; a writer that falls behind sends at
-// once, so offered minus sent is the backlog). The latency of an item is the
+// once, so offered minus sent is the backlog). An item holds one step of
+// --step_floats float32 values (a ramp, or incompressible random bits with
+// --random_payload). The latency of an item is the
 // time from its request going out to its key coming back. With
 // --warmup_items each writer first inserts that many items back to back; the
 // clock starts once every writer has seen them confirmed. Samplers are
@@ -41,6 +43,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -79,6 +82,9 @@ ABSL_FLAG(double, seconds, 10.0, "Sending time when --items is 0.");
 ABSL_FLAG(std::string, table, "items", "Table the writers insert into.");
 ABSL_FLAG(int, connections, 0, "TCP connections the writers share (0: one per writer).");
 ABSL_FLAG(int, step_floats, 16, "float32 values per step (the item's payload).");
+ABSL_FLAG(bool, random_payload, false,
+          "Fill the step with random bits (incompressible) instead of a ramp "
+          "(0, 0.5, 1, ...), which the chunk codec compresses.");
 ABSL_FLAG(int, samplers, 0, "Sampler streams.");
 ABSL_FLAG(std::string, sample_table, "", "Table the samplers read (default --table).");
 ABSL_FLAG(int, sample_batch, 32, "Samples per SampleStream request.");
@@ -575,7 +581,14 @@ int main(int argc, char** argv) {
     const int floats = absl::GetFlag(FLAGS_step_floats);
     step.shape = {1, floats};
     std::vector<float> values(floats);
-    for (int i = 0; i < floats; ++i) values[i] = static_cast<float>(i) * 0.5f;
+    if (absl::GetFlag(FLAGS_random_payload)) {
+      std::mt19937 bits(std::random_device{}());
+      std::vector<uint32_t> words(floats);
+      for (uint32_t& word : words) word = static_cast<uint32_t>(bits());
+      std::memcpy(values.data(), words.data(), words.size() * sizeof(uint32_t));
+    } else {
+      for (int i = 0; i < floats; ++i) values[i] = static_cast<float>(i) * 0.5f;
+    }
     step.data.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
     absl::StatusOr<deepmind::reverb::ChunkData> chunk =
         tf_reverb::BuildChunk(0, {step}, 0, 0, 0, /*delta_encode=*/false);
