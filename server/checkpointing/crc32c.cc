@@ -1,6 +1,8 @@
 #include "server/checkpointing/crc32c.h"
 
 #include <array>
+#include <cstdint>
+#include <cstring>
 
 namespace tf_reverb {
 namespace {
@@ -25,12 +27,8 @@ const Tables& GetTables() {
   return *tables;
 }
 
-}  // namespace
-
-uint32_t Crc32c(const void* data, size_t size, uint32_t crc) {
+uint32_t SoftwareCrc32c(const uint8_t* p, size_t size, uint32_t crc) {
   const auto& t = GetTables().t;
-  const auto* p = static_cast<const uint8_t*>(data);
-  crc = ~crc;
   while (size >= 8) {
     const uint32_t lo =
         crc ^ (static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
@@ -41,7 +39,42 @@ uint32_t Crc32c(const void* data, size_t size, uint32_t crc) {
     size -= 8;
   }
   while (size--) crc = (crc >> 8) ^ t[0][(crc ^ *p++) & 0xff];
-  return ~crc;
+  return crc;
+}
+
+#if defined(__x86_64__)
+// The SSE4.2 crc32 instruction computes the same (Castagnoli) CRC, 8 bytes
+// a step: several times the tables' speed on the log's and checkpoints'
+// records.
+__attribute__((target("sse4.2"))) uint32_t HardwareCrc32c(const uint8_t* p, size_t size,
+                                                          uint32_t crc) {
+  uint64_t wide = crc;
+  while (size >= 8) {
+    uint64_t word;
+    std::memcpy(&word, p, sizeof(word));
+    wide = __builtin_ia32_crc32di(wide, word);
+    p += 8;
+    size -= 8;
+  }
+  crc = static_cast<uint32_t>(wide);
+  while (size--) crc = __builtin_ia32_crc32qi(crc, *p++);
+  return crc;
+}
+
+bool HasHardwareCrc32c() {
+  static const bool has = __builtin_cpu_supports("sse4.2");
+  return has;
+}
+#endif
+
+}  // namespace
+
+uint32_t Crc32c(const void* data, size_t size, uint32_t crc) {
+  const auto* p = static_cast<const uint8_t*>(data);
+#if defined(__x86_64__)
+  if (HasHardwareCrc32c()) return ~HardwareCrc32c(p, size, ~crc);
+#endif
+  return ~SoftwareCrc32c(p, size, ~crc);
 }
 
 }  // namespace tf_reverb

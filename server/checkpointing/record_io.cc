@@ -66,12 +66,24 @@ static void FrameFooter(std::string_view payload, char (&footer)[kRecordFooterBy
 }
 
 void AppendRecordFrame(std::string_view payload, std::string* out) {
+  const size_t begin = BeginRecordFrame(out);
+  out->append(payload.data(), payload.size());
+  EndRecordFrame(begin, out);
+}
+
+size_t BeginRecordFrame(std::string* out) {
+  const size_t begin = out->size();
+  out->append(kRecordHeaderBytes, '\0');
+  return begin;
+}
+
+void EndRecordFrame(size_t begin, std::string* out) {
+  const size_t payload = begin + kRecordHeaderBytes;
   char header[kRecordHeaderBytes];
   char footer[kRecordFooterBytes];
-  FrameHeader(payload.size(), header);
-  FrameFooter(payload, footer);
-  out->append(header, sizeof(header));
-  out->append(payload.data(), payload.size());
+  FrameHeader(out->size() - payload, header);
+  FrameFooter(std::string_view(*out).substr(payload), footer);
+  out->replace(begin, kRecordHeaderBytes, header, kRecordHeaderBytes);
   out->append(footer, sizeof(footer));
 }
 

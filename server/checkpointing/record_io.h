@@ -38,6 +38,11 @@ inline constexpr size_t kRecordFooterBytes = 4;   // the payload's checksum
 // Appends `payload` framed as one record to `out` (for writers that batch
 // records into one write, such as the write-ahead log).
 void AppendRecordFrame(std::string_view payload, std::string* out);
+// The same without a copy of the payload: BeginRecordFrame reserves the
+// header and returns where it starts; the caller appends the payload to
+// `out`; EndRecordFrame fills the header in and appends the footer.
+size_t BeginRecordFrame(std::string* out);
+void EndRecordFrame(size_t begin, std::string* out);
 
 class RecordWriter {
  public:

@@ -33,6 +33,27 @@ TEST(Crc32cTest, MatchesTheStandardCheckValue) {
   EXPECT_EQ(Crc32c("6789", 4, Crc32c("12345", 5)), 0xE3069283u);
 }
 
+// Whichever implementation runs (the CPU's crc32 instruction or tables), it
+// equals the bit-by-bit definition at every length and alignment.
+TEST(Crc32cTest, EqualsTheBitwiseDefinitionAtEveryLengthAndOffset) {
+  auto bitwise = [](const unsigned char* p, size_t n) {
+    uint32_t crc = ~0u;
+    for (size_t i = 0; i < n; ++i) {
+      crc ^= p[i];
+      for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0x82f63b78u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+  };
+  std::string data(300, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 131 + 7);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(data.data());
+  for (size_t offset = 0; offset < 8; ++offset) {
+    for (size_t n = 0; offset + n <= data.size(); n += 7) {
+      ASSERT_EQ(Crc32c(bytes + offset, n), bitwise(bytes + offset, n)) << offset << " " << n;
+    }
+  }
+}
+
 TEST(RecordIoTest, RoundTripsRecordsOfAnySize) {
   const std::string path = TempFile("round_trip.tfrecord");
   auto writer = RecordWriter::Create(path);

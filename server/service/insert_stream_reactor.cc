@@ -1,5 +1,6 @@
 #include "server/service/insert_stream_reactor.h"
 
+#include <memory>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -55,16 +56,30 @@ void InsertStreamReactor::WriteConfirmedLocked() {
   if (log_ != nullptr && !confirmed_.empty()) {
     // Every key in confirmed_ was logged before this point.
     const uint64_t sequence = log_->last_sequence();
+    if (log_->options().durability == WalDurability::kAsync && !log_->Confirmed(sequence)) {
+      // Written to the OS is all async waits for: do it here, rather than
+      // wait for the log's thread (an error shows in Confirmed below).
+      log_->WritePending().IgnoreError();
+    }
     if (!log_->Confirmed(sequence)) {
       awaiting_log_ = true;
+      // On the log's writer thread, which holds no lock then, the
+      // confirmation is started at once (a write that does not block).
+      // Elsewhere (at once, under mu_, or from another call's
+      // WritePending, under its reactor's lock) it goes through the queue.
       std::weak_ptr<InsertStreamReactor> weak = weak_from_this();
       WorkQueue* queue = queue_;
-      log_->WhenConfirmed(sequence, [weak, queue](const absl::Status& status) {
-        queue->Schedule([weak, status]() {
-          if (std::shared_ptr<InsertStreamReactor> self = weak.lock()) {
-            self->OnLogConfirmed(status);
-          }
-        });
+      WriteAheadLog* log = log_.get();
+      log_->WhenConfirmed(sequence, [weak, queue, log](const absl::Status& status) {
+        if (!log->OnWriterThread()) {
+          queue->Schedule([weak, status]() {
+            if (std::shared_ptr<InsertStreamReactor> self = weak.lock()) {
+              self->OnLogConfirmed(status);
+            }
+          });
+          return;
+        }
+        if (std::shared_ptr<InsertStreamReactor> self = weak.lock()) self->OnLogConfirmed(status);
       });
       return;
     }

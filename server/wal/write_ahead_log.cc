@@ -131,8 +131,12 @@ WriteAheadLog::~WriteAheadLog() {
     stopping_ = true;
   }
   if (writer_.joinable()) writer_.join();
-  if (fd_ >= 0) close(fd_);
-  Confirm(0, absl::UnavailableError("Write-ahead log: closed before the record was written"));
+  {
+    absl::MutexLock write(&write_mu_);
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+  Confirm(0, absl::UnavailableError("Write-ahead log: closed before the record was written")).Run();
 }
 
 absl::StatusOr<WalReplayReport> WriteAheadLog::Replay(
@@ -205,8 +209,15 @@ absl::Status WriteAheadLog::Start() {
     // reused rather than listed twice.
     if (!segments_.empty() && segments_.back().first_sequence == first) segments_.pop_back();
   }
-  if (absl::Status s = OpenSegment(first); !s.ok()) return s;
-  writer_ = std::thread([this]() { WriterLoop(); });
+  {
+    absl::MutexLock write(&write_mu_);
+    last_sync_ = absl::Now();
+    if (absl::Status s = OpenSegment(first); !s.ok()) return s;
+  }
+  writer_ = std::thread([this]() {
+    writer_id_.store(std::this_thread::get_id());
+    WriterLoop();
+  });
   return absl::OkStatus();
 }
 
@@ -286,7 +297,15 @@ void WriteAheadLog::ReleaseThrough(uint64_t sequence) {
 }
 
 void WriteAheadLog::Serialize(const std::vector<Pending>& batch, std::string* out) {
-  std::string payload;
+  // Each record is serialized straight into `out`: its small fields as a
+  // WalRecord, then its chunk or item appended as the length-delimited field
+  // it is (3 or 4), the same bytes as if it were set, without copying it
+  // into the record first.
+  auto append_message = [out](int field, const google::protobuf::MessageLite& message) {
+    out->push_back(static_cast<char>((field << 3) | 2));
+    AppendVarint(message.ByteSizeLong(), out);
+    message.AppendToString(out);
+  };
   for (const Pending& pending : batch) {
     const WalChange& change = pending.change;
     WalRecord record;
@@ -294,10 +313,8 @@ void WriteAheadLog::Serialize(const std::vector<Pending>& batch, std::string* ou
     if (change.kind != WalChange::Kind::kChunk) record.set_table(change.table);
     switch (change.kind) {
       case WalChange::Kind::kChunk:
-        break;  // appended below without a copy into `record`
       case WalChange::Kind::kInsert:
-        *record.mutable_insert() = *change.item;
-        break;
+        break;  // appended below
       case WalChange::Kind::kUpdate:
         record.mutable_update()->set_key(change.key);
         record.mutable_update()->set_priority(change.priority);
@@ -312,15 +329,14 @@ void WriteAheadLog::Serialize(const std::vector<Pending>& batch, std::string* ou
         record.set_reset(true);
         break;
     }
-    payload.clear();
-    record.AppendToString(&payload);
+    const size_t begin = BeginRecordFrame(out);
+    record.AppendToString(out);
     if (change.kind == WalChange::Kind::kChunk) {
-      // Field 3 (chunk), length-delimited: the same bytes as if it were set.
-      payload.push_back(static_cast<char>((3 << 3) | 2));
-      AppendVarint(change.chunk->ByteSizeLong(), &payload);
-      change.chunk->AppendToString(&payload);
+      append_message(WalRecord::kChunkFieldNumber, *change.chunk);
+    } else if (change.kind == WalChange::Kind::kInsert) {
+      append_message(WalRecord::kInsertFieldNumber, *change.item);
     }
-    AppendRecordFrame(payload, out);
+    EndRecordFrame(begin, out);
   }
 }
 
@@ -355,87 +371,123 @@ absl::Status WriteAheadLog::Sync() {
   }
   metrics_.fsyncs.fetch_add(1, std::memory_order_relaxed);
   metrics_.fsync_seconds.Observe(absl::ToDoubleSeconds(absl::Now() - start));
+  unsynced_ = false;
+  last_sync_ = absl::Now();
   return absl::OkStatus();
 }
 
 bool WriteAheadLog::HasWorkLocked() const { return !pending_.empty() || stopping_; }
 
+void WriteAheadLog::Due::Run() {
+  for (Confirmation& done : calls) done(status);
+  calls.clear();
+}
+
+absl::Status WriteAheadLog::WritePending() {
+  Due due;
+  absl::Status status;
+  {
+    absl::MutexLock write(&write_mu_);
+    WritePendingLocked(&due);
+    status = due.status;
+  }
+  due.Run();
+  return status;
+}
+
+void WriteAheadLog::WritePendingLocked(Due* due) {
+  std::vector<Pending> batch;
+  {
+    absl::MutexLock lock(&mu_);
+    batch.swap(pending_);
+  }
+  if (batch.empty()) return;
+  absl::Status status;
+  if (io_failed_) {
+    status = absl::UnavailableError("Write-ahead log: failed before");
+  } else {
+    io_bytes_.clear();
+    Serialize(batch, &io_bytes_);
+    metrics_.batch_records.Observe(static_cast<double>(batch.size()));
+    status = WriteAll(io_bytes_);
+    if (status.ok()) {
+      if (options_.durability == WalDurability::kSync) {
+        status = Sync();
+      } else {
+        unsynced_ = true;
+      }
+    }
+    bool rotate = false;
+    if (status.ok()) {
+      absl::MutexLock lock(&mu_);
+      rotate = segments_.back().bytes >= options_.segment_bytes;
+    }
+    if (rotate) {
+      if (unsynced_) status = Sync();
+      if (status.ok()) status = OpenSegment(batch.back().sequence + 1);
+    }
+    if (!status.ok()) {
+      io_failed_ = true;
+      metrics_.failures.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  *due = Confirm(batch.back().sequence, status);
+}
+
 void WriteAheadLog::WriterLoop() {
-  const bool sync = options_.durability == WalDurability::kSync;
-  absl::Time last_sync = absl::Now();
-  bool unsynced = false;  // kAsync: written but not yet fdatasync'ed
-  bool failed = false;
-  std::string bytes;
   while (true) {
-    std::vector<Pending> batch;
+    bool unsynced;
+    absl::Time sync_due;
+    {
+      absl::MutexLock write(&write_mu_);
+      unsynced = unsynced_;
+      sync_due = last_sync_ + options_.fsync_interval;
+    }
     bool stop;
     {
       absl::MutexLock lock(&mu_);
       const absl::Condition work(this, &WriteAheadLog::HasWorkLocked);
       if (unsynced) {
-        mu_.AwaitWithDeadline(work, last_sync + options_.fsync_interval);
+        mu_.AwaitWithDeadline(work, sync_due);
       } else {
         mu_.Await(work);
       }
-      batch.swap(pending_);
-      stop = stopping_ && batch.empty();
+      stop = stopping_ && pending_.empty();
     }
-    absl::Status status;
-    if (!batch.empty() && !failed) {
-      bytes.clear();
-      Serialize(batch, &bytes);
-      metrics_.batch_records.Observe(static_cast<double>(batch.size()));
-      status = WriteAll(bytes);
-      if (status.ok() && sync) status = Sync();
-      unsynced = status.ok() && !sync;
-      if (status.ok()) {
-        bool rotate;
-        {
-          absl::MutexLock lock(&mu_);
-          rotate = segments_.back().bytes >= options_.segment_bytes;
-        }
-        if (rotate) {
-          if (unsynced) status = Sync();
-          if (status.ok()) status = OpenSegment(batch.back().sequence + 1);
-          if (status.ok()) {
-            unsynced = false;
-            last_sync = absl::Now();
-          }
+    Due due;
+    {
+      absl::MutexLock write(&write_mu_);
+      WritePendingLocked(&due);
+      // kAsync: what was written reaches the disk at least every interval.
+      if (unsynced_ && !io_failed_ &&
+          (stop || absl::Now() >= last_sync_ + options_.fsync_interval)) {
+        if (absl::Status s = Sync(); !s.ok()) {
+          io_failed_ = true;
+          metrics_.failures.fetch_add(1, std::memory_order_relaxed);
+          due = Confirm(0, s);
         }
       }
     }
-    if (status.ok() && unsynced && (stop || absl::Now() >= last_sync + options_.fsync_interval)) {
-      status = Sync();
-      unsynced = false;
-      last_sync = absl::Now();
-    }
-    if (!status.ok()) {
-      failed = true;
-      metrics_.failures.fetch_add(1, std::memory_order_relaxed);
-    }
-    if (!batch.empty()) Confirm(batch.back().sequence, status);
+    due.Run();
     if (stop) return;
   }
 }
 
-void WriteAheadLog::Confirm(uint64_t sequence, const absl::Status& error) {
-  std::vector<Confirmation> due;
-  absl::Status result;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!error.ok() && failed_.ok()) failed_ = error;
-    if (failed_.ok()) {
-      confirmed_ = std::max(confirmed_, sequence);
-      auto end = waiters_.upper_bound(confirmed_);
-      for (auto it = waiters_.begin(); it != end; ++it) due.push_back(std::move(it->second));
-      waiters_.erase(waiters_.begin(), end);
-    } else {
-      for (auto& [unused, done] : waiters_) due.push_back(std::move(done));
-      waiters_.clear();
-    }
-    result = failed_;
+WriteAheadLog::Due WriteAheadLog::Confirm(uint64_t sequence, const absl::Status& error) {
+  Due due;
+  absl::MutexLock lock(&mu_);
+  if (!error.ok() && failed_.ok()) failed_ = error;
+  if (failed_.ok()) {
+    confirmed_ = std::max(confirmed_, sequence);
+    auto end = waiters_.upper_bound(confirmed_);
+    for (auto it = waiters_.begin(); it != end; ++it) due.calls.push_back(std::move(it->second));
+    waiters_.erase(waiters_.begin(), end);
+  } else {
+    for (auto& [unused, done] : waiters_) due.calls.push_back(std::move(done));
+    waiters_.clear();
   }
-  for (Confirmation& done : due) done(result);
+  due.status = failed_;
+  return due;
 }
 
 }  // namespace tf_reverb

@@ -14,7 +14,8 @@
 // survives the process, not the host), with an fdatasync every
 // fsync_interval. One writer thread writes every record appended since its
 // last write in one write(2), and with kSync one fdatasync covers them all
-// (group commit: concurrent writers share it).
+// (group commit: concurrent writers share it); with kAsync a confirming
+// caller may write them itself (WritePending).
 //
 // Lifecycle: Open (reads nothing), Replay (once, before Start: every
 // record on disk in order; a torn last record is cut off the file and
@@ -37,6 +38,7 @@
 #ifndef TF_REVERB_SERVER_WAL_WRITE_AHEAD_LOG_H_
 #define TF_REVERB_SERVER_WAL_WRITE_AHEAD_LOG_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -130,9 +132,18 @@ class WriteAheadLog {
   void WhenConfirmed(uint64_t sequence, Confirmation done) ABSL_LOCKS_EXCLUDED(mu_);
   // Blocks until every record through `sequence` is confirmed.
   absl::Status WaitConfirmed(uint64_t sequence) ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes every record appended so far now, on the calling thread (with
+  // kSync: and fdatasyncs it), instead of waiting for the writer thread;
+  // returns the log's status. For kAsync confirmations, which then need no
+  // thread hop.
+  absl::Status WritePending() ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
   // Deletes the segments (other than the active one) holding only records
   // through `sequence`: those a checkpoint includes.
   void ReleaseThrough(uint64_t sequence) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Whether the caller is the log's writer thread (which calls
+  // confirmations with no lock held).
+  bool OnWriterThread() const { return std::this_thread::get_id() == writer_id_.load(); }
 
   const std::string& dir() const { return dir_; }
   const WalOptions& options() const { return options_; }
@@ -151,20 +162,31 @@ class WriteAheadLog {
 
   WriteAheadLog(std::string dir, WalOptions options, std::vector<Segment> segments);
 
-  void WriterLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Confirmations now due and the status to call them with; Run() calls
+  // them (with no lock held).
+  struct Due {
+    std::vector<Confirmation> calls;
+    absl::Status status;
+    void Run();
+  };
+
+  void WriterLoop() ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
   // Records to write, or the log is stopping.
   bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes every pending record in one write (kSync: and fdatasyncs),
+  // rotates a full segment, and confirms them (or fails the log); the
+  // confirmations due go to `due`.
+  void WritePendingLocked(Due* due) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Serializes `batch` into `out` (framed records).
   static void Serialize(const std::vector<Pending>& batch, std::string* out);
-  // Opens `<dir>/wal-<first>.log` as the active segment (writer thread or
-  // Start only).
-  absl::Status OpenSegment(uint64_t first);
+  // Opens `<dir>/wal-<first>.log` as the active segment.
+  absl::Status OpenSegment(uint64_t first) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Writes all of `bytes` to the active segment.
-  absl::Status WriteAll(const std::string& bytes);
-  absl::Status Sync();
-  // Moves the confirmation point to `sequence` (or fails the log) and calls
-  // the waiters now due, outside the lock.
-  void Confirm(uint64_t sequence, const absl::Status& error) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status WriteAll(const std::string& bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  absl::Status Sync() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Moves the confirmation point to `sequence` (or fails the log); returns
+  // the waiters now due.
+  Due Confirm(uint64_t sequence, const absl::Status& error) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string dir_;
   const WalOptions options_;
@@ -180,9 +202,16 @@ class WriteAheadLog {
   // Oldest first; the last one is active once started.
   std::deque<Segment> segments_ ABSL_GUARDED_BY(mu_);
 
-  // The active segment; used by Start, then only by the writer thread.
-  int fd_ = -1;
+  // Writing: the writer thread, or a caller of WritePending. Taken before
+  // mu_.
+  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  int fd_ ABSL_GUARDED_BY(write_mu_) = -1;            // the active segment
+  bool unsynced_ ABSL_GUARDED_BY(write_mu_) = false;  // kAsync: written, not fdatasync'ed
+  absl::Time last_sync_ ABSL_GUARDED_BY(write_mu_);
+  bool io_failed_ ABSL_GUARDED_BY(write_mu_) = false;
+  std::string io_bytes_ ABSL_GUARDED_BY(write_mu_);  // the batch being written
   std::thread writer_;
+  std::atomic<std::thread::id> writer_id_;  // set by the writer thread first
 };
 
 }  // namespace tf_reverb
