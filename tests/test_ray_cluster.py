@@ -392,6 +392,20 @@ class _WriterThread(threading.Thread):
       self.error = e
 
 
+def _each_wrote(
+  threads: List['_WriterThread'], n: int, created_from: int
+) -> Callable[[], bool]:
+  """A condition: every writer has `n` confirmed items created in phase
+  `created_from` or later (and none failed)."""
+
+  def condition():
+    for t in threads:
+      assert t.error is None, f'writer failed: {t.error!r}'
+    return all(t.count(created_from) >= n for t in threads)
+
+  return condition
+
+
 # Phases of the kill test.
 BEFORE_CHECKPOINT, AFTER_CHECKPOINT, AFTER_KILL, AFTER_RESTART = range(4)
 
@@ -413,12 +427,7 @@ def test_killed_shard_restarts_restores_and_takes_traffic(cluster):
   _sampled_ids(iterator, 5)
 
   def each_wrote(n: int, created_from: int) -> Callable[[], bool]:
-    def condition():
-      for t in all_threads:
-        assert t.error is None, f'writer failed: {t.error!r}'
-      return all(t.count(created_from) >= n for t in all_threads)
-
-    return condition
+    return _each_wrote(all_threads, n, created_from)
 
   try:
     _wait_for(each_wrote(20, BEFORE_CHECKPOINT), '20 items of every writer')
@@ -557,12 +566,7 @@ def test_a_killed_shard_with_a_write_ahead_log_loses_no_confirmed_item(
       t.start()
 
     def each_wrote(n: int, created_from: int) -> Callable[[], bool]:
-      def condition():
-        for t in threads:
-          assert t.error is None, f'writer failed: {t.error!r}'
-        return all(t.count(created_from) >= n for t in threads)
-
-      return condition
+      return _each_wrote(threads, n, created_from)
 
     _wait_for(each_wrote(10, BEFORE_CHECKPOINT), '10 items of every writer')
     phase[0] = AFTER_CHECKPOINT

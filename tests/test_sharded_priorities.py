@@ -29,6 +29,8 @@ tables {{ table_name: "p" sampler {{ prioritized {{ priority_exponent: 1 }} }}
          remover {{ fifo: true }} max_size: 1000 {_LIMITER} }}
 tables {{ table_name: "u" sampler {{ uniform: true }}
          remover {{ fifo: true }} max_size: 1000 {_LIMITER} }}
+tables {{ table_name: "big" sampler {{ uniform: true }}
+         remover {{ fifo: true }} max_size: 1000 {_LIMITER} }}
 '''
 SAMPLES = 4000
 
@@ -147,6 +149,32 @@ def test_a_priority_update_on_one_shard_moves_the_split(shards):
     assert abs(on_shard1 - SAMPLES / 2) < 5 * math.sqrt(SAMPLES / 4)
   finally:
     shard1.mutate_priorities('p', updates={k: 1.0 for k in set(keys)})
+
+
+def test_large_items_fill_partial_batches(shards):
+  """Items of 256 KiB: a shard serves a request in several batches (a
+  batch stops at 1 MiB of chunks), which the sharded sampler takes as they
+  come."""
+  rng = np.random.default_rng(0)
+  for shard in shards:
+    direct = reverb.Client(shard.address)
+    for _ in range(8):
+      direct.insert(
+        [rng.integers(0, 2**31, 65536, dtype=np.int32)], priorities={'big': 1.0}
+      )
+  iterator = reverb.NumpyIterator(
+    ipv4_target(shards),
+    'big',
+    batch_size=16,
+    max_in_flight_samples_per_worker=32,
+    max_samples=64,
+  )
+  sizes = []
+  for batch in iterator:
+    assert np.asarray(batch.data[0]).shape[1:] == (1, 65536)
+    sizes += list(np.asarray(batch.info.table_size))
+  assert len(sizes) == 64
+  assert set(int(s) for s in sizes) == {16}
 
 
 if __name__ == '__main__':

@@ -218,15 +218,8 @@ os.kill(os.getpid(), signal.SIGKILL)
     [sys.executable, '-c', code], capture_output=True, text=True, timeout=120
   )
   assert result.returncode == -signal.SIGKILL, result.stderr
-  table = reverb.Table(
-    't',
-    reverb.selectors.Fifo(),
-    reverb.selectors.Fifo(),
-    100,
-    reverb.rate_limiters.MinSize(1),
-  )
   with reverb.Server(
-    [table],
+    [_fifo_table()],
     checkpointer=reverb.checkpointers.DefaultCheckpointer(str(checkpoints)),
     wal_dir=str(wal),
   ) as server:
@@ -237,15 +230,18 @@ os.kill(os.getpid(), signal.SIGKILL)
     assert float(np.asarray(samples[0].info.priority).reshape(-1)[0]) == 1.0
 
 
-def test_wal_arguments_are_checked(tmp_path):
-  table = reverb.Table(
+def _fifo_table():
+  return reverb.Table(
     't',
     reverb.selectors.Fifo(),
     reverb.selectors.Fifo(),
     100,
     reverb.rate_limiters.MinSize(1),
   )
+
+
+def test_wal_arguments_are_checked(tmp_path):
   with pytest.raises(ValueError, match='wal_durability'):
-    reverb.Server([table], wal_dir=str(tmp_path), wal_durability='fast')
+    reverb.Server([_fifo_table()], wal_dir=str(tmp_path), wal_durability='fast')
   with pytest.raises(ValueError, match='wal_fsync_interval'):
-    reverb.Server([table], wal_dir=str(tmp_path), wal_fsync_interval=0)
+    reverb.Server([_fifo_table()], wal_dir=str(tmp_path), wal_fsync_interval=0)

@@ -438,13 +438,16 @@ absl::Status Checkpointer::Recover(const std::vector<std::shared_ptr<Table>>& ta
                                    std::shared_ptr<WriteAheadLog> log) {
   absl::StatusOr<std::string> loaded = LoadLatest(tables);
   if (!loaded.ok() && !absl::IsNotFound(loaded.status())) return loaded.status();
-  if (log == nullptr) return absl::OkStatus();
   LogPositions positions;
   {
     absl::MutexLock lock(&save_mu_);
-    if (loaded.ok()) positions = loaded_log_positions_;
+    // Positions only mean something for checkpoints this log's server
+    // wrote (a fallback checkpoint elsewhere has other sequence numbers).
+    const bool ours = loaded.ok() && fs::path(*loaded).parent_path() == fs::path(root_);
+    if (ours) positions = loaded_log_positions_;
     log_ = log;
   }
+  if (log == nullptr) return absl::OkStatus();
   if (absl::Status s = ReplayLog(*log, tables, positions); !s.ok()) return s;
   for (const auto& table : tables) {
     table->AddExtension(std::make_shared<TableJournal>(log, table->name()));

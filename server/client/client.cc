@@ -621,6 +621,11 @@ absl::StatusOr<Client::ScanBatch> Client::Scan(const std::string& table, size_t 
     name = (*shards)[server]->address;
   } else if (server != 0) {
     return absl::OutOfRangeError(absl::StrCat("Server ", server, " of a scan of one server"));
+  } else if (absl::Status transport =
+                 AwaitTransport(timeout == absl::InfiniteDuration() ? absl::InfiniteFuture()
+                                                                    : absl::Now() + timeout);
+             !transport.ok()) {
+    return transport;
   }
   deepmind::reverb::ScanRequest request;
   request.set_table(table);
@@ -861,9 +866,11 @@ std::unique_ptr<Sampler> Client::NewSampler(const std::string& table, SamplerOpt
   }
   const int port = LoopbackPort();
   const int64_t per_stream = options.EffectiveMaxSamplesPerStream();
-  if (sharded()) {
+  if (target_.kind == ShardTarget::Kind::kList) {
     // Samples spread over the shards as one table's would be
-    // (sharded_sampler_worker.h), each shard read on its own channel.
+    // (sharded_sampler_worker.h), each shard read on its own channel. A
+    // dns: target's shards may change while it samples: its workers use the
+    // load-balanced channel, each stream one shard.
     absl::StatusOr<std::vector<std::shared_ptr<Shard>>> shards = Shards();
     if (!shards.ok()) return Sampler::Failed(shards.status());
     auto weights = std::make_shared<ShardWeights>(shards->size());
@@ -882,7 +889,6 @@ std::unique_ptr<Sampler> Client::NewSampler(const std::string& table, SamplerOpt
         }
         if (!found) weights.MarkDown(i);
       }
-      weights.Refreshed();
     };
     absl::StatusOr<std::unique_ptr<Sampler>> sampler = Sampler::Create(
         [shards = *shards, table, per_stream, weights, refresh,

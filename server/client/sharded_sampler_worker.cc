@@ -47,14 +47,24 @@ void ShardWeights::MarkDown(size_t shard) {
   shards_[shard].down = true;
 }
 
+bool ShardWeights::StartRefresh() {
+  absl::MutexLock lock(&mu_);
+  if (refreshing_) {
+    // Another worker refreshes; before the first refresh there are no
+    // weights to split by yet.
+    mu_.Await(absl::Condition(&known_));
+    return false;
+  }
+  if (absl::Now() - refreshed_ <= kShardWeightsMaxAge) return false;
+  refreshing_ = true;
+  return true;
+}
+
 void ShardWeights::Refreshed() {
   absl::MutexLock lock(&mu_);
   refreshed_ = absl::Now();
-}
-
-bool ShardWeights::Stale() const {
-  absl::MutexLock lock(&mu_);
-  return absl::Now() - refreshed_ > kShardWeightsMaxAge;
+  refreshing_ = false;
+  known_ = true;
 }
 
 double ShardWeights::ShareLocked(size_t shard) const {
@@ -101,7 +111,10 @@ ShardedSamplerWorker::ShardedSamplerWorker(std::vector<std::unique_ptr<SamplerWo
 absl::Status ShardedSamplerWorker::StreamSamples(int64_t num_samples, absl::Duration timeout,
                                                  const std::function<void(Sample)>& deliver,
                                                  const ClaimMore& claim_more) {
-  if (weights_->Stale()) refresh_(*weights_);
+  if (weights_->StartRefresh()) {
+    refresh_(*weights_);
+    weights_->Refreshed();
+  }
   const std::vector<int64_t> counts = weights_->Split(num_samples);
   int64_t delivered = 0;
   absl::Status first_error;
@@ -117,7 +130,8 @@ absl::Status ShardedSamplerWorker::StreamSamples(int64_t num_samples, absl::Dura
           ++delivered;
           deliver(std::move(sample));
         },
-        /*claim_more=*/nullptr);
+        // The split was drawn for this request: no growing it.
+        /*claim_more=*/[](int64_t) { return int64_t{0}; });
     if (!status.ok()) {
       if (shards_[shard]->ShouldRetry(status)) weights_->MarkDown(shard);
       if (first_error.ok()) first_error = status;

@@ -62,9 +62,12 @@ class ShardWeights {
   double UpdateFromSample(size_t shard, const deepmind::reverb::SampleInfo& info);
   // The shard did not answer: left out until it answers a refresh.
   void MarkDown(size_t shard);
-  // Marks the weights refreshed now.
+  // Whether the caller is to refresh the weights now (they are older than
+  // kShardWeightsMaxAge and nobody refreshes them); then it must call
+  // Refreshed() after. While the first refresh runs, other callers wait
+  // for it.
+  bool StartRefresh();
   void Refreshed();
-  bool Stale() const;
 
   // How many of `n` samples each shard serves: a multinomial draw by
   // weight (by size when every weight is 0; evenly when every shard is
@@ -85,12 +88,15 @@ class ShardWeights {
   mutable absl::Mutex mu_;
   std::vector<Shard> shards_ ABSL_GUARDED_BY(mu_);
   absl::Time refreshed_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  bool refreshing_ ABSL_GUARDED_BY(mu_) = false;
+  bool known_ ABSL_GUARDED_BY(mu_) = false;  // a refresh finished
   absl::BitGen gen_ ABSL_GUARDED_BY(mu_);
 };
 
 class ShardedSamplerWorker : public SamplerWorker {
  public:
-  // Fills `weights` from every shard's ServerInfo (called when stale).
+  // Fills `weights` from every shard's ServerInfo (called when stale; the
+  // worker calls Refreshed() after it).
   using Refresh = std::function<void(ShardWeights& weights)>;
 
   ShardedSamplerWorker(std::vector<std::unique_ptr<SamplerWorker>> shards,

@@ -1,5 +1,6 @@
 #include "server/service/insert_stream_reactor.h"
 
+#include <atomic>
 #include <memory>
 #include <utility>
 
@@ -65,13 +66,15 @@ void InsertStreamReactor::WriteConfirmedLocked() {
       awaiting_log_ = true;
       // On the log's writer thread, which holds no lock then, the
       // confirmation is started at once (a write that does not block).
-      // Elsewhere (at once, under mu_, or from another call's
-      // WritePending, under its reactor's lock) it goes through the queue.
+      // Called at once from WhenConfirmed (under mu_, on whatever thread),
+      // or elsewhere (another call's WritePending, under its reactor's
+      // lock), it goes through the queue.
       std::weak_ptr<InsertStreamReactor> weak = weak_from_this();
       WorkQueue* queue = queue_;
       WriteAheadLog* log = log_.get();
-      log_->WhenConfirmed(sequence, [weak, queue, log](const absl::Status& status) {
-        if (!log->OnWriterThread()) {
+      auto registering = std::make_shared<std::atomic<bool>>(true);
+      log_->WhenConfirmed(sequence, [weak, queue, log, registering](const absl::Status& status) {
+        if (registering->load() || !log->OnWriterThread()) {
           queue->Schedule([weak, status]() {
             if (std::shared_ptr<InsertStreamReactor> self = weak.lock()) {
               self->OnLogConfirmed(status);
@@ -81,6 +84,7 @@ void InsertStreamReactor::WriteConfirmedLocked() {
         }
         if (std::shared_ptr<InsertStreamReactor> self = weak.lock()) self->OnLogConfirmed(status);
       });
+      registering->store(false);
       return;
     }
   }

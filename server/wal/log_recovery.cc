@@ -1,5 +1,7 @@
 #include "server/wal/log_recovery.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "absl/status/statusor.h"
@@ -76,6 +78,30 @@ absl::Status ReplayLog(WriteAheadLog& log, const std::vector<std::shared_ptr<Tab
   };
   absl::StatusOr<WalReplayReport> report = log.Replay(apply);
   if (!report.ok()) return report.status();
+  // The log must hold every record after the oldest table position (a
+  // checkpoint deletes only the segments it covers), and new records must
+  // number after every position, or a later recovery would skip them.
+  uint64_t oldest = UINT64_MAX;
+  uint64_t newest = 0;
+  for (const auto& [name, position] : positions) {
+    oldest = std::min(oldest, position);
+    newest = std::max(newest, position);
+  }
+  if (report->segments > 0 && oldest != UINT64_MAX && report->first_sequence > oldest + 1) {
+    return absl::DataLossError(absl::StrCat(
+        "Write-ahead log in ", log.dir(), " starts at record ", report->first_sequence,
+        " but the checkpoint restored needs every record after ", oldest,
+        ": segments are missing (restored from an older checkpoint than the log was truncated "
+        "for?)"));
+  }
+  if (report->segments == 0 && newest > 0) {
+    LogEvent("wal", "empty",
+             {{"dir", log.dir()},
+              {"detail",
+               "the checkpoint was written with a log, but the log "
+               "directory holds none: changes after it are lost"}});
+  }
+  log.AdvanceTo(newest + 1);
   if (!report->torn.empty()) {
     LogEvent("wal", "torn_record", {{"dir", log.dir()}, {"detail", report->torn}});
   }

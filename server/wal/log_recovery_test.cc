@@ -1,5 +1,6 @@
 #include "server/wal/log_recovery.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -154,6 +155,79 @@ TEST(LogRecoveryTest, CheckpointPlusLaterRecordsAndReleasedSegments) {
     for (const auto& table : server.tables) before.push_back(State(*table));
   }
   Started restarted = Start(root);
+  for (size_t i = 0; i < restarted.tables.size(); ++i) {
+    EXPECT_EQ(State(*restarted.tables[i]), before[i]) << restarted.tables[i]->name();
+  }
+}
+
+// A log that lost segments the restored checkpoint needs fails the start
+// rather than replaying the rest over a gap.
+TEST(LogRecoveryTest, SegmentsMissingAfterTheCheckpointAreDataLoss) {
+  const std::string root = FreshDir("missing_segments");
+  {
+    Started server = Start(root);
+    Churn(server.tables, 100);
+    ASSERT_TRUE(server.checkpointer->Save(server.tables).ok());
+    for (uint64_t first : {200, 300, 400}) {  // several segments after it
+      Churn(server.tables, first);
+      ASSERT_TRUE(server.log->WaitConfirmed(server.log->last_sequence()).ok());
+    }
+    ASSERT_GE(server.log->metrics().segments.load(), 2);
+  }
+  std::vector<fs::path> segments;
+  for (const auto& entry : fs::directory_iterator(root + "/wal")) segments.push_back(entry.path());
+  std::sort(segments.begin(), segments.end());
+  fs::remove(segments.front());
+  auto tables = MakeTables();
+  Checkpointer checkpointer(root + "/checkpoints", {});
+  absl::StatusOr<std::unique_ptr<WriteAheadLog>> log = WriteAheadLog::Open(root + "/wal", {});
+  ASSERT_TRUE(log.ok());
+  absl::Status status = checkpointer.Recover(tables, *std::move(log));
+  EXPECT_TRUE(absl::IsDataLoss(status)) << status;
+  EXPECT_THAT(status.message(), HasSubstr("segments are missing"));
+}
+
+// A log directory lost while its checkpoints survive: the server starts
+// from the checkpoint, and numbers new records after the checkpoint's
+// positions, so that the next recovery replays them.
+TEST(LogRecoveryTest, ALostLogNumbersNewRecordsAfterTheCheckpoint) {
+  const std::string root = FreshDir("lost_log");
+  {
+    Started server = Start(root);
+    Churn(server.tables, 100);
+    ASSERT_TRUE(server.checkpointer->Save(server.tables).ok());
+  }
+  fs::remove_all(root + "/wal");
+  std::vector<std::string> before;
+  {
+    Started server = Start(root);
+    Churn(server.tables, 200);
+    ASSERT_TRUE(server.log->WaitConfirmed(server.log->last_sequence()).ok());
+    for (const auto& table : server.tables) before.push_back(State(*table));
+  }
+  Started restarted = Start(root);
+  for (size_t i = 0; i < restarted.tables.size(); ++i) {
+    EXPECT_EQ(State(*restarted.tables[i]), before[i]) << restarted.tables[i]->name();
+  }
+}
+
+// Zeroed pages after the last record (a host crash) count as a torn end.
+TEST(LogRecoveryTest, AZeroFilledTailIsATornEnd) {
+  const std::string root = FreshDir("zero_tail");
+  std::vector<std::string> before;
+  {
+    Started server = Start(root);
+    Churn(server.tables, 100);
+    ASSERT_TRUE(server.log->WaitConfirmed(server.log->last_sequence()).ok());
+    for (const auto& table : server.tables) before.push_back(State(*table));
+  }
+  std::vector<fs::path> segments;
+  for (const auto& entry : fs::directory_iterator(root + "/wal")) segments.push_back(entry.path());
+  std::sort(segments.begin(), segments.end());
+  const uintmax_t size = fs::file_size(segments.back());
+  fs::resize_file(segments.back(), size + 8192);  // zeros
+  Started restarted = Start(root);
+  EXPECT_EQ(fs::file_size(segments.back()), size);
   for (size_t i = 0; i < restarted.tables.size(); ++i) {
     EXPECT_EQ(State(*restarted.tables[i]), before[i]) << restarted.tables[i]->name();
   }

@@ -71,6 +71,31 @@ void AppendVarint(uint64_t value, std::string* out) {
   out->push_back(static_cast<char>(value));
 }
 
+// Whether `path` holds only zero bytes from `offset` on (pages a host crash
+// allocated but never wrote).
+bool ZerosFrom(const std::string& path, int64_t offset) {
+  FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) return false;
+  bool zeros = std::fseek(file, offset, SEEK_SET) == 0;
+  char buffer[1 << 16];
+  size_t got;
+  while (zeros && (got = std::fread(buffer, 1, sizeof(buffer), file)) > 0) {
+    for (size_t i = 0; i < got && zeros; ++i) zeros = buffer[i] == 0;
+  }
+  std::fclose(file);
+  return zeros;
+}
+
+absl::Status TruncateDurably(const std::string& path, int64_t size) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return IoError("open", path, errno);
+  const bool ok = ftruncate(fd, size) == 0 && fsync(fd) == 0;
+  const int error = errno;
+  close(fd);
+  if (!ok) return IoError("truncate", path, error);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<WalDurability> ParseWalDurability(const std::string& text) {
@@ -148,6 +173,7 @@ absl::StatusOr<WalReplayReport> WriteAheadLog::Replay(
   }
   WalReplayReport report;
   report.segments = static_cast<int64_t>(segments.size());
+  if (!segments.empty()) report.first_sequence = segments.front().first_sequence;
   uint64_t last = 0;
   for (size_t i = 0; i < segments.size(); ++i) {
     const Segment& segment = segments[i];
@@ -168,11 +194,13 @@ absl::StatusOr<WalReplayReport> WriteAheadLog::Replay(
       absl::Status status = (*reader)->ReadMessage(&record);
       if (absl::IsOutOfRange(status)) break;
       if (!status.ok()) {
-        if (!(*reader)->last_read_torn() || i + 1 != segments.size()) return status;
-        // A write the crash cut short: never confirmed, so dropped.
-        if (truncate(segment.path.c_str(), offset) != 0) {
-          return IoError("truncate", segment.path, errno);
+        const bool last = i + 1 == segments.size();
+        if (!last || !((*reader)->last_read_torn() || ZerosFrom(segment.path, offset))) {
+          return status;
         }
+        // A write the crash cut short (or left as zeroed pages): never
+        // confirmed, so dropped, durably.
+        if (absl::Status s = TruncateDurably(segment.path, offset); !s.ok()) return s;
         report.torn = std::string(status.message());
         absl::MutexLock lock(&mu_);
         metrics_.disk_bytes.fetch_sub(segments_.back().bytes - offset, std::memory_order_relaxed);
@@ -197,6 +225,11 @@ absl::StatusOr<WalReplayReport> WriteAheadLog::Replay(
   }
   confirmed_ = next_sequence_ - 1;
   return report;
+}
+
+void WriteAheadLog::AdvanceTo(uint64_t sequence) {
+  absl::MutexLock lock(&mu_);
+  next_sequence_ = std::max(next_sequence_, sequence);
 }
 
 absl::Status WriteAheadLog::Start() {
@@ -284,16 +317,22 @@ absl::Status WriteAheadLog::WaitConfirmed(uint64_t sequence) {
 }
 
 void WriteAheadLog::ReleaseThrough(uint64_t sequence) {
-  absl::MutexLock lock(&mu_);
-  while (segments_.size() > 1 && segments_[1].first_sequence - 1 <= sequence) {
-    const Segment& oldest = segments_.front();
-    std::error_code error;
-    fs::remove(oldest.path, error);  // a failure leaves it for the next release
-    if (error) break;
-    metrics_.disk_bytes.fetch_sub(oldest.bytes, std::memory_order_relaxed);
-    segments_.pop_front();
+  std::vector<Segment> released;
+  {
+    absl::MutexLock lock(&mu_);
+    while (segments_.size() > 1 && segments_[1].first_sequence - 1 <= sequence) {
+      released.push_back(segments_.front());
+      segments_.pop_front();
+    }
+    metrics_.segments.store(static_cast<int64_t>(segments_.size()), std::memory_order_relaxed);
   }
-  metrics_.segments.store(static_cast<int64_t>(segments_.size()), std::memory_order_relaxed);
+  // Deleted without the lock (appends must not wait on file system calls);
+  // the segments are off the list already, so nothing reads them.
+  for (const Segment& segment : released) {
+    std::error_code error;
+    fs::remove(segment.path, error);
+    metrics_.disk_bytes.fetch_sub(segment.bytes, std::memory_order_relaxed);
+  }
 }
 
 void WriteAheadLog::Serialize(const std::vector<Pending>& batch, std::string* out) {
@@ -447,28 +486,32 @@ void WriteAheadLog::WriterLoop() {
     {
       absl::MutexLock lock(&mu_);
       const absl::Condition work(this, &WriteAheadLog::HasWorkLocked);
-      if (unsynced) {
-        mu_.AwaitWithDeadline(work, sync_due);
+      if (options_.durability == WalDurability::kAsync) {
+        // Another thread may write (WritePending) while this one waits: look
+        // again within an interval either way.
+        mu_.AwaitWithDeadline(work, unsynced ? sync_due : absl::Now() + options_.fsync_interval);
       } else {
         mu_.Await(work);
       }
       stop = stopping_ && pending_.empty();
     }
-    Due due;
+    Due written;
+    Due failed;
     {
       absl::MutexLock write(&write_mu_);
-      WritePendingLocked(&due);
+      WritePendingLocked(&written);
       // kAsync: what was written reaches the disk at least every interval.
       if (unsynced_ && !io_failed_ &&
           (stop || absl::Now() >= last_sync_ + options_.fsync_interval)) {
         if (absl::Status s = Sync(); !s.ok()) {
           io_failed_ = true;
           metrics_.failures.fetch_add(1, std::memory_order_relaxed);
-          due = Confirm(0, s);
+          failed = Confirm(0, s);
         }
       }
     }
-    due.Run();
+    written.Run();
+    failed.Run();
     if (stop) return;
   }
 }

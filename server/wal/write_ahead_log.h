@@ -93,7 +93,8 @@ struct WalChange {
 struct WalReplayReport {
   int64_t records = 0;
   int64_t segments = 0;
-  uint64_t last_sequence = 0;  // 0: an empty log
+  uint64_t last_sequence = 0;   // 0: an empty log
+  uint64_t first_sequence = 0;  // the oldest segment's first record (0: none)
   // The torn end cut off the last segment ("" when none): the file, the
   // offset and what was wrong.
   std::string torn;
@@ -117,6 +118,8 @@ class WriteAheadLog {
   absl::StatusOr<WalReplayReport> Replay(
       const std::function<absl::Status(deepmind::reverb::WalRecord&)>& visit);
 
+  // New records number from `sequence` at least (before Start).
+  void AdvanceTo(uint64_t sequence) ABSL_LOCKS_EXCLUDED(mu_);
   // Opens a new segment after the records on disk and starts the writer.
   absl::Status Start();
 
