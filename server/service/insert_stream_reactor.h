@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/status.h"
