@@ -415,50 +415,15 @@ absl::StatusOr<std::shared_ptr<const Client::TableSignatures>> Client::Signature
 absl::Status Client::MutatePriorities(const std::string& table,
                                       const std::vector<deepmind::reverb::KeyWithPriority>& updates,
                                       const std::vector<uint64_t>& deletes) {
-  if (!target_status_.ok()) return target_status_;
-  if (!setup_status_.ok()) return setup_status_;
-  if (!sharded()) {
-    if (absl::Status transport = AwaitTransport(absl::InfiniteFuture()); !transport.ok()) {
-      return transport;
-    }
-  }
   deepmind::reverb::MutatePrioritiesRequest request;
   request.set_table(table);
   for (const auto& update : updates) *request.add_updates() = update;
   for (uint64_t key : deletes) request.add_delete_keys(key);
-  if (sharded()) {
-    absl::StatusOr<std::vector<std::shared_ptr<Shard>>> shards = Shards();
-    if (!shards.ok()) return shards.status();
-    std::vector<deepmind::reverb::MutatePrioritiesResponse> responses(shards->size());
-    std::vector<absl::Status> statuses = FanOut(
-        *shards, absl::InfiniteFuture(),
-        [&](size_t i, Shard& shard, grpc::ClientContext* context,
-            std::function<void(grpc::Status)> done) {
-          shard.stub->async()->MutatePriorities(context, &request, &responses[i], std::move(done));
-        });
-    if (absl::Status mismatch = ShardTransportMismatch(*shards, &statuses); !mismatch.ok()) {
-      return mismatch;
-    }
-    bool any_reached = false;
-    for (size_t i = 0; i < statuses.size(); ++i) {
-      if (statuses[i].ok()) {
-        any_reached = true;
-      } else if (!ShardDown(statuses[i])) {
-        return absl::Status(statuses[i].code(), absl::StrCat("Shard ", (*shards)[i]->address, ": ",
-                                                             statuses[i].message()));
-      }
-    }
-    if (!any_reached) {
-      return absl::UnavailableError(absl::StrCat("MutatePriorities reached no shard of ",
-                                                 server_address_, ": ",
-                                                 DescribeFailures(AddressesOf(*shards), statuses)));
-    }
-    return absl::OkStatus();
-  }
-  grpc::ClientContext context;
-  context.set_wait_for_ready(true);
-  deepmind::reverb::MutatePrioritiesResponse response;
-  return FromGrpcStatus(stub_->MutatePriorities(&context, request, &response));
+  return CallServers(
+             "MutatePriorities",
+             &deepmind::reverb::ReverbService::StubInterface::async_interface::MutatePriorities,
+             request, absl::InfiniteDuration())
+      .status();
 }
 
 template <typename Request, typename Response>
