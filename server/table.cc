@@ -56,7 +56,8 @@ void Table::CollectWakersLocked(WakeList* wake) {
   if (!insert_waiters_.empty() && (closed_ || rate_limiter_.CanInsert(1))) {
     take(&insert_waiters_, &inserts_blocked_ms_, &metrics_.insert_blocked_seconds);
   }
-  if (!sample_waiters_.empty() && (closed_ || (!items_.empty() && rate_limiter_.CanSample(1)))) {
+  if (!sample_waiters_.empty() &&
+      (closed_ || (HasSampleableLocked() && rate_limiter_.CanSample(1)))) {
     take(&sample_waiters_, &samples_blocked_ms_, &metrics_.sample_blocked_seconds);
   }
 }
@@ -69,6 +70,13 @@ absl::StatusOr<std::shared_ptr<Table>> Table::Create(Config config) {
   }
   if (!config.sampler || !config.remover) {
     return absl::InvalidArgumentError("A table needs both a sampler and a remover.");
+  }
+  if (config.max_staleness.has_value() && *config.max_staleness < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_staleness (", *config.max_staleness, ") must be >= 0"));
+  }
+  if (config.evict_stale && !config.max_staleness.has_value()) {
+    return absl::InvalidArgumentError("evict_stale needs max_staleness");
   }
   if (config.sampler == config.remover) {
     return absl::InvalidArgumentError(
@@ -109,6 +117,8 @@ Table::Table(Config config, std::shared_ptr<const std::vector<SignatureSpec>> si
       max_times_sampled_(config.max_times_sampled),
       signature_(std::move(config.signature)),
       signature_columns_(std::move(signature_columns)),
+      max_staleness_(config.max_staleness),
+      evict_stale_(config.evict_stale),
       sampler_(std::move(config.sampler)),
       remover_(std::move(config.remover)),
       rate_limiter_(config.rate_limiter) {
@@ -164,6 +174,10 @@ absl::Status Table::CheckItem(const TableItem& item) const {
   if (absl::Status s = ValidateTableItem(item, signature != nullptr ? &columns : nullptr);
       !s.ok()) {
     return s;
+  }
+  if (item.item->has_policy_version() && item.item->policy_version() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Item ", item.item->key(), ": policy_version (",
+                                                   item.item->policy_version(), ") must be >= 0"));
   }
   if (signature != nullptr) {
     if (absl::Status s = CheckItemColumns(name_, *signature, columns); !s.ok()) return s;
@@ -227,6 +241,7 @@ absl::Status Table::InsertLocked(TableItem item) {
   proto->mutable_inserted_at()->set_nanos(
       static_cast<int32_t>(absl::ToInt64Nanoseconds(now - absl::FromUnixSeconds(seconds))));
   proto->set_times_sampled(0);
+  if (!proto->has_policy_version()) proto->set_policy_version(policy_version_);
   const uint64_t key = proto->key();
   const double priority = proto->priority();
   item.item = std::move(proto);
@@ -237,7 +252,9 @@ absl::Status Table::InsertLocked(TableItem item) {
   }
   rate_limiter_.RecordInsert();
   TableMetrics::Add(metrics_.inserts, 1);
-  Notify(&TableExtension::OnInsert, items_.find(key)->second);
+  const Entry& entry = items_.find(key)->second;
+  Notify(&TableExtension::OnInsert, entry);
+  if (entry.stale && evict_stale_) return DeleteLocked(key);
   if (static_cast<int64_t>(items_.size()) > max_size_) {
     absl::StatusOr<KeyWithProbability> victim = remover_->Sample();
     if (!victim.ok()) return victim.status();
@@ -249,17 +266,29 @@ absl::Status Table::InsertLocked(TableItem item) {
 absl::Status Table::AddLocked(std::shared_ptr<const TableItem> item, double priority,
                               int32_t times_sampled, bool inserted) {
   const uint64_t key = item->item->key();
-  if (absl::Status s = sampler_->Insert(key, priority); !s.ok()) return s;
+  // Items of checkpoints without versions (dm-reverb's) are of the current one.
+  const int64_t version =
+      item->item->has_policy_version() ? item->item->policy_version() : policy_version_;
+  const bool stale = IsStaleLocked(version);
+  if (!stale) {
+    if (absl::Status s = sampler_->Insert(key, priority); !s.ok()) return s;
+  }
   if (absl::Status s = remover_->Insert(key, priority); !s.ok()) {
-    sampler_->Delete(key).IgnoreError();
+    if (!stale) sampler_->Delete(key).IgnoreError();
     return s;
+  }
+  if (stale) {
+    ++num_stale_;
+  } else if (max_staleness_.has_value()) {
+    fresh_by_version_.emplace(version, key);
   }
   for (const auto& chunk : item->chunks) {
     ++episode_refs_[chunk->sequence_range().episode_id()];
     RefChunkLocked(chunk.get(), 1, inserted);
   }
   by_position_.emplace(next_insertion_order_, key);
-  items_.emplace(key, Entry{std::move(item), priority, times_sampled, next_insertion_order_++});
+  items_.emplace(key, Entry{std::move(item), priority, times_sampled, next_insertion_order_++,
+                            version, stale});
   UpdateLevelsLocked();
   return absl::OkStatus();
 }
@@ -289,9 +318,11 @@ void Table::UpdateLevelsLocked() {
 }
 
 absl::Status Table::UpdateLocked(uint64_t key, double priority) {
-  if (absl::Status s = sampler_->Update(key, priority); !s.ok()) return s;
-  if (absl::Status s = remover_->Update(key, priority); !s.ok()) return s;
   Entry& entry = items_.find(key)->second;
+  if (!entry.stale) {
+    if (absl::Status s = sampler_->Update(key, priority); !s.ok()) return s;
+  }
+  if (absl::Status s = remover_->Update(key, priority); !s.ok()) return s;
   entry.priority = priority;
   TableMetrics::Add(metrics_.priority_updates, 1);
   Notify(&TableExtension::OnUpdate, entry);
@@ -307,7 +338,12 @@ void Table::Notify(void (TableExtension::*hook)(const ExtensionItem&), const Ent
 absl::Status Table::DeleteLocked(uint64_t key) {
   auto it = items_.find(key);
   if (it == items_.end()) return absl::OkStatus();
-  if (absl::Status s = sampler_->Delete(key); !s.ok()) return s;
+  if (it->second.stale) {
+    --num_stale_;
+  } else {
+    if (absl::Status s = sampler_->Delete(key); !s.ok()) return s;
+    fresh_by_version_.erase({it->second.policy_version, key});
+  }
   if (absl::Status s = remover_->Delete(key); !s.ok()) return s;
   Notify(&TableExtension::OnDelete, it->second);
   for (const auto& chunk : it->second.data->chunks) {
@@ -335,7 +371,7 @@ absl::Status Table::SampleBatch(int64_t num_samples, absl::Duration timeout,
   WakeList wake;
   absl::MutexLock lock(&mu_);
   auto can_sample = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !items_.empty() && rate_limiter_.CanSample(1);
+    return HasSampleableLocked() && rate_limiter_.CanSample(1);
   };
   const bool rate_limited = !closed_ && !can_sample();
   if (absl::Status s = WaitFor(can_sample, timeout, cancelled, &samples_blocked_ms_,
@@ -356,7 +392,7 @@ absl::StatusOr<bool> Table::TrySampleBatch(int64_t num_samples, std::vector<Samp
   WakeList wakers;
   absl::MutexLock lock(&mu_);
   if (closed_) return absl::CancelledError(kTableClosedMessage);
-  if (items_.empty() || !rate_limiter_.CanSample(1)) {
+  if (!HasSampleableLocked() || !rate_limiter_.CanSample(1)) {
     sample_waiters_.push_back(Waiter{wake, absl::Now()});
     return false;
   }
@@ -366,10 +402,56 @@ absl::StatusOr<bool> Table::TrySampleBatch(int64_t num_samples, std::vector<Samp
   return true;
 }
 
+bool Table::HasSampleableLocked() const { return sampler_->size() > 0; }
+
+bool Table::IsStaleLocked(int64_t version) const {
+  // Versions are >= 0, so the difference cannot overflow.
+  return max_staleness_.has_value() && policy_version_ - version > *max_staleness_;
+}
+
+absl::StatusOr<int64_t> Table::SetPolicyVersion(int64_t version) {
+  if (version < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Table ", name_, ": policy version (", version, ") must be >= 0"));
+  }
+  WakeList wake;
+  absl::MutexLock lock(&mu_);
+  if (closed_) return absl::CancelledError(kTableClosedMessage);
+  if (version < policy_version_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Table ", name_, ": policy versions only grow; the current one is ",
+                     policy_version_, ", got ", version));
+  }
+  if (version == policy_version_) return 0;
+  policy_version_ = version;
+  for (const auto& extension : extensions_) extension->OnPolicyVersion(version);
+  absl::StatusOr<int64_t> stale = MarkStaleLocked();
+  CollectWakersLocked(&wake);
+  return stale;
+}
+
+absl::StatusOr<int64_t> Table::MarkStaleLocked() {
+  std::vector<uint64_t> evict;
+  int64_t count = 0;
+  while (!fresh_by_version_.empty() && IsStaleLocked(fresh_by_version_.begin()->first)) {
+    const uint64_t key = fresh_by_version_.begin()->second;
+    fresh_by_version_.erase(fresh_by_version_.begin());
+    if (absl::Status s = sampler_->Delete(key); !s.ok()) return s;
+    items_.find(key)->second.stale = true;
+    ++num_stale_;
+    ++count;
+    if (evict_stale_) evict.push_back(key);
+  }
+  for (uint64_t key : evict) {
+    if (absl::Status s = DeleteLocked(key); !s.ok()) return s;
+  }
+  return count;
+}
+
 absl::Status Table::SampleLocked(int64_t num_samples, bool rate_limited,
                                  std::vector<SampledItem>* out) {
   auto can_sample = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !items_.empty() && rate_limiter_.CanSample(1);
+    return HasSampleableLocked() && rate_limiter_.CanSample(1);
   };
   int64_t bytes = 0;
   for (int64_t i = 0; i < num_samples && bytes < kMaxSampleBatchBytes && can_sample(); ++i) {
@@ -465,6 +547,8 @@ void Table::ClearLocked() {
   remover_->Clear();
   items_.clear();
   by_position_.clear();
+  fresh_by_version_.clear();
+  num_stale_ = 0;
   episode_refs_.clear();
   chunk_refs_.clear();
   num_deleted_episodes_ = 0;
@@ -488,6 +572,9 @@ Table::Snapshot Table::TakeSnapshot() const {
   config.set_num_deleted_episodes(num_deleted_episodes_);
   config.set_signature(signature_);
   config.set_num_unique_samples(num_unique_samples_);
+  config.set_policy_version(policy_version_);
+  if (max_staleness_.has_value()) config.set_max_staleness(*max_staleness_);
+  config.set_evict_stale(evict_stale_);
   if (seed_.has_value()) {
     config.set_seed(*seed_);
     config.set_sampler_random_state(sampler_->RandomState());
@@ -522,6 +609,11 @@ absl::StatusOr<std::vector<std::string>> Table::Restore(
   if (!sampler.ok()) return sampler.status();
   absl::StatusOr<std::unique_ptr<ItemSelector>> remover = CreateSelector(checkpoint.remover());
   if (!remover.ok()) return remover.status();
+  if (checkpoint.policy_version() < 0 ||
+      (checkpoint.has_max_staleness() && checkpoint.max_staleness() < 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Table ", name_, ": the checkpoint's policy version and max_staleness must be >= 0"));
+  }
   if (mode == RestoreMode::kCheckpointConfig && checkpoint.has_seed()) {
     // A seeded table goes on drawing where the checkpointed one stopped.
     for (auto [selector, state, offset] :
@@ -560,6 +652,14 @@ absl::StatusOr<std::vector<std::string>> Table::Restore(
   differs("rate_limiter", rate_limiter_.DebugString(), limiter->DebugString());
   differs("seed", seed_.has_value() ? absl::StrCat(*seed_) : "none",
           checkpoint.has_seed() ? absl::StrCat(checkpoint.seed()) : "none");
+  const auto staleness = [](const std::optional<int64_t>& limit, bool evict) {
+    return limit.has_value() ? absl::StrCat(*limit, evict ? " (evicting)" : "") : "none";
+  };
+  differs(
+      "max_staleness", staleness(max_staleness_, evict_stale_),
+      staleness(checkpoint.has_max_staleness() ? std::optional<int64_t>(checkpoint.max_staleness())
+                                               : std::nullopt,
+                checkpoint.evict_stale()));
   differs("signature", signature_.empty() ? "none" : "a signature",
           checkpoint.signature().empty()                      ? "none"
           : SameSignature(checkpoint.signature(), signature_) ? "a signature"
@@ -576,9 +676,16 @@ absl::StatusOr<std::vector<std::string>> Table::Restore(
     signature_columns_ = std::move(signature_columns);
     rate_limiter_ = *limiter;
     seed_ = checkpoint.has_seed() ? std::optional<uint64_t>(checkpoint.seed()) : std::nullopt;
+    max_staleness_ = checkpoint.has_max_staleness()
+                         ? std::optional<int64_t>(checkpoint.max_staleness())
+                         : std::nullopt;
+    evict_stale_ = max_staleness_.has_value() && checkpoint.evict_stale();
   } else {
     rate_limiter_.RestoreCounters(*limiter);
   }
+  // The restored items are stale or not by the checkpoint's version (a
+  // dm-reverb checkpoint has none: 0).
+  policy_version_ = checkpoint.policy_version();
   for (CheckpointItem& item : items) {
     if (absl::Status s = ValidateTableItem(*item.data); !s.ok()) {
       ClearLocked();
@@ -593,6 +700,15 @@ absl::StatusOr<std::vector<std::string>> Table::Restore(
   }
   num_deleted_episodes_ = checkpoint.num_deleted_episodes();
   num_unique_samples_ = checkpoint.num_unique_samples();
+  if (evict_stale_) {
+    std::vector<uint64_t> stale;
+    for (const auto& [key, entry] : items_) {
+      if (entry.stale) stale.push_back(key);
+    }
+    for (uint64_t key : stale) {
+      if (absl::Status s = DeleteLocked(key); !s.ok()) return s;
+    }
+  }
   // Only kTableConfig can shrink max_size below the restored item count.
   while (static_cast<int64_t>(items_.size()) > max_size_) {
     absl::StatusOr<KeyWithProbability> victim = remover_->Sample();
@@ -683,6 +799,8 @@ deepmind::reverb::TableStatsResponse Table::Stats() const {
     ++ages[bucket];
     first = false;
   }
+  stats.set_policy_version(policy_version_);
+  stats.set_stale_items(num_stale_);
   for (int64_t count : ages) stats.add_age_counts(count);
   return stats;
 }
@@ -695,6 +813,11 @@ bool Table::CanSample(int64_t num_samples) const {
 bool Table::CanInsert(int64_t num_inserts) const {
   absl::MutexLock lock(&mu_);
   return rate_limiter_.CanInsert(num_inserts);
+}
+
+int64_t Table::num_stale() const {
+  absl::MutexLock lock(&mu_);
+  return num_stale_;
 }
 
 int64_t Table::size() const {
@@ -717,6 +840,9 @@ deepmind::reverb::TableInfo Table::Info() const {
   info.set_num_deleted_episodes(num_deleted_episodes_);
   info.set_num_unique_samples(num_unique_samples_);
   info.set_sampler_total_weight(sampler_->TotalWeight());
+  info.set_policy_version(policy_version_);
+  if (max_staleness_.has_value()) info.set_max_staleness(*max_staleness_);
+  info.set_evict_stale(evict_stale_);
   auto* times = info.mutable_table_worker_time();
   times->set_running_ms(absl::ToInt64Milliseconds(absl::Now() - created_at_));
   times->set_waiting_for_sampling_ms(inserts_blocked_ms_);
@@ -726,11 +852,14 @@ deepmind::reverb::TableInfo Table::Info() const {
 
 std::string Table::DebugString() const {
   absl::MutexLock lock(&mu_);
-  return absl::StrCat("Table(sampler=", sampler_->DebugString(),
-                      ", remover=", remover_->DebugString(), ", max_size=", max_size_,
-                      ", max_times_sampled=", max_times_sampled_, ", name=", name_,
-                      ", rate_limiter=", rate_limiter_.DebugString(),
-                      ", signature=", signature_.empty() ? "nullptr" : "set", ")");
+  return absl::StrCat(
+      "Table(sampler=", sampler_->DebugString(), ", remover=", remover_->DebugString(),
+      ", max_size=", max_size_, ", max_times_sampled=", max_times_sampled_, ", name=", name_,
+      max_staleness_.has_value() ? absl::StrCat(", max_staleness=", *max_staleness_,
+                                                evict_stale_ ? ", evict_stale=True" : "")
+                                 : "",
+      ", rate_limiter=", rate_limiter_.DebugString(),
+      ", signature=", signature_.empty() ? "nullptr" : "set", ")");
 }
 
 }  // namespace tf_reverb

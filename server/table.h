@@ -1,6 +1,6 @@
 // Table: one replay table — items, their sampler and remover selectors, the
-// rate limiter, eviction, max_times_sampled and episode accounting
-// (docs/concepts/tables.md).
+// rate limiter, eviction, max_times_sampled, policy-version limits and
+// episode accounting (docs/concepts/tables.md).
 //
 // Contract:
 //  * Thread-safety: every public method is thread-safe. One absl::Mutex guards
@@ -38,10 +38,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -86,10 +88,16 @@ class Table {
     // consumers interleave in an order no seed fixes. nullopt: seeded from
     // std::random_device, as Reverb's.
     std::optional<uint64_t> seed;
+    // Policy-version limit (staleness): an item whose policy_version is more
+    // than `max_staleness` below the table's current version (SetPolicyVersion)
+    // is not sampled, and with `evict_stale` is deleted (counted as a
+    // deletion by the rate limiter, as an eviction is). nullopt: no limit.
+    std::optional<int64_t> max_staleness;
+    bool evict_stale = false;
   };
 
-  // INVALID_ARGUMENT for an empty name, max_size < 1, missing selectors or
-  // an unreadable signature.
+  // INVALID_ARGUMENT for an empty name, max_size < 1, missing selectors, an
+  // unreadable signature, max_staleness < 0 or evict_stale without it.
   static absl::StatusOr<std::shared_ptr<Table>> Create(Config config);
 
   ~Table();
@@ -139,8 +147,17 @@ class Table {
   absl::Status MutateItems(const std::vector<deepmind::reverb::KeyWithPriority>& updates,
                            const std::vector<uint64_t>& deletes);
 
-  // Removes every item and zeroes the rate limiter's counters.
+  // Removes every item and zeroes the rate limiter's counters (the policy
+  // version stays).
   void Reset();
+
+  // Sets the table's current policy version. Items inserted without one
+  // carry it; with max_staleness, items more than max_staleness below it stop
+  // being sampled (and are deleted with evict_stale). Returns how many items
+  // this made stale. Versions only grow: INVALID_ARGUMENT for a negative one
+  // or one below the current (setting the current again changes nothing);
+  // CANCELLED once closed. Recovery replays it as logged.
+  absl::StatusOr<int64_t> SetPolicyVersion(int64_t version);
 
   // Attaches one more extension; it sees the changes from now on (the
   // write-ahead log's journal is attached so, after recovery).
@@ -213,6 +230,9 @@ class Table {
 
   bool CanSample(int64_t num_samples) const;
   bool CanInsert(int64_t num_inserts) const;
+  // Items not sampled because their policy version is too old (kept since
+  // the table does not evict them).
+  int64_t num_stale() const;
   // Every TableInfo field. The table has no worker thread, so of
   // table_worker_time only running_ms (the table's age),
   // waiting_for_sampling_ms (time inserts were blocked by the limiter) and
@@ -248,6 +268,8 @@ class Table {
     double priority;
     int32_t times_sampled;
     uint64_t insertion_order;  // ascending in insertion order
+    int64_t policy_version;
+    bool stale;  // too old to sample: in the remover, not in the sampler
   };
 
   Table(Config config, std::shared_ptr<const std::vector<SignatureSpec>> signature_columns);
@@ -274,6 +296,13 @@ class Table {
   absl::Status ValidatePriority(double priority) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ValidateTableItem and the signature check, done without the lock.
   absl::Status CheckItem(const TableItem& item) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether an item may be sampled now, the rate limiter aside.
+  bool HasSampleableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether an item of policy version `version` is too old to sample now.
+  bool IsStaleLocked(int64_t version) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the items the current policy version made stale out of the
+  // sampler (deleting them with evict_stale); returns how many.
+  absl::StatusOr<int64_t> MarkStaleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Samples up to `num_samples` items while the rate limiter allows.
   absl::Status SampleLocked(int64_t num_samples, bool rate_limited, std::vector<SampledItem>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -313,6 +342,13 @@ class Table {
   std::shared_ptr<const std::vector<SignatureSpec>> signature_columns_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_insertion_order_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<int64_t> max_staleness_ ABSL_GUARDED_BY(mu_);
+  bool evict_stale_ ABSL_GUARDED_BY(mu_);
+  int64_t policy_version_ ABSL_GUARDED_BY(mu_) = 0;
+  // With max_staleness_: the sampleable items by (policy version, key), the
+  // oldest first; empty without a limit.
+  absl::btree_set<std::pair<int64_t, uint64_t>> fresh_by_version_ ABSL_GUARDED_BY(mu_);
+  int64_t num_stale_ ABSL_GUARDED_BY(mu_) = 0;
   std::unique_ptr<ItemSelector> sampler_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<ItemSelector> remover_ ABSL_GUARDED_BY(mu_);
   RateLimiter rate_limiter_ ABSL_GUARDED_BY(mu_);

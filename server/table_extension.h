@@ -1,7 +1,7 @@
 // TableExtension: hooks a Table calls as its items change
 // (docs/concepts/tables.md) — after an insert, before a delete, after a priority update, before a
-// sample is returned (times_sampled already counts it), on reset, and when
-// a snapshot (for a checkpoint) is taken.
+// sample is returned (times_sampled already counts it), on reset, when the
+// policy version is set, and when a snapshot (for a checkpoint) is taken.
 //
 // Contract:
 //  * Thread-safety: a table calls its extensions' hooks one at a time, under
@@ -41,6 +41,9 @@ class TableExtension {
   virtual void OnUpdate(const ExtensionItem& item) {}
   virtual void OnDelete(const ExtensionItem& item) {}
   virtual void OnReset() {}
+  // After the table's current policy version was set (before the items it
+  // made stale are evicted).
+  virtual void OnPolicyVersion(int64_t version) {}
   // The table's configuration and counters as the snapshot holds them; the
   // extension may add what it needs to find again after a restore.
   virtual void OnSnapshot(deepmind::reverb::PriorityTableCheckpoint* config) {}

@@ -1,5 +1,8 @@
 """Validation of the sampler flow-control options shared by the datasets and
-``NumpyIterator`` (no TensorFlow)."""
+``NumpyIterator``, and of the writers' policy versions (no TensorFlow)."""
+
+import numbers
+from typing import Optional
 
 
 def validate_sampler_options(
@@ -36,3 +39,19 @@ def validate_sampler_options(
       'max_samples (%d) must be a strictly positive integer or -1 (unlimited)'
       % max_samples
     )
+
+
+def validate_policy_version(policy_version: Optional[int]) -> Optional[int]:
+  """`policy_version` checked for a writer or insert: None or an int >= 0."""
+  if policy_version is None:
+    return None
+  if isinstance(policy_version, bool) or not isinstance(
+    policy_version, numbers.Integral
+  ):
+    raise TypeError(
+      'policy_version must be an int or None, got '
+      f'{type(policy_version).__name__}: {policy_version!r}'
+    )
+  if policy_version < 0:
+    raise ValueError(f'policy_version ({policy_version}) must be >= 0')
+  return int(policy_version)

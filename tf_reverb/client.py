@@ -16,6 +16,7 @@ import numpy as np
 import tree
 
 from tf_reverb import _dtypes
+from tf_reverb import _options
 from tf_reverb import credentials as credentials_lib
 from tf_reverb import errors
 from tf_reverb import pybind
@@ -154,7 +155,13 @@ class Client:
   def __repr__(self) -> str:
     return f'Client, server_address={self._server_address}'
 
-  def insert(self, data: Any, priorities: Dict[str, float]) -> None:
+  def insert(
+    self,
+    data: Any,
+    priorities: Dict[str, float],
+    *,
+    policy_version: Optional[int] = None,
+  ) -> None:
     """Inserts `data` as one item into every table of `priorities`.
 
     The data is sent once, however many tables it goes to. Sampled back as a
@@ -165,9 +172,13 @@ class Client:
     Args:
       data: a nest of arrays, scalars or eager tensors (dm-tree order).
       priorities: table name -> priority of the new item there.
+      policy_version: the version of the policy that produced the data (a
+        tf_reverb extension, see ``set_policy_version``); None: each
+        table's current version.
 
     Raises:
-      ValueError: for empty priorities, unsupported data, or data that does
+      ValueError: for empty priorities, a negative policy_version,
+        unsupported data, or data that does
         not fit a table's signature (wrong number of columns, a dtype, or a
         shape compatible with neither the step nor [1, *step]); the message
         names the table, the column and both specs, and nothing is sent.
@@ -180,7 +191,9 @@ class Client:
       _dtypes.to_core_tensor(leaf, str(path)) for path, leaf in paths_and_leaves
     ]
     self._client.insert(
-      columns, [(table, float(p)) for table, p in priorities.items()]
+      columns,
+      [(table, float(p)) for table, p in priorities.items()],
+      _options.validate_policy_version(policy_version),
     )
 
   def sample(
@@ -191,6 +204,7 @@ class Client:
     emit_timesteps: bool = True,
     unpack_as_table_signature: bool = False,
     timeout: Optional[float] = None,
+    emit_policy_version: bool = False,
   ) -> Generator[
     Union[List[replay_sample.ReplaySample], replay_sample.ReplaySample],
     None,
@@ -207,6 +221,9 @@ class Client:
       timeout: seconds to wait for each sample (for the rate limiter, or for
         an unreachable server); None waits forever, 0 gives up at once when
         no sample can be served. Not in Reverb (reverb#18).
+      emit_policy_version: report each sample's policy version: the info is
+        a ``VersionedSampleInfo`` instead of a ``SampleInfo`` (a tf_reverb
+        extension).
 
     Raises:
       DeadlineExceededError: when a sample could not be served in `timeout`.
@@ -245,7 +262,7 @@ class Client:
               f'{timeout}s: {e}'
             ) from e
           raise
-        info = replay_sample.SampleInfo(*info_tuple)
+        info = replay_sample.make_sample_info(info_tuple, emit_policy_version)
         yield self._format_sample(info, columns, emit_timesteps, signature)
     finally:
       sampler.close()
@@ -430,9 +447,45 @@ class Client:
     )
     found = {}
     for info_tuple, columns in items:
-      info = replay_sample.SampleInfo(*info_tuple)
+      info = replay_sample.VersionedSampleInfo(*info_tuple)
       found[int(info.key)] = replay_sample.ReplaySample(info, columns)
     return reverb_types.LookupResult(items=found, missing=list(missing))
+
+  def set_policy_version(
+    self, table: str, version: int, timeout: Optional[float] = None
+  ) -> int:
+    """Sets the current policy version of `table` (a tf_reverb extension).
+
+    Items carry the version of the policy that produced them (writers'
+    ``policy_version=``; by default the table's current version when they
+    are inserted). A table with ``max_staleness=K`` stops sampling items
+    whose version is below ``version - K`` (and deletes them with
+    ``evict_stale=True``). Versions only grow; setting the current one again
+    changes nothing, so a learner may repeat it. On a sharded client every
+    shard is set; a shard that cannot be reached now misses it (set it
+    again later), and the call fails only when no shard answered.
+
+    Args:
+      table: name of the table.
+      version: the new current version (>= the current one).
+      timeout: seconds to wait for the server; None waits for it.
+
+    Returns:
+      How many items this made too stale to sample (over all shards).
+
+    Raises:
+      ValueError: for a negative version or one below the table's current
+        version.
+      DeadlineExceededError: when the server did not answer in `timeout`.
+      RuntimeError: for an unknown table or when no server answered.
+    """
+    if version < 0:
+      raise ValueError(f'policy version ({version}) must be >= 0')
+    return self._call_with_timeout(
+      'SetPolicyVersion',
+      timeout,
+      lambda ms: self._client.set_policy_version(table, int(version), ms),
+    )
 
   def table_stats(
     self, table: str, timeout: Optional[float] = None
@@ -499,7 +552,7 @@ class Client:
         if items:
           yield [
             replay_sample.ReplaySample(
-              replay_sample.SampleInfo(*info_tuple), columns
+              replay_sample.VersionedSampleInfo(*info_tuple), columns
             )
             for info_tuple, columns in items
           ]

@@ -77,6 +77,7 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
     *,
     credentials: Optional[Any] = None,
     auth_token: Optional[str] = None,
+    emit_policy_version: bool = False,
   ):
     """Starts sampling.
 
@@ -102,6 +103,9 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
       credentials: TLS credentials (``tf_reverb.ChannelCredentials``), as
         ``Client``'s.
       auth_token: bearer token, as ``Client``'s.
+      emit_policy_version: each batch's info is a ``VersionedSampleInfo``,
+        with the items' policy versions (int64 ``[batch]``), instead of a
+        ``SampleInfo``.
 
     Raises:
       ValueError: for invalid options.
@@ -123,6 +127,7 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
     if prefetch_batches < 1:
       raise ValueError(f'prefetch_batches ({prefetch_batches}) must be >= 1')
     self._structure = structure
+    self._emit_policy_version = emit_policy_version
     self._client = reverb_client.Client(
       server_address, credentials=credentials, auth_token=auth_token
     )
@@ -159,7 +164,9 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
       if self._structure is not None
       else columns
     )
-    return replay_sample.ReplaySample(replay_sample.SampleInfo(*info), data)
+    return replay_sample.ReplaySample(
+      replay_sample.make_sample_info(info, self._emit_policy_version), data
+    )
 
   def close(self) -> None:
     """Stops the sampler and its threads; later ``next()`` calls stop."""

@@ -41,7 +41,8 @@ std::shared_ptr<Table> MakeTable(const std::string& name, const py::bytes& sampl
                                  int32_t max_times_sampled, double samples_per_insert,
                                  int64_t min_size_to_sample, double min_diff, double max_diff,
                                  const py::bytes& signature, bool check_item_signatures,
-                                 std::optional<uint64_t> seed) {
+                                 std::optional<uint64_t> seed, std::optional<int64_t> max_staleness,
+                                 bool evict_stale) {
   return ValueOrRaise(Table::Create(Table::Config{
       name,
       ValueOrRaise(CreateSelector(ParseOptions(sampler))),
@@ -52,7 +53,9 @@ std::shared_ptr<Table> MakeTable(const std::string& name, const py::bytes& sampl
       std::string(signature),
       {},
       check_item_signatures,
-      seed}));
+      seed,
+      max_staleness,
+      evict_stale}));
 }
 
 }  // namespace
@@ -69,7 +72,8 @@ PYBIND11_MODULE(pybind, m) {
            py::arg("max_size"), py::arg("max_times_sampled"), py::arg("samples_per_insert"),
            py::arg("min_size_to_sample"), py::arg("min_diff"), py::arg("max_diff"),
            py::arg("signature"), py::arg("check_item_signatures") = false,
-           py::arg("seed") = std::nullopt)
+           py::arg("seed") = std::nullopt, py::arg("max_staleness") = std::nullopt,
+           py::arg("evict_stale") = false)
       .def("name", &Table::name)
       .def("info", [](const Table& table) { return py::bytes(table.Info().SerializeAsString()); })
       .def("can_sample", &Table::CanSample)
@@ -195,6 +199,15 @@ PYBIND11_MODULE(pybind, m) {
              }
              return py::make_tuple(items, found.missing);
            })
+      .def("set_policy_version",
+           [](Client& client, const std::string& table, int64_t version, int64_t timeout_ms) {
+             absl::StatusOr<int64_t> stale;
+             {
+               py::gil_scoped_release release;
+               stale = client.SetPolicyVersion(table, version, TimeoutFromMs(timeout_ms));
+             }
+             return ValueOrRaise(std::move(stale));
+           })
       .def("table_stats",
            [](Client& client, const std::string& table, int64_t timeout_ms) {
              absl::StatusOr<deepmind::reverb::TableStatsResponse> stats;
@@ -249,22 +262,26 @@ PYBIND11_MODULE(pybind, m) {
              }
              return result;
            })
-      .def("insert", [](Client& client, const py::list& columns,
-                        const std::vector<std::pair<std::string, double>>& priorities) {
-        std::vector<Tensor> step;
-        for (const py::handle& column : columns) {
-          py::tuple parts = column.cast<py::tuple>();
-          step.push_back(TensorFromPython(parts[0].cast<int>(),
-                                          parts[1].cast<std::vector<int64_t>>(),
-                                          py::reinterpret_borrow<py::object>(parts[2])));
-        }
-        absl::Status status;
-        {
-          py::gil_scoped_release release;
-          status = client.InsertStep(step, priorities);
-        }
-        MaybeRaise(status);
-      });
+      .def(
+          "insert",
+          [](Client& client, const py::list& columns,
+             const std::vector<std::pair<std::string, double>>& priorities,
+             std::optional<int64_t> policy_version) {
+            std::vector<Tensor> step;
+            for (const py::handle& column : columns) {
+              py::tuple parts = column.cast<py::tuple>();
+              step.push_back(TensorFromPython(parts[0].cast<int>(),
+                                              parts[1].cast<std::vector<int64_t>>(),
+                                              py::reinterpret_borrow<py::object>(parts[2])));
+            }
+            absl::Status status;
+            {
+              py::gil_scoped_release release;
+              status = client.InsertStep(step, priorities, policy_version);
+            }
+            MaybeRaise(status);
+          },
+          py::arg("columns"), py::arg("priorities"), py::arg("policy_version") = std::nullopt);
 
   RegisterSelectorBindings(m);
   RegisterSamplerBindings(m);

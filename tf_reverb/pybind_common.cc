@@ -149,7 +149,7 @@ py::array TensorToNumpy(const Tensor& tensor) {
 py::tuple InfoTuple(const Sample& sample) {
   const auto& item = sample.info().item();
   return py::make_tuple(item.key(), sample.info().probability(), sample.info().table_size(),
-                        item.priority(), item.times_sampled());
+                        item.priority(), item.times_sampled(), item.policy_version());
 }
 
 py::list SampleColumns(const Sample& sample) {

@@ -70,7 +70,7 @@ const char* NumpyDtypeName(DataType dtype);
 // A new numpy array holding `tensor` (an object array of bytes for strings).
 pybind11::array TensorToNumpy(const Tensor& tensor);
 
-// (key, probability, table_size, priority, times_sampled).
+// (key, probability, table_size, priority, times_sampled, policy_version).
 pybind11::tuple InfoTuple(const Sample& sample);
 
 // Decodes every column of `sample` into new numpy arrays; decompression runs

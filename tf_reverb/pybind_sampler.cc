@@ -76,6 +76,7 @@ struct Batch {
   std::vector<int64_t> table_sizes;
   std::vector<double> priorities;
   std::vector<int32_t> times_sampled;
+  std::vector<int64_t> policy_versions;
 };
 
 class BatchIterator {
@@ -166,6 +167,7 @@ class BatchIterator {
       batch->table_sizes.push_back(info.table_size());
       batch->priorities.push_back(info.item().priority());
       batch->times_sampled.push_back(info.item().times_sampled());
+      batch->policy_versions.push_back(info.item().policy_version());
       ++batch->size;
     }
     return absl::OkStatus();
@@ -189,9 +191,10 @@ py::array VectorArray(const std::vector<T>& values) {
 }
 
 py::tuple BatchToPython(Batch batch) {
-  py::tuple info = py::make_tuple(VectorArray(batch.keys), VectorArray(batch.probabilities),
-                                  VectorArray(batch.table_sizes), VectorArray(batch.priorities),
-                                  VectorArray(batch.times_sampled));
+  py::tuple info =
+      py::make_tuple(VectorArray(batch.keys), VectorArray(batch.probabilities),
+                     VectorArray(batch.table_sizes), VectorArray(batch.priorities),
+                     VectorArray(batch.times_sampled), VectorArray(batch.policy_versions));
   py::list columns;
   for (size_t c = 0; c < batch.specs.size(); ++c) {
     const ColumnSpec& spec = batch.specs[c];

@@ -235,7 +235,7 @@ class StepHistory {
 
   // An item over every column of the last `num_steps` steps (unsqueezed).
   void CreateItem(TrajectoryWriter& writer, const std::string& table, double priority,
-                  int num_steps) {
+                  int num_steps, std::optional<int64_t> policy_version) {
     if (num_steps < 1 || num_steps > static_cast<int>(steps_.size())) {
       throw py::value_error(
           "Argument `num_timesteps` is larger than number of buffered "
@@ -257,7 +257,7 @@ class StepHistory {
     absl::Status status;
     {
       py::gil_scoped_release release;
-      status = writer.CreateItem(table, priority, trajectory);
+      status = writer.CreateItem(table, priority, trajectory, policy_version);
     }
     MaybeRaise(status);
   }
@@ -270,7 +270,7 @@ class StepHistory {
 };
 
 void CreateItem(TrajectoryWriter& writer, const std::string& table, double priority,
-                const py::list& columns) {
+                const py::list& columns, std::optional<int64_t> policy_version) {
   std::vector<TrajectoryColumn> trajectory;
   trajectory.reserve(columns.size());
   for (const py::handle& column : columns) {
@@ -284,7 +284,7 @@ void CreateItem(TrajectoryWriter& writer, const std::string& table, double prior
   absl::Status status;
   {
     py::gil_scoped_release release;
-    status = writer.CreateItem(table, priority, trajectory);
+    status = writer.CreateItem(table, priority, trajectory, policy_version);
   }
   MaybeRaise(status);
 }
@@ -319,7 +319,7 @@ void RegisterWriterBindings(py::module_& m) {
       .def(py::init<int>(), py::arg("capacity"))
       .def("append", &StepHistory::Append, py::arg("writer"), py::arg("data"))
       .def("create_item", &StepHistory::CreateItem, py::arg("writer"), py::arg("table"),
-           py::arg("priority"), py::arg("num_steps"))
+           py::arg("priority"), py::arg("num_steps"), py::arg("policy_version") = std::nullopt)
       .def("__len__", &StepHistory::size);
 
   py::class_<TrajectoryWriter>(m, "TrajectoryWriter")
@@ -327,7 +327,8 @@ void RegisterWriterBindings(py::module_& m) {
            py::arg("max_chunk_length"), py::arg("delta_encoded"), py::arg("max_queued_items"),
            py::arg("signatures"), py::arg("accept_step_shape_signatures"), py::keep_alive<1, 2>())
       .def("append", &Append, py::arg("data"), py::arg("partial"))
-      .def("create_item", &CreateItem, py::arg("table"), py::arg("priority"), py::arg("columns"))
+      .def("create_item", &CreateItem, py::arg("table"), py::arg("priority"), py::arg("columns"),
+           py::arg("policy_version") = std::nullopt)
       .def(
           "flush",
           [](TrajectoryWriter& writer, int block_until_num_items, int64_t timeout_ms) {

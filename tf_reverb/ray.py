@@ -128,6 +128,10 @@ def table_config(table: TableConfig) -> checkpoint_pb2.PriorityTableCheckpoint:
         max_diff=limiter.max_diff,
       ),
       signature=info.signature,
+      max_staleness=(
+        info.max_staleness if info.HasField('max_staleness') else None
+      ),
+      evict_stale=info.evict_stale,
     )
   if isinstance(table, checkpoint_pb2.PriorityTableCheckpoint):
     config = checkpoint_pb2.PriorityTableCheckpoint()

@@ -233,6 +233,11 @@ class TableInfo:
   num_deleted_episodes: int
   num_unique_samples: int
   table_worker_time: schema_pb2.TableWorkerTime
+  # tf_reverb extensions (Table(max_staleness=, evict_stale=) and
+  # Client.set_policy_version): the current policy version and the limit.
+  policy_version: int = 0
+  max_staleness: Optional[int] = None
+  evict_stale: bool = False
 
   @classmethod
   def from_proto(cls, proto: schema_pb2.TableInfo) -> 'TableInfo':
@@ -250,6 +255,11 @@ class TableInfo:
       num_deleted_episodes=proto.num_deleted_episodes,
       num_unique_samples=proto.num_unique_samples,
       table_worker_time=proto.table_worker_time,
+      policy_version=proto.policy_version,
+      max_staleness=(
+        proto.max_staleness if proto.HasField('max_staleness') else None
+      ),
+      evict_stale=proto.evict_stale,
     )
 
   @classmethod
@@ -289,6 +299,10 @@ class TableStats:
     age_counts: items per age bucket.
     min_age_seconds: age of the newest item (0 for an empty table).
     max_age_seconds: age of the oldest item (0 for an empty table).
+    policy_version: the table's current policy version (the newest over
+      shards).
+    stale_items: items too old to be sampled under the table's
+      ``max_staleness`` (kept because it does not evict them).
   """
 
   size: int
@@ -300,6 +314,8 @@ class TableStats:
   age_counts: List[int]
   min_age_seconds: float
   max_age_seconds: float
+  policy_version: int = 0
+  stale_items: int = 0
 
   @classmethod
   def from_proto(cls, proto: Any) -> 'TableStats':
@@ -314,4 +330,6 @@ class TableStats:
       age_counts=list(proto.age_counts),
       min_age_seconds=proto.min_age_seconds,
       max_age_seconds=proto.max_age_seconds,
+      policy_version=proto.policy_version,
+      stale_items=proto.stale_items,
     )

@@ -73,6 +73,8 @@ class Table:
     *,
     check_item_signatures: bool = False,
     seed: Optional[int] = None,
+    max_staleness: Optional[int] = None,
+    evict_stale: bool = False,
   ):
     """Creates a table.
 
@@ -105,10 +107,23 @@ class Table:
         order no seed can fix. Item keys come from the writers, so compare
         runs by content, or insert with fixed keys. None (the default):
         seeded from the operating system, as in Reverb.
+      max_staleness: a policy-version limit (a tf_reverb extension; also the
+        ``max_staleness`` field of a table in the server's config). Items
+        carry the version of the policy that produced them (writers'
+        ``policy_version=``, by default the table's current version at
+        insert) and the table has a current version a learner sets with
+        ``Client.set_policy_version``; items whose version is below
+        ``current - max_staleness`` are not sampled (sampling waits for
+        fresh ones, as for an empty table). The rate limiter counts inserts
+        and samples as without a limit. None (the default): no limit.
+      evict_stale: delete items once they are too stale to be sampled
+        (counted as deletions by the rate limiter, as evictions are) instead
+        of keeping them unsampled. Needs `max_staleness`.
 
     Raises:
       ValueError: for an empty name, a non-positive max_size, a selector or
-        limiter already used elsewhere, or an unsupported signature.
+        limiter already used elsewhere, an unsupported signature, a negative
+        max_staleness, or evict_stale without max_staleness.
     """
     if not name:
       raise ValueError('name must be nonempty')
@@ -116,6 +131,10 @@ class Table:
       raise ValueError(f'max_size ({max_size}) must be a positive integer')
     if seed is not None and not 0 <= seed < 2**64:
       raise ValueError(f'seed ({seed}) must be in [0, 2**64)')
+    if max_staleness is not None and max_staleness < 0:
+      raise ValueError(f'max_staleness ({max_staleness}) must be >= 0')
+    if evict_stale and max_staleness is None:
+      raise ValueError('evict_stale needs max_staleness')
     if extensions:
       raise NotImplementedError('Table extensions are not supported yet.')
     for role, selector in (('sampler', sampler), ('remover', remover)):
@@ -151,6 +170,8 @@ class Table:
       signature=reverb_types.encode_signature(signature),
       check_item_signatures=check_item_signatures,
       seed=seed,
+      max_staleness=max_staleness,
+      evict_stale=evict_stale,
     )
 
   @classmethod

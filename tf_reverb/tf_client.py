@@ -131,6 +131,8 @@ class TFClient:
     tables: tf.Tensor,
     priorities: tf.Tensor,
     name: Optional[str] = None,
+    *,
+    policy_version: Optional[Any] = None,
   ) -> tf.Operation:
     """Inserts `data` as one item into each of `tables`.
 
@@ -139,10 +141,15 @@ class TFClient:
       tables: rank-1 string tensor of table names.
       priorities: rank-1 float64 tensor, one priority per table.
       name: op name.
+      policy_version: the version of the policy that produced the data, a
+        scalar int64 (a tensor may change from call to call of one graph; a
+        tf_reverb extension, see ``Client.set_policy_version``). None: each
+        table's current version. A negative version fails the op
+        (InvalidArgumentError).
 
     Raises:
       ValueError: unless `tables` is rank-1 string and `priorities` rank-1
-        float64 of a compatible shape.
+        float64 of a compatible shape, or `policy_version` is not a scalar.
     """
     tables = tf.convert_to_tensor(tables)
     priorities = tf.convert_to_tensor(priorities)
@@ -158,8 +165,17 @@ class TFClient:
         f'{tables.shape} and {priorities.shape}'
       )
     with tf.name_scope(name or 'insert'):
-      return reverb_ops.reverb_client_insert(
-        self._handle, tree.flatten(data), tables, priorities
+      if policy_version is None:
+        return reverb_ops.reverb_client_insert(
+          self._handle, tree.flatten(data), tables, priorities
+        )
+      policy_version = tf.cast(policy_version, tf.int64)
+      if policy_version.shape.rank != 0:
+        raise ValueError(
+          f'policy_version must be a scalar, got {policy_version}'
+        )
+      return reverb_ops.reverb_client_insert_with_policy_version(
+        self._handle, tree.flatten(data), tables, priorities, policy_version
       )
 
   def update_priorities(

@@ -32,6 +32,7 @@ from typing import (
 import numpy as np
 import tree
 
+from tf_reverb import _options
 from tf_reverb import errors
 
 __all__ = ['TrajectoryWriter', 'TrajectoryColumn']
@@ -618,17 +619,29 @@ class TrajectoryWriter:
       self._append_columns(columns, set_indices, partial_step)
     )
 
-  def create_item(self, table: str, priority: float, trajectory: Any) -> None:
+  def create_item(
+    self,
+    table: str,
+    priority: float,
+    trajectory: Any,
+    *,
+    policy_version: Optional[int] = None,
+  ) -> None:
     """Queues an item of `table` whose columns are the leaves of `trajectory`.
 
     Args:
       table: the table to insert into.
       priority: the item's priority.
       trajectory: a nest of ``TrajectoryColumn`` (e.g. slices of ``history``).
+      policy_version: the version of the policy that produced the item (a
+        tf_reverb extension, see ``Client.set_policy_version``); None: the
+        table's current version when the item is inserted.
 
     Raises:
-      TypeError: if a leaf is not a TrajectoryColumn.
-      ValueError: for an empty trajectory, NaN priority, expired references,
+      TypeError: if a leaf is not a TrajectoryColumn, or policy_version is
+        not an int.
+      ValueError: for an empty trajectory, NaN priority, a negative
+        policy_version, expired references,
         inconsistent columns or (with validate_items) an unknown table or a
         signature mismatch.
     """
@@ -644,8 +657,9 @@ class TrajectoryWriter:
     self._writer.create_item(
       table,
       float(priority),
-      [(column._data_references, column._squeeze) for column in flat],
-    )  # pylint: disable=protected-access
+      [(column._data_references, column._squeeze) for column in flat],  # pylint: disable=protected-access
+      _options.validate_policy_version(policy_version),
+    )
 
   def flush(
     self, block_until_num_items: int = 0, timeout_ms: Optional[int] = None

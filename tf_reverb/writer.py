@@ -18,6 +18,7 @@ from typing import Any, Optional
 import tree
 
 from tf_reverb import _dtypes
+from tf_reverb import _options
 from tf_reverb import pybind
 
 __all__ = ['Writer']
@@ -111,11 +112,25 @@ class Writer:
       self.append(tree.map_structure(lambda x, t=t: x[t], structure))
 
   def create_item(
-    self, table: str, num_timesteps: int, priority: float
+    self,
+    table: str,
+    num_timesteps: int,
+    priority: float,
+    *,
+    policy_version: Optional[int] = None,
   ) -> None:
     """Creates an item of `table` over the last `num_timesteps` timesteps.
 
+    Args:
+      table: the table to insert into.
+      num_timesteps: how many of the last timesteps the item spans.
+      priority: the item's priority.
+      policy_version: the version of the policy that produced the item (a
+        tf_reverb extension, see ``Client.set_policy_version``); None: the
+        table's current version when the item is inserted.
+
     Raises:
+      TypeError: if policy_version is not an int.
       ValueError: if num_timesteps < 1, exceeds the buffered timesteps or
         max_sequence_length, the priority is NaN, the table is unknown or the
         data does not match its signature.
@@ -136,7 +151,13 @@ class Writer:
       )
     if math.isnan(priority):
       raise ValueError('Priority must not be NaN.')
-    self._steps.create_item(self._writer, table, float(priority), num_timesteps)
+    self._steps.create_item(
+      self._writer,
+      table,
+      float(priority),
+      num_timesteps,
+      _options.validate_policy_version(policy_version),
+    )
 
   def flush(self) -> None:
     """Sends every pending item and waits until the server confirmed them."""

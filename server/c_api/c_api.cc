@@ -237,13 +237,16 @@ int tf_reverb_client_sample(TfReverbClient* client, const char* table, int64_t t
 
 int tf_reverb_client_insert(TfReverbClient* client, const TfReverbTensorView* columns,
                             int32_t num_columns, const char* const* tables,
-                            const double* priorities, int32_t num_tables, char* error,
-                            size_t error_size) {
+                            const double* priorities, int32_t num_tables, int64_t policy_version,
+                            char* error, size_t error_size) {
   absl::StatusOr<std::vector<tf_reverb::Tensor>> step = FromViews(columns, num_columns);
   if (!step.ok()) return Report(step.status(), error, error_size);
   std::vector<std::pair<std::string, double>> targets;
   for (int32_t t = 0; t < num_tables; ++t) targets.emplace_back(tables[t], priorities[t]);
-  return Report(client->client->InsertStep(*step, targets), error, error_size);
+  return Report(client->client->InsertStep(
+                    *step, targets,
+                    policy_version < 0 ? std::nullopt : std::optional<int64_t>(policy_version)),
+                error, error_size);
 }
 
 int tf_reverb_client_update_priorities(TfReverbClient* client, const char* table,

@@ -64,11 +64,12 @@ int tf_reverb_client_sample(TfReverbClient* client, const char* table, int64_t t
                             TfReverbSetStringFn set_string, void* context, char* error,
                             size_t error_size);
 
-/* Inserts one step of `num_columns` columns as one item per table. */
+/* Inserts one step of `num_columns` columns as one item per table, of
+ * policy version `policy_version` (< 0: each table's current version). */
 int tf_reverb_client_insert(TfReverbClient* client, const TfReverbTensorView* columns,
                             int32_t num_columns, const char* const* tables,
-                            const double* priorities, int32_t num_tables, char* error,
-                            size_t error_size);
+                            const double* priorities, int32_t num_tables, int64_t policy_version,
+                            char* error, size_t error_size);
 
 /* Updates the priorities of `num_keys` items of `table`; absent keys are
  * ignored. */

@@ -534,6 +534,21 @@ absl::StatusOr<deepmind::reverb::TableStatsResponse> Client::TableStats(const st
   return MergeTableStats(*responses);
 }
 
+absl::StatusOr<int64_t> Client::SetPolicyVersion(const std::string& table, int64_t version,
+                                                 absl::Duration timeout) {
+  deepmind::reverb::SetPolicyVersionRequest request;
+  request.set_table(table);
+  request.set_version(version);
+  absl::StatusOr<std::vector<deepmind::reverb::SetPolicyVersionResponse>> responses = CallServers(
+      "SetPolicyVersion",
+      &deepmind::reverb::ReverbService::StubInterface::async_interface::SetPolicyVersion, request,
+      timeout);
+  if (!responses.ok()) return responses.status();
+  int64_t stale = 0;
+  for (const auto& response : *responses) stale += response.stale_items();
+  return stale;
+}
+
 deepmind::reverb::TableStatsResponse Client::MergeTableStats(
     const std::vector<deepmind::reverb::TableStatsResponse>& stats) {
   deepmind::reverb::TableStatsResponse merged;
@@ -549,6 +564,8 @@ deepmind::reverb::TableStatsResponse Client::MergeTableStats(
     for (const auto& [times, count] : shard.times_sampled()) {
       (*merged.mutable_times_sampled())[times] += count;
     }
+    merged.set_policy_version(std::max(merged.policy_version(), shard.policy_version()));
+    merged.set_stale_items(merged.stale_items() + shard.stale_items());
     if (shard.size() == 0) continue;
     merged.set_min_priority(any ? std::min(merged.min_priority(), shard.min_priority())
                                 : shard.min_priority());
@@ -680,8 +697,13 @@ absl::StatusOr<std::vector<std::string>> Client::Checkpoint(bool full) {
 }
 
 absl::Status Client::InsertStep(const std::vector<Tensor>& step,
-                                const std::vector<std::pair<std::string, double>>& priorities) {
+                                const std::vector<std::pair<std::string, double>>& priorities,
+                                std::optional<int64_t> policy_version) {
   if (!target_status_.ok()) return target_status_;
+  if (policy_version.has_value() && *policy_version < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("policy_version (", *policy_version, ") must be >= 0"));
+  }
   if (step.empty()) return absl::InvalidArgumentError("Cannot insert a step without data.");
   if (priorities.empty()) return absl::InvalidArgumentError("priorities must not be empty");
   absl::StatusOr<std::shared_ptr<const TableSignatures>> signatures = Signatures();
@@ -722,6 +744,7 @@ absl::Status Client::InsertStep(const std::vector<Tensor>& step,
     item->set_key(NewKey());
     item->set_table(table);
     item->set_priority(priority);
+    if (policy_version.has_value()) item->set_policy_version(*policy_version);
     for (size_t c = 0; c < columns.size(); ++c) {
       auto* slice = item->mutable_flat_trajectory()->add_columns()->add_chunk_slices();
       slice->set_chunk_key(chunk_key);

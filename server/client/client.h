@@ -62,6 +62,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -184,7 +185,16 @@ class Client {
   };
   absl::StatusOr<ScanBatch> Scan(const std::string& table, size_t server, uint64_t start,
                                  int64_t max_items, absl::Duration timeout);
-  // Sums the stats of several shards (same age buckets).
+  // Sets the table's current policy version on every server (a learner's
+  // staleness limit counts from it). Returns the items made stale, summed.
+  // A shard down now misses the new version (setting the same version again
+  // is harmless, so learners may repeat it); the call fails only when no
+  // shard answered, or with a shard's own error (INVALID_ARGUMENT for a
+  // version below its current one).
+  absl::StatusOr<int64_t> SetPolicyVersion(const std::string& table, int64_t version,
+                                           absl::Duration timeout);
+  // Sums the stats of several shards (same age buckets; the newest policy
+  // version).
   static deepmind::reverb::TableStatsResponse MergeTableStats(
       const std::vector<deepmind::reverb::TableStatsResponse>& stats);
 
@@ -207,8 +217,11 @@ class Client {
   // on a fresh stream. Thread-safe; concurrent calls use separate streams.
   // Sharded: calls rotate over one idle stream per shard (up to
   // kMaxIdleInsertStreams), so even one thread's items spread over shards.
+  // `policy_version`: the items' policy version (nullopt: each table's
+  // current version; INVALID_ARGUMENT when negative).
   absl::Status InsertStep(const std::vector<Tensor>& step,
-                          const std::vector<std::pair<std::string, double>>& priorities);
+                          const std::vector<std::pair<std::string, double>>& priorities,
+                          std::optional<int64_t> policy_version = std::nullopt);
 
   // A Sampler of `table` (sampler.h) whose workers each use one gRPC
   // stream or, when a server of this process listens on the loopback port of

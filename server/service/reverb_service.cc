@@ -41,6 +41,7 @@ enum MethodIndex {
   kLookup = 7,
   kScan = 8,
   kTableStats = 9,
+  kSetPolicyVersion = 10,
 };
 
 // Threads of the WorkQueue: resumptions are short (a table call and a
@@ -128,6 +129,7 @@ ReverbServiceImpl::ReverbServiceImpl(std::vector<std::shared_ptr<Table>> tables,
   RegisterUnary(kLookup, "Lookup", &ReverbServiceImpl::HandleLookup);
   RegisterUnary(kScan, "Scan", &ReverbServiceImpl::HandleScan);
   RegisterUnary(kTableStats, "TableStats", &ReverbServiceImpl::HandleTableStats);
+  RegisterUnary(kSetPolicyVersion, "SetPolicyVersion", &ReverbServiceImpl::HandleSetPolicyVersion);
   MarkMethodRawCallback(kInitializeConnection,
                         new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
                             [lookup](grpc::CallbackServerContext*) -> RawBidiReactor* {
@@ -271,6 +273,17 @@ grpc::Status ReverbServiceImpl::HandleTableStats(const deepmind::reverb::TableSt
   absl::StatusOr<std::shared_ptr<Table>> table = GetTable(request.table());
   if (!table.ok()) return ToGrpcStatus(table.status());
   *response = (*table)->Stats();
+  return grpc::Status::OK;
+}
+
+grpc::Status ReverbServiceImpl::HandleSetPolicyVersion(
+    const deepmind::reverb::SetPolicyVersionRequest& request,
+    deepmind::reverb::SetPolicyVersionResponse* response) {
+  absl::StatusOr<std::shared_ptr<Table>> table = GetTable(request.table());
+  if (!table.ok()) return ToGrpcStatus(table.status());
+  absl::StatusOr<int64_t> stale = (*table)->SetPolicyVersion(request.version());
+  if (!stale.ok()) return ToGrpcStatus(stale.status());
+  response->set_stale_items(*stale);
   return grpc::Status::OK;
 }
 

@@ -97,6 +97,8 @@ class ReverbServiceImpl final : public deepmind::reverb::ReverbService::Service 
                           deepmind::reverb::ScanResponse* response);
   grpc::Status HandleTableStats(const deepmind::reverb::TableStatsRequest& request,
                                 deepmind::reverb::TableStatsResponse* response);
+  grpc::Status HandleSetPolicyVersion(const deepmind::reverb::SetPolicyVersionRequest& request,
+                                      deepmind::reverb::SetPolicyVersionResponse* response);
 
   const std::vector<std::shared_ptr<Table>> tables_;
   const std::shared_ptr<Checkpointer> checkpointer_;

@@ -85,17 +85,19 @@ absl::StatusOr<std::shared_ptr<Table>> TableFromConfig(
       RateLimiter::Create(limiter.samples_per_insert(), limiter.min_size_to_sample(),
                           limiter.min_diff(), limiter.max_diff());
   if (!rate_limiter.ok()) return in_table(rate_limiter.status());
-  absl::StatusOr<std::shared_ptr<Table>> table = Table::Create(
-      Table::Config{config.table_name(),
-                    std::move(*sampler),
-                    std::move(*remover),
-                    config.max_size(),
-                    config.max_times_sampled(),
-                    *rate_limiter,
-                    config.signature(),
-                    {},
-                    check_item_signatures,
-                    config.has_seed() ? std::optional<uint64_t>(config.seed()) : std::nullopt});
+  absl::StatusOr<std::shared_ptr<Table>> table = Table::Create(Table::Config{
+      config.table_name(),
+      std::move(*sampler),
+      std::move(*remover),
+      config.max_size(),
+      config.max_times_sampled(),
+      *rate_limiter,
+      config.signature(),
+      {},
+      check_item_signatures,
+      config.has_seed() ? std::optional<uint64_t>(config.seed()) : std::nullopt,
+      config.has_max_staleness() ? std::optional<int64_t>(config.max_staleness()) : std::nullopt,
+      config.evict_stale()});
   if (!table.ok()) return in_table(table.status());
   return table;
 }

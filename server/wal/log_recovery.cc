@@ -71,6 +71,8 @@ absl::Status ReplayLog(WriteAheadLog& log, const std::vector<std::shared_ptr<Tab
       case deepmind::reverb::WalRecord::kReset:
         target.Reset();
         return absl::OkStatus();
+      case deepmind::reverb::WalRecord::kPolicyVersion:
+        return target.SetPolicyVersion(record.policy_version()).status();
       default:
         return absl::DataLossError(absl::StrCat("Write-ahead log in ", log.dir(), ": record ",
                                                 sequence, " holds no change"));

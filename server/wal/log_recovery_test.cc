@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "schema.pb.h"
 #include "server/checkpointing/checkpointer.h"
+#include "server/selectors/selector.h"
 #include "server/table.h"
 #include "server/table_item.h"
 #include "server/testing/table_testing.h"
@@ -39,9 +41,22 @@ std::string FreshDir(const std::string& name) {
 
 // The two tables every test uses: FIFO with eviction (max_size 4) and
 // max_times_sampled 2; prioritized with a min-heap remover.
+// A third has a policy-version limit.
 std::vector<std::shared_ptr<Table>> MakeTables() {
   return {MakeTable(Fifo(), Fifo(), 4, 2, MinSize(1), "fifo"),
-          MakeTable(Prioritized(1.0), Heap(/*min_heap=*/true), 100, 0, MinSize(1), "prio")};
+          MakeTable(Prioritized(1.0), Heap(/*min_heap=*/true), 100, 0, MinSize(1), "prio"),
+          Table::Create(Table::Config{"fresh",
+                                      CreateSelector(Uniform()).value(),
+                                      CreateSelector(Fifo()).value(),
+                                      100,
+                                      0,
+                                      MinSize(1),
+                                      "",
+                                      {},
+                                      false,
+                                      std::nullopt,
+                                      /*max_staleness=*/1})
+              .value()};
 }
 
 // A server's start: checkpoint restore, log replay, journals attached.
@@ -89,7 +104,7 @@ std::string State(Table& table) {
   return state;
 }
 
-// A mix of every change the log records, on both tables.
+// A mix of every change the log records, on every table.
 void Churn(std::vector<std::shared_ptr<Table>>& tables, uint64_t first_key) {
   Table& fifo = *tables[0];
   Table& prio = *tables[1];
@@ -105,6 +120,18 @@ void Churn(std::vector<std::shared_ptr<Table>>& tables, uint64_t first_key) {
   update.set_priority(9.5);
   ASSERT_TRUE(prio.MutateItems({update}, {first_key + 3}).ok());
   ASSERT_TRUE(Insert(prio, first_key + 4, 0.25).ok());  // an existing key: a priority update
+  // A new policy version, then items of it and older ones (some stale).
+  Table& fresh = *tables[2];
+  const int64_t version = fresh.Info().policy_version() + 1;
+  ASSERT_TRUE(fresh.SetPolicyVersion(version).ok());
+  for (uint64_t key = first_key; key < first_key + 3; ++key) {
+    TableItem item = MakeItem(key, 1.0, {shared});
+    auto proto = std::make_shared<PrioritizedItem>(*item.item);
+    proto->set_policy_version(std::max<int64_t>(0, version - static_cast<int64_t>(key % 3)));
+    item.item = std::move(proto);
+    ASSERT_TRUE(fresh.InsertOrAssign(std::move(item), kNoWait).ok());
+  }
+  SampleKeys(fresh, 2);
 }
 
 TEST(LogRecoveryTest, ReplayRebuildsTablesExactlyWithoutACheckpoint) {

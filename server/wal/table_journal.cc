@@ -53,6 +53,14 @@ void TableJournal::OnReset() {
   log_->Append(std::move(change));
 }
 
+void TableJournal::OnPolicyVersion(int64_t version) {
+  WalChange change;
+  change.kind = WalChange::Kind::kPolicyVersion;
+  change.table = table_;
+  change.version = version;
+  log_->Append(std::move(change));
+}
+
 void TableJournal::OnSnapshot(deepmind::reverb::PriorityTableCheckpoint* config) {
   config->set_wal_sequence(log_->last_sequence());
   logged_chunks_.clear();

@@ -37,6 +37,7 @@ class TableJournal : public TableExtension {
   void OnUpdate(const ExtensionItem& item) override;
   void OnDelete(const ExtensionItem& item) override;
   void OnReset() override;
+  void OnPolicyVersion(int64_t version) override;
   void OnSnapshot(deepmind::reverb::PriorityTableCheckpoint* config) override;
   std::string DebugString() const override;
 

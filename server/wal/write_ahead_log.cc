@@ -367,6 +367,9 @@ void WriteAheadLog::Serialize(const std::vector<Pending>& batch, std::string* ou
       case WalChange::Kind::kReset:
         record.set_reset(true);
         break;
+      case WalChange::Kind::kPolicyVersion:
+        record.set_policy_version(change.version);
+        break;
     }
     const size_t begin = BeginRecordFrame(out);
     record.AppendToString(out);

@@ -80,13 +80,14 @@ struct WalOptions {
 // One change of a table, as appended: shared parts are serialized by the
 // writer thread, so appending copies no data.
 struct WalChange {
-  enum class Kind { kChunk, kInsert, kUpdate, kDelete, kSample, kReset };
+  enum class Kind { kChunk, kInsert, kUpdate, kDelete, kSample, kReset, kPolicyVersion };
   Kind kind = Kind::kChunk;
   std::string table;                                              // all kinds but kChunk
   std::shared_ptr<const deepmind::reverb::ChunkData> chunk;       // kChunk
   std::shared_ptr<const deepmind::reverb::PrioritizedItem> item;  // kInsert
   uint64_t key = 0;                                               // kUpdate, kDelete, kSample
   double priority = 0;                                            // kUpdate
+  int64_t version = 0;                                            // kPolicyVersion
 };
 
 // What Replay found.

@@ -312,8 +312,13 @@ absl::Status TrajectoryWriter::CheckItemSignature(const std::string& table,
 }
 
 absl::Status TrajectoryWriter::CreateItem(const std::string& table, double priority,
-                                          const std::vector<TrajectoryColumn>& trajectory) {
+                                          const std::vector<TrajectoryColumn>& trajectory,
+                                          std::optional<int64_t> policy_version) {
   if (std::isnan(priority)) return absl::InvalidArgumentError("Priority must not be NaN.");
+  if (policy_version.has_value() && *policy_version < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("policy_version (", *policy_version, ") must be >= 0"));
+  }
   auto item = std::make_shared<Item>();
   absl::StatusOr<std::vector<ItemColumn>> columns = BuildItem(trajectory, item.get());
   if (!columns.ok()) return columns.status();
@@ -322,6 +327,7 @@ absl::Status TrajectoryWriter::CreateItem(const std::string& table, double prior
   item->proto.set_table(table);
   item->proto.set_priority(priority);
   item->proto.set_times_sampled(0);
+  if (policy_version.has_value()) item->proto.set_policy_version(*policy_version);
 
   absl::MutexLock lock(&mu_);
   if (absl::Status s = CheckUsable(); !s.ok()) return s;

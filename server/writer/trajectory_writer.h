@@ -149,9 +149,12 @@ class TrajectoryWriter {
   // same step (setting a column twice is INVALID_ARGUMENT).
   absl::Status AppendPartial(std::vector<std::optional<Tensor>> data, StepRefs* refs);
 
-  // Queues an item of `table` over `trajectory`.
+  // Queues an item of `table` over `trajectory`. `policy_version`: the
+  // version of the policy that produced it (nullopt: the table's current
+  // version when inserted); INVALID_ARGUMENT when negative.
   absl::Status CreateItem(const std::string& table, double priority,
-                          const std::vector<TrajectoryColumn>& trajectory);
+                          const std::vector<TrajectoryColumn>& trajectory,
+                          std::optional<int64_t> policy_version = std::nullopt);
 
   // Finalizes the chunks of all but the last `block_until_num_items` queued
   // items and waits until at most that many items are queued or unconfirmed.

@@ -82,6 +82,22 @@ REGISTER_OP("ReverbClientInsert")
     .SetShapeFn(tensorflow::shape_inference::NoOutputs)
     .Doc("Inserts `data` as one step, one item per (tables[i], priorities[i]).");
 
+// A tf_reverb op (not in Reverb): ReverbClientInsert with the items' policy
+// version (a scalar, so it may change between calls of one graph).
+REGISTER_OP("ReverbClientInsertWithPolicyVersion")
+    .Input("handle: resource")
+    .Input("data: T")
+    .Input("tables: string")
+    .Input("priorities: double")
+    .Input("policy_version: int64")
+    .Attr("T: list(type) >= 1")
+    .SetIsStateful()
+    .SetShapeFn(tensorflow::shape_inference::NoOutputs)
+    .Doc(R"doc(
+Inserts `data` as one step, one item per (tables[i], priorities[i]), each
+item of policy version `policy_version` (a scalar >= 0).
+)doc");
+
 REGISTER_OP("ReverbClientUpdatePriorities")
     .Input("handle: resource")
     .Input("table: string")
@@ -222,7 +238,9 @@ class ReverbClientSampleOp : public OpKernel {
 
 class ReverbClientInsertOp : public OpKernel {
  public:
-  using OpKernel::OpKernel;
+  explicit ReverbClientInsertOp(OpKernelConstruction* context)
+      : OpKernel(context),
+        versioned_(context->def().op() == "ReverbClientInsertWithPolicyVersion") {}
 
   void Compute(OpKernelContext* context) override {
     ReverbClientResource* resource;
@@ -239,6 +257,17 @@ class ReverbClientInsertOp : public OpKernel {
                     "tables and priorities must be rank-1 tensors of equal length, got ",
                     tables.shape().DebugString(), " and ", priorities.shape().DebugString()));
 
+    int64_t policy_version = -1;  // the tables' current versions
+    if (versioned_) {
+      const Tensor& version = context->input(data.size() + 3);
+      OP_REQUIRES(context,
+                  tensorflow::TensorShapeUtils::IsScalar(version.shape()) &&
+                      version.scalar<int64_t>()() >= 0,
+                  tensorflow::errors::InvalidArgument("policy_version must be a scalar >= 0, got ",
+                                                      version.DebugString()));
+      policy_version = version.scalar<int64_t>()();
+    }
+
     std::vector<const Tensor*> tensors;
     for (int i = 0; i < data.size(); ++i) tensors.push_back(&data[i]);
     const TensorViews views(tensors);
@@ -246,12 +275,15 @@ class ReverbClientInsertOp : public OpKernel {
     auto names = tables.flat<tensorflow::tstring>();
     for (int64_t i = 0; i < names.size(); ++i) table_names.push_back(names(i).c_str());
     char error[kErrorSize] = {0};
-    int code =
-        resource->api()->client_insert(resource->client(), views.data(), views.size(),
-                                       table_names.data(), priorities.flat<double>().data(),
-                                       static_cast<int32_t>(table_names.size()), error, kErrorSize);
+    int code = resource->api()->client_insert(resource->client(), views.data(), views.size(),
+                                              table_names.data(), priorities.flat<double>().data(),
+                                              static_cast<int32_t>(table_names.size()),
+                                              policy_version, error, kErrorSize);
     OP_REQUIRES_OK(context, CoreStatus(code, error));
   }
+
+ private:
+  const bool versioned_;
 };
 
 class ReverbClientUpdatePrioritiesOp : public OpKernel {
@@ -282,6 +314,8 @@ class ReverbClientUpdatePrioritiesOp : public OpKernel {
 REGISTER_KERNEL_BUILDER(Name("ReverbClient").Device(DEVICE_CPU), ReverbClientHandleOp);
 REGISTER_KERNEL_BUILDER(Name("ReverbClientSample").Device(DEVICE_CPU), ReverbClientSampleOp);
 REGISTER_KERNEL_BUILDER(Name("ReverbClientInsert").Device(DEVICE_CPU), ReverbClientInsertOp);
+REGISTER_KERNEL_BUILDER(Name("ReverbClientInsertWithPolicyVersion").Device(DEVICE_CPU),
+                        ReverbClientInsertOp);
 REGISTER_KERNEL_BUILDER(Name("ReverbClientUpdatePriorities").Device(DEVICE_CPU),
                         ReverbClientUpdatePrioritiesOp);
 

@@ -79,6 +79,9 @@ _bind_core()
 reverb_client = _ops.reverb_client
 reverb_client_sample = _ops.reverb_client_sample
 reverb_client_insert = _ops.reverb_client_insert
+reverb_client_insert_with_policy_version = (
+  _ops.reverb_client_insert_with_policy_version
+)
 reverb_client_update_priorities = _ops.reverb_client_update_priorities
 reverb_trajectory_dataset = _ops.reverb_trajectory_dataset
 reverb_timestep_dataset = _ops.reverb_timestep_dataset
