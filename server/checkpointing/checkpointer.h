@@ -17,7 +17,10 @@
 // (ChunkSource records: the earlier checkpoint and the keys taken from its
 // chunks.tfrecord). The checkpointer remembers which chunk it stored where
 // (also for the chunks a load restored), so checkpointing a large table after
-// a few inserts writes about what those inserts added. An earlier
+// a few inserts writes about what those inserts added, plus its item
+// records, which every save rewrites (priorities and times sampled change)
+// and an incremental one that follows an earlier checkpoint writes
+// ZLIB-compressed. An earlier
 // checkpoint whose chunks a kept one still uses is retired rather than
 // deleted: its DONE, tables and items go, its chunks.tfrecord stays until no
 // kept checkpoint names it. A source file most of whose chunks are no longer

@@ -389,6 +389,10 @@ TEST(IncrementalCheckpointTest, WritesOnlyWhatChangedAndRestoresEverything) {
   InsertLarge(*table, 1, 200);
   Checkpointer checkpointer(root, {.keep_latest = 1});
   const std::string first = checkpointer.Save({table}).value();
+  // The first checkpoint of a root is self-contained and uncompressed
+  // (dm-reverb restores it).
+  EXPECT_FALSE(
+      RecordReader::Open((fs::path(first) / "items.tfrecord").string()).value()->compressed());
   InsertLarge(*table, 201, 2);  // 1% more
   SampleKeys(*table, 3);
   const std::string second = checkpointer.Save({table}).value();
@@ -397,6 +401,9 @@ TEST(IncrementalCheckpointTest, WritesOnlyWhatChangedAndRestoresEverything) {
   // The chunks dominate: 2 new chunks of 202 (plus every item's metadata).
   EXPECT_LT(incremental_bytes * 10, full_bytes) << incremental_bytes << " vs " << full_bytes;
   EXPECT_TRUE(fs::exists(fs::path(second) / "chunk_sources.tfrecord"));
+  // Its item records (rewritten by every save) are ZLIB-compressed.
+  EXPECT_TRUE(
+      RecordReader::Open((fs::path(second) / "items.tfrecord").string()).value()->compressed());
   // The first is retired, not deleted: the second uses its chunk file.
   EXPECT_FALSE(fs::exists(fs::path(first) / "DONE"));
   EXPECT_FALSE(fs::exists(fs::path(first) / "items.tfrecord"));
@@ -439,6 +446,9 @@ TEST(IncrementalCheckpointTest, FullSavesStandAloneAndReleaseOlderFiles) {
   ASSERT_TRUE(fs::exists(first));  // retired, used by the second
   const std::string full = checkpointer.Save({table}, /*full=*/true).value();
   EXPECT_FALSE(fs::exists(fs::path(full) / "chunk_sources.tfrecord"));
+  // Reverb's format, uncompressed, as dm-reverb restores it.
+  EXPECT_FALSE(
+      RecordReader::Open((fs::path(full) / "items.tfrecord").string()).value()->compressed());
   // Nothing kept uses the older files any more: both are gone.
   EXPECT_FALSE(fs::exists(first));
   EXPECT_FALSE(fs::exists(second));

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/checkpointing/crc32c.h"
 #include "server/checkpointing/zlib_input.h"
+#include "server/checkpointing/zlib_output.h"
 
 namespace tf_reverb {
 namespace {
@@ -46,14 +47,25 @@ constexpr uint64_t kMaxRecordBytes = uint64_t{1} << 40;
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<RecordWriter>> RecordWriter::Create(const std::string& path) {
+absl::StatusOr<std::unique_ptr<RecordWriter>> RecordWriter::Create(const std::string& path,
+                                                                   bool compressed) {
   FILE* file = std::fopen(path.c_str(), "wb");
   if (file == nullptr) return IoError("create", path);
-  return std::unique_ptr<RecordWriter>(new RecordWriter(path, file));
+  return std::unique_ptr<RecordWriter>(new RecordWriter(path, file, compressed));
 }
 
+RecordWriter::RecordWriter(std::string path, FILE* file, bool compressed)
+    : path_(std::move(path)),
+      file_(file),
+      zlib_(compressed ? std::make_unique<ZlibOutput>(path_, file_) : nullptr) {}
+
 RecordWriter::~RecordWriter() {
+  zlib_.reset();  // before the file it writes to closes
   if (file_ != nullptr) std::fclose(file_);
+}
+
+int64_t RecordWriter::bytes_written() const {
+  return zlib_ != nullptr ? zlib_->bytes_written() : bytes_written_;
 }
 
 // The frame around a payload of `size` bytes at `data`.
@@ -92,6 +104,14 @@ absl::Status RecordWriter::Write(const std::string& record) {
   char footer[kRecordFooterBytes];
   FrameHeader(record.size(), header);
   FrameFooter(record, footer);
+  if (zlib_ != nullptr) {
+    for (std::string_view part :
+         {std::string_view(header, sizeof(header)), std::string_view(record),
+          std::string_view(footer, sizeof(footer))}) {
+      if (absl::Status s = zlib_->Write(part); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
   if (std::fwrite(header, 1, sizeof(header), file_) != sizeof(header) ||
       std::fwrite(record.data(), 1, record.size(), file_) != record.size() ||
       std::fwrite(footer, 1, sizeof(footer), file_) != sizeof(footer)) {
@@ -111,6 +131,9 @@ absl::Status RecordWriter::WriteMessage(const google::protobuf::MessageLite& mes
 
 absl::Status RecordWriter::Close() {
   if (file_ == nullptr) return absl::OkStatus();
+  if (zlib_ != nullptr) {
+    if (absl::Status s = zlib_->Finish(); !s.ok()) return s;
+  }
   const bool ok = std::fflush(file_) == 0 && fsync(fileno(file_)) == 0;
   const bool closed = std::fclose(file_) == 0;
   file_ = nullptr;

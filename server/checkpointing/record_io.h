@@ -1,9 +1,10 @@
 // RecordWriter / RecordReader: files of length-delimited records in
 // TensorFlow's TFRecord framing (uint64 length, masked CRC32C of the length,
 // payload, masked CRC32C of the payload). RecordWriter writes them
-// uncompressed; RecordReader also reads them ZLIB-compressed, as dm-reverb
-// writes its checkpoints (TFRecord's "ZLIB" option, zlib_input.h), telling
-// the two apart by the file's first bytes.
+// uncompressed, or ZLIB-compressed on request (zlib_output.h); RecordReader
+// reads both, as dm-reverb writes its checkpoints compressed (TFRecord's
+// "ZLIB" option, zlib_input.h), telling the two apart by the file's first
+// bytes.
 //
 // Checkpoints are streams of such bounded records, so a checkpoint has no
 // size ceiling (no single giant protobuf message) and every record is
@@ -44,22 +45,28 @@ void AppendRecordFrame(std::string_view payload, std::string* out);
 size_t BeginRecordFrame(std::string* out);
 void EndRecordFrame(size_t begin, std::string* out);
 
+class ZlibOutput;
+
 class RecordWriter {
  public:
-  static absl::StatusOr<std::unique_ptr<RecordWriter>> Create(const std::string& path);
+  // `compressed`: the records as one zlib stream (TFRecord's "ZLIB").
+  static absl::StatusOr<std::unique_ptr<RecordWriter>> Create(const std::string& path,
+                                                              bool compressed = false);
   ~RecordWriter();
 
   absl::Status Write(const std::string& record);
   absl::Status WriteMessage(const google::protobuf::MessageLite& message);
   // Flushes, fsyncs and closes; required for the data to count as written.
   absl::Status Close();
-  int64_t bytes_written() const { return bytes_written_; }
+  // Bytes in the file (compressed ones; complete after Close).
+  int64_t bytes_written() const;
 
  private:
-  RecordWriter(std::string path, FILE* file) : path_(std::move(path)), file_(file) {}
+  RecordWriter(std::string path, FILE* file, bool compressed);
 
   const std::string path_;
   FILE* file_;
+  std::unique_ptr<ZlibOutput> zlib_;  // null: uncompressed
   int64_t bytes_written_ = 0;
 };
 

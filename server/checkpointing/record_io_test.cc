@@ -208,6 +208,45 @@ TEST(RecordIoTest, ReadsZlibCompressedFilesAsDmReverbWritesThem) {
   EXPECT_TRUE(absl::IsOutOfRange(end)) << end;
 }
 
+TEST(RecordIoTest, WritesZlibCompressedFilesAsTfRecordsZlibOption) {
+  // Records of every size, incompressible ones among them, so that deflate
+  // fills its output buffer several times.
+  std::string random(1 << 20, '\0');
+  uint64_t state = 88172645463325252u;
+  for (char& c : random) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    c = static_cast<char>(state);
+  }
+  const std::vector<std::string> records = {"", "abc", std::string(3 << 20, 'y'), random, "tail"};
+  const std::string path = TempFile("written_compressed.tfrecord");
+  auto writer = RecordWriter::Create(path, /*compressed=*/true);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  for (const std::string& record : records) ASSERT_TRUE((*writer)->Write(record).ok());
+  ASSERT_TRUE((*writer)->Close().ok());
+  EXPECT_EQ((*writer)->bytes_written(), static_cast<int64_t>(std::filesystem::file_size(path)));
+  EXPECT_TRUE(RecordReader::Open(path).value()->compressed());
+  absl::Status end;
+  EXPECT_EQ(ReadRecords(path, &end), records);
+  EXPECT_TRUE(absl::IsOutOfRange(end)) << end;
+  // The file is the zlib stream of the plain records (as TensorFlow's
+  // "ZLIB" option writes): inflated, it is the uncompressed file.
+  std::ifstream in(path, std::ios::binary);
+  const std::string deflated((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+  const std::string plain = RecordFile(TempFile("plain3.tfrecord"), records);
+  std::string inflated(plain.size(), '\0');
+  uLongf size = inflated.size();
+  ASSERT_EQ(uncompress(reinterpret_cast<Bytef*>(inflated.data()), &size,
+                       reinterpret_cast<const Bytef*>(deflated.data()), deflated.size()),
+            Z_OK);
+  EXPECT_EQ(size, plain.size());
+  EXPECT_EQ(inflated, plain);
+  // Compressible records take less room.
+  EXPECT_LT((*writer)->bytes_written(), static_cast<int64_t>(inflated.size()) - (3 << 20) / 2);
+}
+
 TEST(RecordIoTest, TruncatedOrCorruptCompressedFilesAreDataLossNamingTheFile) {
   const std::string plain =
       RecordFile(TempFile("plain2.tfrecord"), {"first", std::string(100000, 'z'), "last"});
