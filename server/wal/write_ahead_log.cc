@@ -418,7 +418,15 @@ absl::Status WriteAheadLog::Sync() {
   return absl::OkStatus();
 }
 
-bool WriteAheadLog::HasWorkLocked() const { return !pending_.empty() || stopping_; }
+bool WriteAheadLog::HasWorkLocked() const {
+  if (stopping_) return true;
+  if (pending_.empty()) return false;
+  // kAsync: confirming callers write their records themselves
+  // (WritePending), so the thread wakes at once only for records someone
+  // waits for; the others (samples, updates) it writes at the interval.
+  // Waking it for every record cost a context switch per insert.
+  return options_.durability == WalDurability::kSync || !waiters_.empty();
+}
 
 void WriteAheadLog::Due::Run() {
   for (Confirmation& done : calls) done(status);

@@ -175,7 +175,8 @@ class WriteAheadLog {
   };
 
   void WriterLoop() ABSL_LOCKS_EXCLUDED(mu_, write_mu_);
-  // Records to write, or the log is stopping.
+  // Whether the writer thread must write now: records (kAsync: records
+  // someone waits for), or the log is stopping.
   bool HasWorkLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes every pending record in one write (kSync: and fdatasyncs),
   // rotates a full segment, and confirms them (or fails the log); the
