@@ -389,6 +389,11 @@ if __name__ == '__main__':
       'tensorflow': ['tensorflow>=2.15'],
       # tf_reverb.ray (ReplayCluster); tests run with scripts/setup.sh's pin.
       'ray': ['ray>=2.9'],
+      # tf_reverb.torch (ReplayDataset; torch.uint64 keys need 2.3) and
+      # tf_reverb.jax (ReplayIterator); tests run with scripts/setup.sh's
+      # pins.
+      'torch': ['torch>=2.3'],
+      'jax': ['jax>=0.4.30'],
     },
     entry_points={
       'console_scripts': [

@@ -1,17 +1,29 @@
 """Distributed DQN on CartPole with tf_reverb: the product doing its real job.
 
-  python examples/dqn_cartpole.py [--quick] [--resume] [--actors N]
+  python examples/dqn_cartpole.py [--framework {tensorflow,torch,jax}]
+                                  [--quick] [--resume] [--actors N]
                                   [--max_env_steps N] [--episodes N]
                                   [--ray [--shards N]]
 
 The Bazel-built ``reverb_server`` binary holds the replay data: a prioritized
 replay table rate-limited by SampleToInsertRatio, and a weights table; it
-checkpoints periodically and on exit. N actor processes run a Keras Q-network
-on gymnasium's CartPole and insert every transition with the graph-mode insert
-op inside a ``tf.function``. One learner process trains with Keras from a
-``TrajectoryDataset.from_table_signature`` pipeline, updates priorities with
-``TFClient.update_priorities`` and publishes its weights with the Keras
-callback of tf_reverb; actors load them from the weights table.
+checkpoints periodically and on exit. N actor processes play gymnasium's
+CartPole with a Q-network and insert every transition; one learner process
+trains from the replay table, updates priorities and publishes its weights,
+which the actors load from the weights table. ``--framework`` picks the
+agent (examples/dqn/):
+
+- ``tensorflow`` (the default, ``dqn/agent_tf.py``): Keras Q-networks; the
+  actors insert with the graph-mode insert op inside a ``tf.function``; the
+  learner trains with Keras from a ``TrajectoryDataset.from_table_signature``
+  pipeline, updates priorities with ``TFClient.update_priorities`` and
+  publishes its weights with the Keras callback of tf_reverb.
+- ``torch`` (``dqn/agent_torch.py``) and ``jax`` (``dqn/agent_jax.py``): no
+  process imports TensorFlow. The actors write with the TrajectoryWriter
+  (``dqn/writer_actor.py``); the learner reads through
+  ``tf_reverb.torch.ReplayDataset`` / ``tf_reverb.jax.ReplayIterator`` and
+  updates priorities with their ``update_priorities``; weights travel as one
+  flat float32 vector (``dqn/common.py``).
 
 This process orchestrates: it prints a live progress line, and at the end a
 summary paragraph, ``summary.json`` and ``learning_curve.png`` in --run_dir.
@@ -46,6 +58,7 @@ the environment already sets ``TF_CPP_MIN_LOG_LEVEL`` or
 import argparse
 import base64
 import collections
+import importlib.util
 import json
 import multiprocessing as mp
 import os
@@ -56,7 +69,6 @@ import subprocess
 import sys
 import time
 from typing import Any, Dict, List
-import warnings
 
 # Before anything imports TensorFlow (the spawned actors and learner inherit
 # the environment). TF_CPP_MIN_LOG_LEVEL=1 drops TF's INFO lines
@@ -72,332 +84,20 @@ os.environ.setdefault('TF_ENABLE_ONEDNN_OPTS', '0')
 
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-REPLAY = 'replay'
-WEIGHTS = 'weights'
-OBSERVATION_SIZE = 4
-NUM_ACTIONS = 2
-RANDOM_POLICY_RETURN = 22.0  # mean CartPole-v1 return of a random policy
-# Deadline of calls that must succeed (a local server answering): only a hung
-# server reaches it, however busy the machine.
-RPC_TIMEOUT_S = 120.0
-# How long stopping waits for a process to exit before it is killed.
-PROCESS_EXIT_TIMEOUT_S = 120.0
-# How long the learner's dataset waits for data before it checks whether the
-# run is stopping (it then resumes sampling); not a deadline on anything.
-STOP_POLL_MS = 2000
+# The agents live in the package dqn/ beside this file (importable also when
+# this file is run with runpy; spawned workers inherit sys.path).
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
+  sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from dqn import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+from dqn.common import PROCESS_EXIT_TIMEOUT_S  # pylint: disable=g-import-not-at-top,wrong-import-position
+from dqn.common import RANDOM_POLICY_RETURN  # pylint: disable=g-import-not-at-top,wrong-import-position
+from dqn.common import REPLAY  # pylint: disable=g-import-not-at-top,wrong-import-position
+from dqn.common import RPC_TIMEOUT_S  # pylint: disable=g-import-not-at-top,wrong-import-position
+from dqn.common import WEIGHTS  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-# ---------------------------------------------------------------------------
-# Shared pieces (imported by every process).
-
-
-def transition_signature():
-  """The replay table's signature: one transition, as TFClient.insert stores it.
-
-  TFClient.insert writes one step per item, so every column carries a leading
-  time dimension of 1.
-  """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-
-  return {
-    'observation': tf.TensorSpec([1, OBSERVATION_SIZE], tf.float32),
-    'action': tf.TensorSpec([1], tf.int64),
-    'reward': tf.TensorSpec([1], tf.float32),
-    'discount': tf.TensorSpec([1], tf.float32),
-    'next_observation': tf.TensorSpec([1, OBSERVATION_SIZE], tf.float32),
-  }
-
-
-def make_q_network():
-  """The Keras Q-network shared by actors and learner."""
-  import keras  # pylint: disable=g-import-not-at-top
-
-  return keras.Sequential(
-    [
-      keras.Input((OBSERVATION_SIZE,)),
-      keras.layers.Dense(64, activation='relu'),
-      keras.layers.Dense(64, activation='relu'),
-      keras.layers.Dense(NUM_ACTIONS),
-    ]
-  )
-
-
-def limit_threads():
-  """Two cores serve four processes: one TF thread each."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-
-  tf.config.threading.set_intra_op_parallelism_threads(1)
-  tf.config.threading.set_inter_op_parallelism_threads(1)
-
-
-def ignore_sigint():
-  """Children leave Ctrl-C to the orchestrator, which stops them in order."""
-  signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-# ---------------------------------------------------------------------------
-# Actor.
-
-
-def actor_main(
-  index: int, address: str, config: Dict[str, Any], stop: Any, stats: Any
-) -> None:
-  """Runs episodes, inserting each transition with the graph-mode insert op."""
-  ignore_sigint()
-  limit_threads()
-  # pylint: disable=g-import-not-at-top
-  import gymnasium as gym
-  import tensorflow as tf
-  import tree
-  import tf_reverb as reverb
-  from tf_reverb import keras_callbacks
-  # pylint: enable=g-import-not-at-top
-
-  env = gym.make('CartPole-v1')
-  model = make_q_network()
-  tf_client = reverb.TFClient(address)
-  client = reverb.Client(config['weights_address'] or address)
-  tables = tf.constant([REPLAY])
-  priorities = tf.constant([1.0], tf.float64)
-
-  @tf.function
-  def policy(observation, epsilon):
-    q_values = model(observation[None])[0]
-    greedy = tf.argmax(q_values, output_type=tf.int64)
-    explore = tf.random.uniform([]) < epsilon
-    random_action = tf.random.uniform([], 0, NUM_ACTIONS, dtype=tf.int64)
-    return tf.where(explore, random_action, greedy)
-
-  @tf.function
-  def insert(transition):
-    tf_client.insert(tree.flatten(transition), tables, priorities)
-
-  published = False
-
-  def load_weights() -> bool:
-    # Asks whether the learner published yet instead of sampling with a short
-    # timeout: on a busy machine a short timeout also fires when weights
-    # exist, and the actor would keep playing its initial policy. Once
-    # published, the weights table is never empty (max_size 1, sampling does
-    # not consume), so a load only waits for the server's answer.
-    nonlocal published
-    if not published:
-      published = (
-        client.server_info(timeout=RPC_TIMEOUT_S)[WEIGHTS].current_size > 0
-      )
-      if not published:
-        return False
-    keras_callbacks.load_latest_weights(
-      client, WEIGHTS, model, timeout=RPC_TIMEOUT_S
-    )
-    return True
-
-  steps = config['initial_steps'] // config['num_actors']
-  rng = np.random.default_rng(config['seed'] + index)
-  episode = 0
-  while not stop.is_set():
-    try:
-      loaded = load_weights()
-    except (RuntimeError, reverb.ReverbError):  # transport errors, deadlines
-      if stop.is_set():
-        return  # the server is shutting down
-      raise
-    observation, _ = env.reset(seed=int(rng.integers(1 << 31)))
-    episode_return, done = 0.0, False
-    while not done and not stop.is_set():
-      fraction = min(1.0, steps / config['epsilon_decay_steps'])
-      epsilon = 1.0 + fraction * (config['final_epsilon'] - 1.0)
-      action = int(
-        policy(
-          tf.constant(observation, tf.float32), tf.constant(epsilon, tf.float32)
-        )
-      )
-      next_observation, reward, terminated, truncated, _ = env.step(action)
-      try:
-        insert(
-          {
-            'observation': tf.constant(observation, tf.float32),
-            'action': tf.constant(action, tf.int64),
-            'reward': tf.constant(reward, tf.float32),
-            'discount': tf.constant(0.0 if terminated else 1.0, tf.float32),
-            'next_observation': tf.constant(next_observation, tf.float32),
-          }
-        )
-      except tf.errors.OpError:
-        return  # the server is shutting down
-      observation = next_observation
-      episode_return += reward
-      steps += 1
-      done = terminated or truncated
-    if done:
-      episode += 1
-      stats.put(
-        ('episode', index, episode_return, steps, epsilon, loaded, time.time())
-      )
-  # Inserts nothing more: the learner may stop while this process exits
-  # (TensorFlow's teardown takes seconds on a busy machine).
-  stats.put(('actor_stopped', index))
-
-
-# ---------------------------------------------------------------------------
-# Learner.
-
-
-def learner_main(
-  address: str, config: Dict[str, Any], stop: Any, stats: Any
-) -> None:
-  """Trains with Keras from a TrajectoryDataset; publishes weights."""
-  ignore_sigint()
-  limit_threads()
-  # pylint: disable=g-import-not-at-top
-  import keras
-  import tensorflow as tf
-  import tf_reverb as reverb
-  from tf_reverb import keras_callbacks
-  # pylint: enable=g-import-not-at-top
-
-  # Priority updates go to every shard (a key unknown to one is ignored).
-  priority_clients = [
-    reverb.TFClient(a) for a in config['shard_addresses'] or [address]
-  ]
-  gamma = config['discount']
-
-  class DQNLearner(keras.Model):
-    """Double DQN with prioritized replay; priorities go back to the table."""
-
-    def __init__(self):
-      super().__init__()
-      self.q_network = make_q_network()
-      self.target_network = make_q_network()
-      self.target_network.set_weights(self.q_network.get_weights())
-
-    def call(self, observation):
-      return self.q_network(observation)
-
-    def train_step(self, data):
-      keys, t = data
-      next_action = tf.argmax(self.q_network(t['next_observation']), axis=1)
-      next_q = tf.gather(
-        self.target_network(t['next_observation']),
-        next_action,
-        axis=1,
-        batch_dims=1,
-      )
-      target = tf.stop_gradient(t['reward'] + gamma * t['discount'] * next_q)
-      with tf.GradientTape() as tape:
-        q = tf.gather(
-          self.q_network(t['observation']), t['action'], axis=1, batch_dims=1
-        )
-        td_error = target - q
-        loss = tf.reduce_mean(
-          keras.losses.Huber(reduction=None)(target[:, None], q[:, None])
-        )
-      variables = self.q_network.trainable_variables
-      self.optimizer.apply_gradients(
-        zip(tape.gradient(loss, variables), variables)
-      )
-      for tf_client in priority_clients:
-        tf_client.update_priorities(
-          REPLAY, keys, tf.cast(tf.abs(td_error) + 1e-3, tf.float64)
-        )
-      return {'loss': loss, 'td_error': tf.reduce_mean(tf.abs(td_error))}
-
-  def squeeze(sample):
-    data = {k: v[0] for k, v in sample.data.items()}
-    return sample.info.key, data
-
-  # The table's rate limiter paces the learner against the actors, so the
-  # learner may wait for data for as long as the actors take (a busy machine,
-  # TensorFlow's start-up). A sampling dataset ends after
-  # rate_limiter_timeout_ms without data; it is restarted until the run
-  # stops, so a wait never ends training and a learner waiting for data
-  # that will not come (the actors have stopped) still stops.
-  samples = reverb.TrajectoryDataset.from_table_signature(
-    server_address=address,
-    table=REPLAY,
-    max_in_flight_samples_per_worker=2 * config['batch_size'],
-    num_workers_per_iterator=config['sampler_workers'],
-    max_samples_per_stream=config['samples_per_stream'],
-    rate_limiter_timeout_ms=STOP_POLL_MS,
-  ).map(squeeze)
-  until_stopped = tf.data.Dataset.range(1 << 62).take_while(
-    lambda _: tf.reshape(
-      tf.py_function(lambda: not stop.is_set(), [], tf.bool), []
-    )
-  )
-  dataset = (
-    until_stopped.flat_map(lambda _: samples)
-    .batch(config['batch_size'], drop_remainder=True)
-    .prefetch(2)
-  )
-
-  learner = DQNLearner()
-  learner.compile(
-    optimizer=keras.optimizers.Adam(config['learning_rate']), jit_compile=False
-  )
-  learner.build((None, OBSERVATION_SIZE))
-  weights_path = config['learner_weights']
-  if config['resume'] and os.path.exists(weights_path):
-    learner.q_network.load_weights(weights_path)
-    learner.target_network.set_weights(learner.q_network.get_weights())
-
-  class Coordinator(keras.callbacks.Callback):
-    """Target updates, progress reports and the stop signal."""
-
-    def __init__(self):
-      super().__init__()
-      self.batches = 0
-
-    def on_train_batch_end(self, batch, logs=None):
-      self.batches += 1
-      if self.batches % config['target_update_every'] == 0:
-        learner.target_network.set_weights(learner.q_network.get_weights())
-      if self.batches % 50 == 0:
-        stats.put(
-          (
-            'learner',
-            self.batches,
-            float(logs['loss']),
-            time.time(),
-            publisher.version,
-          )
-        )
-      if stop.is_set():
-        self.model.stop_training = True
-
-  class QNetworkPublisher(keras_callbacks.WeightsPublisher):
-    """Publishes the online Q-network (what actors run), not the target."""
-
-    def set_model(self, model):
-      super().set_model(model.q_network)
-
-  publisher = QNetworkPublisher(
-    reverb.Client(config['weights_address'] or address),
-    WEIGHTS,
-    every_n_batches=config['publish_every'],
-    every_n_epochs=None,
-  )
-  coordinator = Coordinator()
-  with warnings.catch_warnings():
-    # The dataset ends on purpose when the run stops (above); Keras reports
-    # the end of any dataset of unknown length as "ran out of data".
-    warnings.filterwarnings('ignore', message='Your input ran out of data')
-    # One epoch that lasts until the run stops: the dataset's end (or the
-    # coordinator) ends it; with more epochs Keras would start the next one.
-    # shuffle=False: the replay table decides what is sampled (Keras warns
-    # that it cannot shuffle a tf.data.Dataset).
-    learner.fit(
-      dataset,
-      epochs=1,
-      verbose=0,
-      shuffle=False,
-      callbacks=[publisher, coordinator],
-    )
-  learner.q_network.save_weights(weights_path)
-  stats.put(
-    ('learner_done', coordinator.batches, publisher.version, time.time())
-  )
-
+# How each --framework is named in the output.
+FRAMEWORK_NAMES = {'tensorflow': 'Keras', 'torch': 'PyTorch', 'jax': 'JAX'}
 
 # ---------------------------------------------------------------------------
 # Orchestrator.
@@ -415,7 +115,9 @@ def server_config(config: Dict[str, Any]) -> Dict[str, Any]:
     min_size_to_sample=config['min_replay_size'],
     error_buffer=config['min_replay_size'] * config['samples_per_insert'],
   )
-  signature = reverb_types.encode_signature(transition_signature())
+  signature = reverb_types.encode_signature(
+    common.transition_signature(config['framework'])
+  )
   return {
     'port': 0,
     'tables': [
@@ -562,11 +264,23 @@ class Run:
         previous = json.load(f)
     elif not args.resume:
       for name in os.listdir(self.run_dir):  # a fresh run starts empty
-        if name in ('checkpoints', 'learner.weights.h5', 'state.json'):
+        if name in (
+          'checkpoints',
+          'state.json',
+          *common.LEARNER_WEIGHTS_FILE.values(),
+        ):
           subprocess.run(
             ['rm', '-rf', os.path.join(self.run_dir, name)], check=True
           )
+    # A run resumes with the framework it trained with (the learner's saved
+    # weights are in that framework's format).
+    if previous and previous.get('framework', 'tensorflow') != args.framework:
+      raise SystemExit(
+        f'--resume: the run in {self.run_dir} trained with --framework '
+        f'{previous.get("framework", "tensorflow")}, not {args.framework}'
+      )
     self.config = dict(
+      framework=args.framework,
       num_actors=args.actors,
       seed=args.seed,
       resume=args.resume,
@@ -581,7 +295,9 @@ class Run:
       samples_per_insert=8.0,
       min_replay_size=500,
       replay_size=50_000,
-      learner_weights=os.path.join(self.run_dir, 'learner.weights.h5'),
+      learner_weights=os.path.join(
+        self.run_dir, common.LEARNER_WEIGHTS_FILE[args.framework]
+      ),
       # Set by start_server in --ray mode: shard 0 carries the weights,
       # priority updates go to every shard, the learner samples every
       # shard with several workers on streams re-created every few batches.
@@ -606,6 +322,8 @@ class Run:
     self.weights_published = 0
     self.rates: List[Dict[str, float]] = []
     self.failed: List[str] = []
+    # Process name -> whether TensorFlow was imported in it (as reported).
+    self.tensorflow_imported: Dict[str, bool] = {}
     self.start = time.time()
 
   # -- processes --------------------------------------------------------------
@@ -705,11 +423,16 @@ class Run:
       process = context.Process
     # --ray: actor i inserts into shard i mod N (see the module docstring).
     insert_addresses = getattr(self, 'shard_addresses', None) or [self.address]
+    # Each process imports its framework's agent module (common.run_worker).
+    framework = self.args.framework
     self.actors = [
       process(
-        target=actor_main,
+        target=common.run_worker,
         name=f'actor-{i}',
         args=(
+          f'actor-{i}',
+          framework,
+          'actor_main',
           i,
           insert_addresses[i % len(insert_addresses)],
           self.config,
@@ -720,9 +443,17 @@ class Run:
       for i in range(self.args.actors)
     ]
     self.learner = process(
-      target=learner_main,
+      target=common.run_worker,
       name='learner',
-      args=(self.address, self.config, self.stop_learner, self.stats),
+      args=(
+        'learner',
+        framework,
+        'learner_main',
+        self.address,
+        self.config,
+        self.stop_learner,
+        self.stats,
+      ),
     )
     for process in self.actors + [self.learner]:
       process.start()
@@ -824,6 +555,8 @@ class Run:
       kind = message[0]
       if kind == 'actor_stopped':
         self.actors_stopped.add(message[1])
+      elif kind == 'modules':
+        self.tensorflow_imported[message[1]] = message[2]
       elif kind == 'episode':
         _, actor, episode_return, steps, _, loaded, _ = message
         self.returns.append(episode_return)
@@ -936,6 +669,7 @@ class Run:
     with open(self.state_path, 'w') as f:
       json.dump(
         {
+          'framework': self.args.framework,
           'env_steps': self.env_steps,
           'returns': self.returns,
           'return_steps': self.return_steps,
@@ -984,7 +718,10 @@ class Run:
     )
     top.set_xlabel('environment steps')
     top.set_ylabel('return')
-    top.set_title('DQN on CartPole-v1 with tf_reverb')
+    top.set_title(
+      f'DQN on CartPole-v1 with tf_reverb '
+      f'({FRAMEWORK_NAMES[self.args.framework]})'
+    )
     top.legend(loc='upper left')
     if self.rates:
       times = [r['time'] for r in self.rates]
@@ -1003,7 +740,11 @@ class Run:
   def report(self) -> Dict[str, Any]:
     elapsed = time.time() - self.start
     checkpoints = self.checkpoints()
+    # Whether TensorFlow was imported here and in the workers that reported
+    # (each does as it ends; a worker stopped the hard way does not).
+    self.tensorflow_imported['orchestrator'] = 'tensorflow' in sys.modules
     summary = {
+      'framework': self.args.framework,
       'elapsed_seconds': elapsed,
       'env_steps': self.env_steps,
       'episodes': len(self.returns),
@@ -1025,6 +766,8 @@ class Run:
       'replay_size': getattr(self, 'replay_size', 0),
       'checkpoints': checkpoints,
       'failed_processes': self.failed,
+      'tensorflow_imported': any(self.tensorflow_imported.values()),
+      'tensorflow_checked_in': sorted(self.tensorflow_imported),
       'shards': [
         dict(counts, address=address)
         for counts, address in zip(
@@ -1043,7 +786,8 @@ class Run:
       f'{summary["episodes"]} episodes ({self.env_steps} steps) and inserted '
       f'{summary["items_inserted"]} transitions into the reverb_server; the '
       f'learner consumed {summary["samples_consumed"]} samples in '
-      f'{self.learner_batches} Keras training steps, updated '
+      f'{self.learner_batches} {FRAMEWORK_NAMES[self.args.framework]} '
+      f'training steps, updated '
       f'{summary["priority_updates"]} priorities and published its weights '
       f'{self.weights_published} times (actors loaded them '
       f'{self.weights_loaded} times). The mean return over the last 20 '
@@ -1065,6 +809,15 @@ class Run:
 
 def parse_args() -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument(
+    '--framework',
+    choices=sorted(common.AGENTS),
+    default='tensorflow',
+    help='the agent: Keras with the TensorFlow ops and datasets (default), '
+    'or PyTorch or JAX learners reading through tf_reverb.torch / '
+    'tf_reverb.jax and actors writing with the TrajectoryWriter (no '
+    'TensorFlow imported)',
+  )
   parser.add_argument('--actors', type=int, default=2)
   parser.add_argument(
     '--quick',
@@ -1120,6 +873,13 @@ def parse_args() -> argparse.Namespace:
     help='servers of the ReplayCluster (--ray only; default 2)',
   )
   args = parser.parse_args()
+  # The workers import the framework (its package has the flag's name): say
+  # that it is missing before starting anything.
+  if importlib.util.find_spec(args.framework) is None:
+    parser.error(
+      f'--framework {args.framework}: {args.framework} is not installed '
+      f'(pip install {args.framework})'
+    )
   if args.shards is not None and not args.ray:
     parser.error('--shards needs --ray')
   if args.shards is None:
@@ -1139,16 +899,18 @@ def main() -> None:
   args = parse_args()
   run = Run(args)
   print(f'Run directory: {run.run_dir}')
+  agent = f'{FRAMEWORK_NAMES[args.framework]} agent'
   run.start_server()
   if args.ray:
     print(
       f'ReplayCluster of {args.shards} shards at {run.address}; '
-      f'starting {args.actors} actors and the learner as Ray actors'
+      f'starting {args.actors} actors and the learner as Ray actors '
+      f'({agent})'
     )
   else:
     print(
       f'reverb_server listening at {run.address}; starting {args.actors} '
-      'actors and the learner'
+      f'actors and the learner ({agent})'
     )
   run.start_workers()
   try:

@@ -3,7 +3,8 @@
 # over the reverb_server binary (examples/dqn_cartpole.py; arguments pass
 # through, e.g. --quick or --resume). --ray [--shards N]: the distributed mode,
 # actors and learner as Ray actors over a tf_reverb.ray.ReplayCluster of N
-# servers (default 2).
+# servers (default 2). --framework torch|jax: PyTorch or JAX agents, no
+# TensorFlow imported (default: tensorflow).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -63,11 +63,22 @@ fi
 # documentation site's tools (scripts/build_docs.sh: MkDocs, its Material
 # theme, mkdocstrings) and the linters the test command runs (ruff,
 # clang-format; pinned, since their verdicts change between releases).
-for pinned in ray==2.50.1 kubernetes-validate==1.37.0 mkdocs==1.6.1 \
-    mkdocs-material==9.8.2 mkdocstrings==1.0.8 mkdocstrings-python==2.0.11 \
-    ruff==0.17.6 clang-format==23.1.5; do
+# JAX (CPU) for tf_reverb.jax and its tests (the extra tf_reverb[jax]), and
+# PyTorch for tf_reverb.torch (tf_reverb[torch]) on Python 3.11 only: there
+# pip takes torch 2.13.0's CPU build from local disk, elsewhere it would
+# download a multi-GB CUDA build, so Python 3.13 goes without it and the
+# PyTorch tests skip there, saying why.
+PINNED=(ray==2.50.1 kubernetes-validate==1.37.0 mkdocs==1.6.1
+  mkdocs-material==9.8.2 mkdocstrings==1.0.8 mkdocstrings-python==2.0.11
+  ruff==0.17.6 clang-format==23.1.5 jax==0.10.2 jaxlib==0.10.2)
+if "$VENV_PY" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+  PINNED+=(torch==2.13.0)
+fi
+for pinned in "${PINNED[@]}"; do
   name=${pinned%%==*}
-  if [ "$("$VENV_PY" -c "import importlib.metadata as m; print(m.version('$name'))" 2>/dev/null)" != "${pinned##*==}" ]; then
+  # Without the local version label: torch's CPU build is 2.13.0+cpu.
+  have=$("$VENV_PY" -c "import importlib.metadata as m; print(m.version('$name'))" 2>/dev/null || true)
+  if [ "${have%%+*}" != "${pinned##*==}" ]; then
     log "installing $pinned"
     "$VENV_PY" -m pip install -q "$pinned"
   fi

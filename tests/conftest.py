@@ -72,6 +72,39 @@ def run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
   return result
 
 
+# Code that makes `import tensorflow` fail in the interpreter that runs it,
+# as where TensorFlow is not installed: prepend it to run_python's code, or
+# use run_python_without_tensorflow.
+BLOCK_TENSORFLOW = '''
+import sys
+
+
+class _BlockTensorFlow:
+  """Makes `import tensorflow` fail, as where it is not installed."""
+
+  def find_spec(self, name, path=None, target=None):
+    if name == 'tensorflow' or name.startswith('tensorflow.'):
+      raise ImportError(f'{name} is blocked in this test')
+    return None
+
+
+sys.meta_path.insert(0, _BlockTensorFlow())
+'''
+
+
+def run_python_without_tensorflow(
+  code: str, timeout: float = 120
+) -> subprocess.CompletedProcess:
+  """run_python(code) in an interpreter where `import tensorflow` fails;
+  the code's end also checks that nothing imported it."""
+  return run_python(
+    BLOCK_TENSORFLOW
+    + code
+    + "\nassert 'tensorflow' not in sys.modules, 'tensorflow imported'\n",
+    timeout,
+  )
+
+
 class BinaryServer:
   """The reverb_server binary run as a subprocess."""
 

@@ -43,6 +43,19 @@ def test_import_does_not_import_tensorflow():
   )
 
 
+def test_import_does_not_import_torch_or_jax():
+  # tf_reverb.torch and tf_reverb.jax import their framework; nothing else
+  # does (the writers take their arrays by duck typing).
+  run_python(
+    'import sys, tf_reverb\n'
+    'import tf_reverb.client, tf_reverb.trajectory_writer, tf_reverb.writer\n'
+    'import tf_reverb.structured_writer, tf_reverb._dtypes\n'
+    "for name in ('torch', 'jax', 'tensorflow'):\n"
+    '  assert name not in sys.modules, name\n'
+    "assert 'torch' not in dir(tf_reverb) and 'jax' not in dir(tf_reverb)\n"
+  )
+
+
 def test_tensorflow_imported_before_tf_reverb():
   code = 'import tensorflow as tf\n' + _ROUND_TRIP
   assert 'OK' in run_python(code).stdout

@@ -24,6 +24,7 @@ import typing
 import numpy as np
 import pytest
 
+from conftest import BLOCK_TENSORFLOW
 from conftest import ROOT
 from conftest import run_python
 import tf_reverb as reverb
@@ -268,9 +269,17 @@ def _attribute_docstrings(module) -> typing.Dict[str, str]:
   return docs
 
 
+# Public modules over optional dependencies (extras of setup.py).
+_OPTIONAL_DEPENDENCIES = {
+  'tf_reverb.ray': 'ray',
+  'tf_reverb.torch': 'torch',
+  'tf_reverb.jax': 'jax',
+}
+
+
 def _import(module_name: str):
-  if module_name == 'tf_reverb.ray':
-    pytest.importorskip('ray')
+  if module_name in _OPTIONAL_DEPENDENCIES:
+    pytest.importorskip(_OPTIONAL_DEPENDENCIES[module_name])
   return importlib.import_module(module_name)
 
 
@@ -328,23 +337,7 @@ def test_public_module_has_an_all_of_real_documented_names(module_name):
       )
 
 
-# Import without TensorFlow.
-
-_BLOCK_TENSORFLOW = '''
-import sys
-
-
-class _BlockTensorFlow:
-  """Makes `import tensorflow` fail, as where it is not installed."""
-
-  def find_spec(self, name, path=None, target=None):
-    if name == 'tensorflow' or name.startswith('tensorflow.'):
-      raise ImportError(f'{name} is blocked in this test')
-    return None
-
-
-sys.meta_path.insert(0, _BlockTensorFlow())
-'''
+# Import without TensorFlow (conftest.BLOCK_TENSORFLOW).
 
 
 def test_import_and_import_star_do_not_import_tensorflow():
@@ -367,7 +360,7 @@ def test_import_and_import_star_do_not_import_tensorflow():
 
 def test_import_star_works_where_tensorflow_cannot_be_imported():
   result = run_python(
-    _BLOCK_TENSORFLOW + 'from tf_reverb import *\n'
+    BLOCK_TENSORFLOW + 'from tf_reverb import *\n'
     "table = Table('t', selectors.Uniform(), selectors.Fifo(), 10,\n"
     '              rate_limiters.MinSize(1))\n'
     'with Server([table]) as server:\n'

@@ -7,8 +7,10 @@ from typing import (
   Generator,
   Iterator,
   List,
+  Mapping,
   Optional,
   Sequence,
+  Tuple,
   Union,
 )
 
@@ -361,8 +363,8 @@ class Client:
   def mutate_priorities(
     self,
     table: str,
-    updates: Optional[Dict[int, float]] = None,
-    deletes: Optional[Sequence[int]] = None,
+    updates: Union[Mapping[int, float], Tuple[Any, Any], None] = None,
+    deletes: Optional[Any] = None,
   ) -> None:
     """Deletes items, then updates priorities; absent keys are ignored.
 
@@ -370,16 +372,35 @@ class Client:
     keys it has); shards that cannot be reached are skipped (their items
     cannot be updated).
 
+    Args:
+      table: name of the table.
+      updates: the new priorities: a mapping key -> priority (Reverb's
+        form), or a pair ``(keys, priorities)`` of equally long arrays,
+        ``torch.Tensor``s or ``jax.Array``s (or sequences), e.g. a batch's
+        ``info.key`` and the new priorities. Keys are uint64, or int64
+        holding a uint64 key's bits.
+      deletes: keys of items to delete, as a sequence, array or tensor.
+
     Raises:
       RuntimeError: on a sharded client, when no shard could be reached.
       ValueError: when a priority is invalid for the table (nothing of the
-        request is applied then).
+        request is applied then), or keys and priorities differ in length.
     """
-    self._client.mutate_priorities(
-      table,
-      [(int(k), float(p)) for k, p in (updates or {}).items()],
-      [int(k) for k in (deletes or [])],
+    if updates is None:
+      pairs = []
+    elif isinstance(updates, Mapping):
+      pairs = [(int(k), float(p)) for k, p in updates.items()]
+    elif isinstance(updates, tuple) and len(updates) == 2:
+      pairs = _dtypes.priority_updates(*updates)
+    else:
+      raise TypeError(
+        'updates must be a mapping key -> priority or a pair (keys, '
+        f'priorities), got {type(updates).__name__}'
+      )
+    delete_keys = (
+      [] if deletes is None else _dtypes.to_uint64_keys(deletes).tolist()
     )
+    self._client.mutate_priorities(table, pairs, delete_keys)
 
   def reset(self, table: str) -> None:
     """Removes every item of `table` and zeroes its rate limiter's counters.
