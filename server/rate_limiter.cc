@@ -51,7 +51,7 @@ absl::StatusOr<RateLimiter> RateLimiter::Create(double samples_per_insert,
 bool RateLimiter::CanSample(int64_t num_samples) const {
   if (num_samples < 1) return false;
   if (inserts_ - deletes_ < min_size_to_sample_) return false;
-  const double cursor_after = static_cast<double>(inserts_) * samples_per_insert_ -
+  const double cursor_after = static_cast<double>(inserts_ - retired_) * samples_per_insert_ -
                               (static_cast<double>(samples_) + static_cast<double>(num_samples));
   return cursor_after >= min_diff_;
 }
@@ -62,7 +62,8 @@ bool RateLimiter::CanInsert(int64_t num_inserts) const {
     return true;
   }
   const double cursor_after =
-      (static_cast<double>(inserts_) + static_cast<double>(num_inserts)) * samples_per_insert_ -
+      (static_cast<double>(inserts_ - retired_) + static_cast<double>(num_inserts)) *
+          samples_per_insert_ -
       static_cast<double>(samples_);
   return cursor_after <= max_diff_;
 }
@@ -71,6 +72,7 @@ void RateLimiter::Reset() {
   inserts_ = 0;
   samples_ = 0;
   deletes_ = 0;
+  retired_ = 0;
 }
 
 deepmind::reverb::RateLimiterInfo RateLimiter::Info() const {
@@ -93,6 +95,7 @@ deepmind::reverb::RateLimiterCheckpoint RateLimiter::ToCheckpoint() const {
   checkpoint.set_insert_count(inserts_);
   checkpoint.set_sample_count(samples_);
   checkpoint.set_delete_count(deletes_);
+  checkpoint.set_retired_count(retired_);
   return checkpoint;
 }
 
@@ -106,16 +109,19 @@ absl::StatusOr<RateLimiter> RateLimiter::FromCheckpoint(
         absl::StrCat("Invalid rate limiter checkpoint: ", limiter.status().message()));
   }
   if (checkpoint.insert_count() < 0 || checkpoint.sample_count() < 0 ||
-      checkpoint.delete_count() < 0 || checkpoint.delete_count() > checkpoint.insert_count()) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "Invalid rate limiter checkpoint: counters must be >= 0 with "
-        "delete_count <= insert_count, got insert_count=%d, sample_count=%d, "
-        "delete_count=%d",
-        checkpoint.insert_count(), checkpoint.sample_count(), checkpoint.delete_count()));
+      checkpoint.delete_count() < 0 || checkpoint.delete_count() > checkpoint.insert_count() ||
+      checkpoint.retired_count() < 0 || checkpoint.retired_count() > checkpoint.insert_count()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Invalid rate limiter checkpoint: counters must be >= 0 with "
+                        "delete_count and retired_count <= insert_count, got insert_count=%d, "
+                        "sample_count=%d, delete_count=%d, retired_count=%d",
+                        checkpoint.insert_count(), checkpoint.sample_count(),
+                        checkpoint.delete_count(), checkpoint.retired_count()));
   }
   limiter->inserts_ = checkpoint.insert_count();
   limiter->samples_ = checkpoint.sample_count();
   limiter->deletes_ = checkpoint.delete_count();
+  limiter->retired_ = checkpoint.retired_count();
   return limiter;
 }
 

@@ -37,6 +37,11 @@ class RateLimiter {
   void RecordInsert() { ++inserts_; }
   void RecordSample() { ++samples_; }
   void RecordDelete() { ++deletes_; }
+  // An inserted item that can no longer be sampled (too stale; table.h):
+  // its insert leaves the cursor (inserts * samples_per_insert - samples),
+  // so inserts and samples do not wait for samples it will never get. The
+  // insert and sample counts reported stay as they are.
+  void RecordRetire() { ++retired_; }
   // Zeroes the counters; parameters are kept.
   void Reset();
   // Takes the counters of `other`; parameters are kept.
@@ -44,6 +49,7 @@ class RateLimiter {
     inserts_ = other.inserts_;
     samples_ = other.samples_;
     deletes_ = other.deletes_;
+    retired_ = other.retired_;
   }
 
   // Parameters plus insert_stats/sample_stats.completed (= counters).
@@ -80,6 +86,7 @@ class RateLimiter {
   int64_t inserts_ = 0;
   int64_t samples_ = 0;
   int64_t deletes_ = 0;
+  int64_t retired_ = 0;
 };
 
 }  // namespace tf_reverb

@@ -254,7 +254,11 @@ absl::Status Table::InsertLocked(TableItem item) {
   TableMetrics::Add(metrics_.inserts, 1);
   const Entry& entry = items_.find(key)->second;
   Notify(&TableExtension::OnInsert, entry);
-  if (entry.stale && evict_stale_) return DeleteLocked(key);
+  if (entry.stale) {
+    // Never sampleable: the rate limiter does not wait for its samples.
+    rate_limiter_.RecordRetire();
+    if (evict_stale_) return DeleteLocked(key);
+  }
   if (static_cast<int64_t>(items_.size()) > max_size_) {
     absl::StatusOr<KeyWithProbability> victim = remover_->Sample();
     if (!victim.ok()) return victim.status();
@@ -266,9 +270,21 @@ absl::Status Table::InsertLocked(TableItem item) {
 absl::Status Table::AddLocked(std::shared_ptr<const TableItem> item, double priority,
                               int32_t times_sampled, bool inserted) {
   const uint64_t key = item->item->key();
-  // Items of checkpoints without versions (dm-reverb's) are of the current one.
-  const int64_t version =
-      item->item->has_policy_version() ? item->item->policy_version() : policy_version_;
+  if (item->item->has_policy_version() && item->item->policy_version() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Item ", key, ": policy_version (",
+                                                   item->item->policy_version(), ") must be >= 0"));
+  }
+  // Items of checkpoints without versions (dm-reverb's) are of the current
+  // one; the stored proto says so too (snapshots, samples and lookups read
+  // the version from it).
+  if (!item->item->has_policy_version()) {
+    auto proto = std::make_shared<PrioritizedItem>(*item->item);
+    proto->set_policy_version(policy_version_);
+    auto versioned = std::make_shared<TableItem>(*item);
+    versioned->item = std::move(proto);
+    item = std::move(versioned);
+  }
+  const int64_t version = item->item->policy_version();
   const bool stale = IsStaleLocked(version);
   if (!stale) {
     if (absl::Status s = sampler_->Insert(key, priority); !s.ok()) return s;
@@ -440,6 +456,7 @@ absl::StatusOr<int64_t> Table::MarkStaleLocked() {
     items_.find(key)->second.stale = true;
     ++num_stale_;
     ++count;
+    rate_limiter_.RecordRetire();
     if (evict_stale_) evict.push_back(key);
   }
   for (uint64_t key : evict) {
@@ -526,6 +543,13 @@ absl::Status Table::ReplayInsert(std::shared_ptr<const TableItem> item) {
   }
   rate_limiter_.RecordInsert();
   TableMetrics::Add(metrics_.inserts, 1);
+  // As InsertLocked (a torn log may hold the insert without the eviction).
+  if (items_.find(key)->second.stale) {
+    rate_limiter_.RecordRetire();
+    if (evict_stale_) {
+      if (absl::Status s = DeleteLocked(key); !s.ok()) return s;
+    }
+  }
   CollectWakersLocked(&wake);
   return absl::OkStatus();
 }

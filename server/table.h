@@ -91,7 +91,10 @@ class Table {
     // Policy-version limit (staleness): an item whose policy_version is more
     // than `max_staleness` below the table's current version (SetPolicyVersion)
     // is not sampled, and with `evict_stale` is deleted (counted as a
-    // deletion by the rate limiter, as an eviction is). nullopt: no limit.
+    // deletion by the rate limiter, as an eviction is). Its insert is
+    // retired from the rate limiter (RateLimiter::RecordRetire), so that
+    // queues and sample-to-insert ratios do not wait for samples it will
+    // never get. nullopt: no limit.
     std::optional<int64_t> max_staleness;
     bool evict_stale = false;
   };

@@ -244,6 +244,97 @@ TEST(TableStalenessTest, PrioritizedProbabilitiesAreOverFreshItems) {
   EXPECT_DOUBLE_EQ(table->Info().sampler_total_weight(), 4.0);
 }
 
+TEST(TableStalenessTest, RestoredItemsWithoutAVersionKeepTheOneTheyGot) {
+  // A checkpoint of items without versions (as dm-reverb writes them).
+  auto plain = StalenessTable(std::nullopt, false);
+  for (uint64_t key = 1; key <= 3; ++key) ASSERT_TRUE(InsertVersioned(*plain, key, 0).ok());
+  Table::Snapshot snapshot = plain->TakeSnapshot();
+  for (Table::CheckpointItem& item : snapshot.items) {
+    auto proto = std::make_shared<PrioritizedItem>(*item.data->item);
+    proto->clear_policy_version();
+    auto data = std::make_shared<TableItem>(*item.data);
+    data->item = std::move(proto);
+    item.data = std::move(data);
+  }
+  auto table = StalenessTable(1, false);
+  ASSERT_TRUE(
+      table->Restore(snapshot.config, snapshot.items, Table::RestoreMode::kTableConfig).ok());
+  // They are of the version current at the restore (0), and say so.
+  std::vector<SampledItem> found;
+  std::vector<uint64_t> missing;
+  table->Lookup({1}, &found, &missing);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_TRUE(found[0].data.item->has_policy_version());
+  EXPECT_EQ(found[0].data.item->policy_version(), 0);
+  ASSERT_TRUE(table->SetPolicyVersion(5).ok());
+  EXPECT_EQ(table->num_stale(), 3);
+  // A checkpoint round trip keeps them stale.
+  Table::Snapshot again = table->TakeSnapshot();
+  auto restored = StalenessTable(1, false);
+  ASSERT_TRUE(
+      restored->Restore(again.config, again.items, Table::RestoreMode::kCheckpointConfig).ok());
+  EXPECT_EQ(restored->num_stale(), 3);
+  // A negative version in a checkpoint fails the restore.
+  Table::Snapshot bad = plain->TakeSnapshot();
+  auto proto = std::make_shared<PrioritizedItem>(*bad.items[0].data->item);
+  proto->set_policy_version(-5);
+  auto data = std::make_shared<TableItem>(*bad.items[0].data);
+  data->item = std::move(proto);
+  bad.items[0].data = std::move(data);
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(StalenessTable(1, false)
+                                  ->Restore(bad.config, bad.items, Table::RestoreMode::kTableConfig)
+                                  .status()));
+}
+
+// A queue whose items all went stale must not wait forever for their
+// samples: their inserts are retired from the rate limiter.
+TEST(TableStalenessTest, StaleItemsDoNotBlockAQueue) {
+  for (bool evict : {false, true}) {
+    absl::StatusOr<std::shared_ptr<Table>> created =
+        Table::Create(Table::Config{"q",
+                                    CreateSelector(Fifo()).value(),
+                                    CreateSelector(Fifo()).value(),
+                                    4,
+                                    1,
+                                    QueueLimiter(4),
+                                    "",
+                                    {},
+                                    false,
+                                    std::nullopt,
+                                    /*max_staleness=*/0,
+                                    evict});
+    ASSERT_TRUE(created.ok()) << created.status();
+    Table& queue = **created;
+    for (uint64_t key = 1; key <= 4; ++key) ASSERT_TRUE(InsertVersioned(queue, key, 0).ok());
+    EXPECT_FALSE(queue.CanInsert(1));  // full
+    ASSERT_TRUE(queue.SetPolicyVersion(1).ok());
+    for (uint64_t key = 5; key <= 8; ++key) {
+      absl::Status inserted = InsertVersioned(queue, key, 1);
+      ASSERT_TRUE(inserted.ok()) << "evict=" << evict << " key " << key << ": " << inserted;
+    }
+    std::set<uint64_t> sampled;
+    for (int i = 0; i < 4; ++i) {
+      absl::StatusOr<SampledItem> sample = SampleOne(queue);
+      ASSERT_TRUE(sample.ok()) << sample.status();
+      sampled.insert(sample->data.item->key());
+    }
+    EXPECT_EQ(sampled, (std::set<uint64_t>{5, 6, 7, 8})) << "evict=" << evict;
+    // The reported counts are as without a limit.
+    EXPECT_EQ(queue.Info().rate_limiter_info().insert_stats().completed(), 8);
+    EXPECT_EQ(queue.TakeSnapshot().config.rate_limiter().retired_count(), 4);
+  }
+}
+
+TEST(TableStalenessTest, AReplayedStaleInsertIsEvictedAsTheOriginalWas) {
+  auto table = StalenessTable(0, true);
+  ASSERT_TRUE(table->SetPolicyVersion(3).ok());
+  TableItem item = VersionedItem(1, 1);
+  ASSERT_TRUE(table->ReplayInsert(std::make_shared<const TableItem>(std::move(item))).ok());
+  EXPECT_EQ(table->size(), 0);
+  EXPECT_EQ(table->TakeSnapshot().config.rate_limiter().retired_count(), 1);
+}
+
 // Writers insert with the current version while another thread raises it:
 // no sample is ever staler than the limit at the time it was taken.
 TEST(TableStalenessTest, ConcurrentVersionBumpsNeverLetAStaleSampleOut) {

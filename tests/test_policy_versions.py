@@ -309,3 +309,37 @@ def test_the_graph_mode_insert_op_takes_a_policy_version():
         value = int(np.asarray(sample.data[0]).reshape(-1)[0])
         versions[value] = int(sample.info.policy_version)
     assert versions == {0: 1, 1: 5, 2: 3}
+
+
+_UNIFORM_FRESH = '''
+tables { table_name: "t" sampler { uniform: true } remover { fifo: true }
+         max_size: 1000 max_staleness: 0 rate_limiter { samples_per_insert: 1
+         min_size_to_sample: 1 min_diff: -1e9 max_diff: 1e9 } }
+'''
+
+
+def test_a_sharded_client_weighs_uniform_shards_by_their_fresh_items():
+  """Shard 0 holds 20 fresh items; shard 1 holds 20 of which 18 are stale:
+  one table of 22 sampleable items gives shard 1 2/22 of the samples."""
+  shards = [ShardProcess(config=_UNIFORM_FRESH) for _ in range(2)]
+  try:
+    for s, shard in enumerate(shards):
+      direct = reverb.Client(shard.address)
+      direct.set_policy_version('t', 1)
+      for i in range(20):
+        version = 1 if s == 0 or i < 2 else 0
+        direct.insert(
+          [np.int64(s * 100 + i)], priorities={'t': 1.0}, policy_version=version
+        )
+    client = reverb.Client(ipv4_target(shards))
+    n = 2200
+    on_second = sum(
+      int(np.asarray(s.data[0]).reshape(-1)[0]) >= 100
+      for s in client.sample('t', n, emit_timesteps=False)
+    )
+    # Expected 200 (binomial sd 13.5); splitting by item count would give
+    # about 1,100.
+    assert 130 < on_second < 280, on_second
+  finally:
+    for shard in shards:
+      shard.kill()

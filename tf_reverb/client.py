@@ -495,17 +495,19 @@ class Client:
       How many items this made too stale to sample (over all shards).
 
     Raises:
+      TypeError: when version is not an int.
       ValueError: for a negative version or one below the table's current
         version.
       DeadlineExceededError: when the server did not answer in `timeout`.
       RuntimeError: for an unknown table or when no server answered.
     """
-    if version < 0:
-      raise ValueError(f'policy version ({version}) must be >= 0')
+    checked = _options.validate_policy_version(version)
+    if checked is None:
+      raise TypeError('version must be an int, got None')
     return self._call_with_timeout(
       'SetPolicyVersion',
       timeout,
-      lambda ms: self._client.set_policy_version(table, int(version), ms),
+      lambda ms: self._client.set_policy_version(table, checked, ms),
     )
 
   def table_stats(

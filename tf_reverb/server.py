@@ -115,7 +115,9 @@ class Table:
         ``Client.set_policy_version``; items whose version is below
         ``current - max_staleness`` are not sampled (sampling waits for
         fresh ones, as for an empty table). The rate limiter counts inserts
-        and samples as without a limit. None (the default): no limit.
+        and samples as without a limit, but leaves the inserts of stale
+        items out of its balance of inserts and samples (a queue does not
+        wait for samples they cannot get). None (the default): no limit.
       evict_stale: delete items once they are too stale to be sampled
         (counted as deletions by the rate limiter, as evictions are) instead
         of keeping them unsampled. Needs `max_staleness`.

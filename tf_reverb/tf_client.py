@@ -148,6 +148,7 @@ class TFClient:
         (InvalidArgumentError).
 
     Raises:
+      TypeError: for a `policy_version` that is not an integer.
       ValueError: unless `tables` is rank-1 string and `priorities` rank-1
         float64 of a compatible shape, or `policy_version` is not a scalar.
     """
@@ -169,11 +170,16 @@ class TFClient:
         return reverb_ops.reverb_client_insert(
           self._handle, tree.flatten(data), tables, priorities
         )
-      policy_version = tf.cast(policy_version, tf.int64)
-      if policy_version.shape.rank != 0:
+      policy_version = tf.convert_to_tensor(policy_version)
+      if not policy_version.dtype.is_integer:
+        raise TypeError(
+          f'policy_version must be an integer, got {policy_version}'
+        )
+      if policy_version.shape.rank not in (None, 0):
         raise ValueError(
           f'policy_version must be a scalar, got {policy_version}'
         )
+      policy_version = tf.cast(policy_version, tf.int64)
       return reverb_ops.reverb_client_insert_with_policy_version(
         self._handle, tree.flatten(data), tables, priorities, policy_version
       )

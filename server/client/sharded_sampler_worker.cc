@@ -21,6 +21,8 @@ void ShardWeights::SetFromInfo(size_t shard, const deepmind::reverb::TableInfo& 
   } else {
     s.exponent.reset();
   }
+  s.uniform = info.sampler_options().uniform();
+  s.reports_weight = info.has_sampler_total_weight();
   // A server that does not report its total weight (dm-reverb): its size,
   // until its samples tell the weight.
   s.weight =
@@ -34,7 +36,14 @@ double ShardWeights::UpdateFromSample(size_t shard, const deepmind::reverb::Samp
   s.size = info.table_size();
   const double probability = info.probability();
   if (!s.exponent.has_value()) {
-    s.weight = static_cast<double>(s.size);
+    // The items that can be sampled: for a uniform sampler 1 / probability
+    // (table_size also counts items too stale to sample); others keep the
+    // weight their server reports, or (dm-reverb) the size.
+    if (s.uniform && probability > 0) {
+      s.weight = 1.0 / probability;
+    } else if (!s.reports_weight) {
+      s.weight = static_cast<double>(s.size);
+    }
   } else if (probability > 0) {
     const double weight = std::pow(info.item().priority(), *s.exponent) / probability;
     if (std::isfinite(weight)) s.weight = weight;

@@ -81,6 +81,8 @@ class ShardWeights {
     double weight = 0;
     int64_t size = 0;
     std::optional<double> exponent;  // a prioritized sampler's
+    bool uniform = false;            // a uniform sampler
+    bool reports_weight = false;     // TableInfo.sampler_total_weight is set
     bool down = false;
   };
   double ShareLocked(size_t shard) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -129,7 +129,9 @@ ReverbServiceImpl::ReverbServiceImpl(std::vector<std::shared_ptr<Table>> tables,
   RegisterUnary(kLookup, "Lookup", &ReverbServiceImpl::HandleLookup);
   RegisterUnary(kScan, "Scan", &ReverbServiceImpl::HandleScan);
   RegisterUnary(kTableStats, "TableStats", &ReverbServiceImpl::HandleTableStats);
-  RegisterUnary(kSetPolicyVersion, "SetPolicyVersion", &ReverbServiceImpl::HandleSetPolicyVersion);
+  // Offloaded: with a write-ahead log it waits until its record is durable.
+  RegisterUnary(kSetPolicyVersion, "SetPolicyVersion", &ReverbServiceImpl::HandleSetPolicyVersion,
+                /*offload=*/true);
   MarkMethodRawCallback(kInitializeConnection,
                         new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
                             [lookup](grpc::CallbackServerContext*) -> RawBidiReactor* {
@@ -283,6 +285,14 @@ grpc::Status ReverbServiceImpl::HandleSetPolicyVersion(
   if (!table.ok()) return ToGrpcStatus(table.status());
   absl::StatusOr<int64_t> stale = (*table)->SetPolicyVersion(request.version());
   if (!stale.ok()) return ToGrpcStatus(stale.status());
+  // Confirmed as inserts are: once the log holds the new version (else a
+  // crash could bring the items it made stale back).
+  if (std::shared_ptr<WriteAheadLog> log =
+          checkpointer_ != nullptr ? checkpointer_->log() : nullptr) {
+    if (absl::Status s = log->WaitConfirmed(log->last_sequence()); !s.ok()) {
+      return ToGrpcStatus(s);
+    }
+  }
   response->set_stale_items(*stale);
   return grpc::Status::OK;
 }

@@ -303,6 +303,10 @@ void WriteAheadLog::WhenConfirmed(uint64_t sequence, Confirmation done) {
 }
 
 absl::Status WriteAheadLog::WaitConfirmed(uint64_t sequence) {
+  // kAsync: the writer thread does not wake for this wait; write now.
+  if (options_.durability == WalDurability::kAsync && !Confirmed(sequence)) {
+    WritePending().IgnoreError();  // a failure shows in failed_ below
+  }
   struct Wait {
     const WriteAheadLog* log;
     uint64_t sequence;
@@ -490,7 +494,9 @@ void WriteAheadLog::WriterLoop() {
     absl::Time sync_due;
     {
       absl::MutexLock write(&write_mu_);
-      unsynced = unsynced_;
+      // After a failure nothing is synced any more: waiting for a sync
+      // that is due would spin.
+      unsynced = unsynced_ && !io_failed_;
       sync_due = last_sync_ + options_.fsync_interval;
     }
     bool stop;

@@ -134,7 +134,8 @@ class WriteAheadLog {
   // on this thread when it is, else on the writer thread (no lock held).
   // Keep `done` quick: hand work to another thread.
   void WhenConfirmed(uint64_t sequence, Confirmation done) ABSL_LOCKS_EXCLUDED(mu_);
-  // Blocks until every record through `sequence` is confirmed.
+  // Blocks until every record through `sequence` is confirmed (kAsync:
+  // writes the pending records first).
   absl::Status WaitConfirmed(uint64_t sequence) ABSL_LOCKS_EXCLUDED(mu_);
   // Writes every record appended so far now, on the calling thread (with
   // kSync: and fdatasyncs it), instead of waiting for the writer thread;
