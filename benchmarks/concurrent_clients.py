@@ -148,7 +148,13 @@ def serve_dm(port: int, limiter: str) -> None:
 
 
 class ServerProcess:
-  """A server in a subprocess: ours (the binary) or dm-reverb's."""
+  """A server in a subprocess: ours (the binary) or dm-reverb's.
+
+  Other benchmarks (paper_grid.py) pass their own tables: `config`, a
+  reverb_server config for ours, and `dm_serve`, the arguments after the
+  python that serve them on dm-reverb's server at a port (appended), printing
+  'serving' once up; `table` is the table counters() reads.
+  """
 
   def __init__(
     self,
@@ -157,12 +163,17 @@ class ServerProcess:
     binary: str = SERVER_BINARY,
     nice: int = 0,
     limiter: str = 'minsize',
+    config: Optional[str] = None,
+    dm_serve: Optional[List[str]] = None,
+    table: str = TABLE,
   ):
     self.impl = impl
+    self.table = table
     prefix = ['nice', '-n', str(nice)] if nice else []
     if impl != 'dm':
       self.process = subprocess.Popen(
-        prefix + [binary, f'--config={our_config(limiter)}', '--port=0'],
+        prefix
+        + [binary, f'--config={config or our_config(limiter)}', '--port=0'],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -181,16 +192,13 @@ class ServerProcess:
 
       self.port = portpicker.pick_unused_port()
       env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+      serve = (
+        [*dm_serve, str(self.port)]
+        if dm_serve
+        else [__file__, '--serve_dm', str(self.port), '--limiter', limiter]
+      )
       self.process = subprocess.Popen(
-        prefix
-        + [
-          dm_python,
-          __file__,
-          '--serve_dm',
-          str(self.port),
-          '--limiter',
-          limiter,
-        ],
+        prefix + [dm_python, *serve],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -228,7 +236,7 @@ class ServerProcess:
     """The table's counters from server_info."""
     import tf_reverb as reverb  # pylint: disable=g-import-not-at-top
 
-    info = reverb.Client(self.address).server_info(timeout=120)[TABLE]
+    info = reverb.Client(self.address).server_info(timeout=120)[self.table]
     return dict(
       inserts=info.rate_limiter_info.insert_stats.completed,
       samples=info.rate_limiter_info.sample_stats.completed,

@@ -18,6 +18,11 @@
 // warm-up, since a rate limiter may need samples before every warm-up item
 // can go in.
 //
+// Several tables: --table (and --sample_table) may name a comma-separated
+// list; writer i inserts into the list's (i mod n)-th table, sampler i reads
+// the (i mod n)-th (to spread one load over several driver processes, give
+// each the list rotated by the index of its first writer).
+//
 // Bounds: with --items each writer sends exactly that many items (a test's
 // bound); otherwise writers send until --seconds have passed. Samplers stop
 // after --sample_total samples each (0: when the writers are done; one
@@ -31,7 +36,12 @@
 // the counts (sent includes warm-up items, confirmed does not), the samples
 // (all, and those received after the warm-up), this process's CPU time,
 // every measured item's latency in microseconds (--timeline: and when it was
-// sent), and the non-OK statuses the streams ended with.
+// sent), and the non-OK statuses the streams ended with. For the samplers:
+// once every sampler has had its first request answered (its stream and
+// connection up), the sample clock starts; `samples_windowed` are the
+// samples received from then on, `sample_window_seconds` the time from then
+// to the last sample, and `sample_latencies_us` the time of each later
+// request (request sent -> its last sample received).
 //
 // Uses gRPC's callback client API: no thread per stream. Writers spread over
 // --connections channels, each its own TCP connection (a local subchannel
@@ -61,6 +71,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -79,14 +90,19 @@ ABSL_FLAG(int, writers, 10, "Writer streams.");
 ABSL_FLAG(double, rate, 5.0, "Items per second per writer (0: back to back).");
 ABSL_FLAG(int64_t, items, 0, "Items per writer (0: until --seconds).");
 ABSL_FLAG(double, seconds, 10.0, "Sending time when --items is 0.");
-ABSL_FLAG(std::string, table, "items", "Table the writers insert into.");
+ABSL_FLAG(std::string, table, "items",
+          "Table the writers insert into (a comma-separated list: writer i "
+          "inserts into the (i mod n)-th).");
 ABSL_FLAG(int, connections, 0, "TCP connections the writers share (0: one per writer).");
 ABSL_FLAG(int, step_floats, 16, "float32 values per step (the item's payload).");
 ABSL_FLAG(bool, random_payload, false,
           "Fill the step with random bits (incompressible) instead of a ramp "
           "(0, 0.5, 1, ...), which the chunk codec compresses.");
 ABSL_FLAG(int, samplers, 0, "Sampler streams.");
-ABSL_FLAG(std::string, sample_table, "", "Table the samplers read (default --table).");
+ABSL_FLAG(std::string, sample_table, "",
+          "Table the samplers read (default --table; a comma-separated list: "
+          "sampler i reads the (i mod n)-th).");
+ABSL_FLAG(int, sampler_connections, 1, "TCP connections the samplers share (0: one per sampler).");
 ABSL_FLAG(int, sample_batch, 32, "Samples per SampleStream request.");
 ABSL_FLAG(double, sample_rate, 0.0, "Samples per second per sampler (0: back to back).");
 ABSL_FLAG(int64_t, sample_timeout_ms, -1,
@@ -218,8 +234,9 @@ struct Shared {
   absl::Time stop_time;                // writers send no item scheduled after it (--seconds)
   int64_t items_per_writer = 0;
   double rate = 0;
-  std::string table;
   deepmind::reverb::ChunkData chunk_template;
+  int num_samplers = 0;
+  std::atomic<int> samplers_warm{0};  // samplers whose first request is answered
 
   absl::Mutex mu;
   std::vector<int64_t> latencies_us ABSL_GUARDED_BY(mu);
@@ -233,6 +250,12 @@ struct Shared {
   int64_t samples_measured ABSL_GUARDED_BY(mu) = 0;  // received once measuring
   int64_t sample_requests ABSL_GUARDED_BY(mu) = 0;
   absl::Time last_confirm ABSL_GUARDED_BY(mu);
+  // The sample clock: starts once every sampler is warm.
+  bool sample_clock ABSL_GUARDED_BY(mu) = false;
+  absl::Time sample_start ABSL_GUARDED_BY(mu);
+  absl::Time last_sample ABSL_GUARDED_BY(mu);
+  int64_t samples_windowed ABSL_GUARDED_BY(mu) = 0;
+  std::vector<int64_t> sample_latencies_us ABSL_GUARDED_BY(mu);
 
   void Error(const grpc::Status& status) {
     absl::MutexLock lock(&mu);
@@ -243,8 +266,8 @@ struct Shared {
 class Writer : public grpc::ClientBidiReactor<InsertStreamRequest, InsertStreamResponse>,
                public Paced {
  public:
-  Writer(Shared* shared, ReverbService::Stub* stub, uint64_t seed)
-      : shared_(shared), rng_(std::seed_seq{seed}) {
+  Writer(Shared* shared, ReverbService::Stub* stub, std::string table, uint64_t seed)
+      : shared_(shared), table_(std::move(table)), rng_(std::seed_seq{seed}) {
     episode_id_ = absl::Uniform<uint64_t>(rng_);
     shared_->writers_running.Add();
     context_.set_wait_for_ready(true);
@@ -293,7 +316,7 @@ class Writer : public grpc::ClientBidiReactor<InsertStreamRequest, InsertStreamR
     auto* item = request.add_items();
     outstanding_key_ = absl::Uniform<uint64_t>(rng_);
     item->set_key(outstanding_key_);
-    item->set_table(shared_->table);
+    item->set_table(table_);
     item->set_priority(1.0);
     auto* column = item->mutable_flat_trajectory()->add_columns();
     column->set_squeeze(true);
@@ -401,6 +424,7 @@ class Writer : public grpc::ClientBidiReactor<InsertStreamRequest, InsertStreamR
   }
 
   Shared* const shared_;
+  const std::string table_;
   absl::BitGen rng_;
   uint64_t episode_id_ = 0;
   grpc::ClientContext context_;
@@ -458,6 +482,7 @@ class Sampler : public grpc::ClientBidiReactor<SampleStreamRequest, SampleStream
         absl::GetFlag(FLAGS_sample_timeout_ms));
     asked_ += n;
     write_in_flight_ = true;
+    request_sent_at_ = absl::Now();
     {
       absl::MutexLock shared_lock(&shared_->mu);
       ++shared_->sample_requests;
@@ -477,10 +502,26 @@ class Sampler : public grpc::ClientBidiReactor<SampleStreamRequest, SampleStream
     int64_t ends = 0;
     for (const auto& entry : response_.entries()) ends += entry.end_of_sequence() ? 1 : 0;
     received_ += ends;
+    const bool answered = ends > 0 && received_ >= asked_;
+    const bool first_answer = answered && !warm_;
+    if (answered) warm_ = true;
     {
+      const absl::Time now = absl::Now();
       absl::MutexLock shared_lock(&shared_->mu);
       shared_->samples += ends;
       if (shared_->measuring.load()) shared_->samples_measured += ends;
+      if (shared_->sample_clock && ends > 0) {
+        shared_->samples_windowed += ends;
+        shared_->last_sample = now;
+        if (answered && !first_answer) {
+          shared_->sample_latencies_us.push_back(Micros(now - request_sent_at_));
+        }
+      }
+      if (first_answer && ++shared_->samplers_warm == shared_->num_samplers) {
+        shared_->sample_clock = true;
+        shared_->sample_start = now;
+        shared_->last_sample = now;
+      }
     }
     MaybeNextLocked();
     StartRead(&response_);
@@ -544,6 +585,8 @@ class Sampler : public grpc::ClientBidiReactor<SampleStreamRequest, SampleStream
   absl::Time begin_ ABSL_GUARDED_BY(mu_);
   int64_t asked_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t received_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time request_sent_at_ ABSL_GUARDED_BY(mu_);
+  bool warm_ ABSL_GUARDED_BY(mu_) = false;  // its first request was answered
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool writes_done_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -573,7 +616,13 @@ int main(int argc, char** argv) {
   auto shared = std::make_unique<Shared>();
   shared->items_per_writer = absl::GetFlag(FLAGS_items);
   shared->rate = absl::GetFlag(FLAGS_rate);
-  shared->table = absl::GetFlag(FLAGS_table);
+  const std::vector<std::string> tables =
+      absl::StrSplit(absl::GetFlag(FLAGS_table), ',', absl::SkipEmpty());
+  if (tables.empty()) {
+    std::fprintf(stderr, "--table names no table\n");
+    return 1;
+  }
+  shared->num_samplers = num_samplers;
   shared->warmup_items = absl::GetFlag(FLAGS_warmup_items);
   {
     tf_reverb::Tensor step;
@@ -610,18 +659,25 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<Writer>> writers;
   for (int i = 0; i < num_writers; ++i) {
     writers.push_back(std::make_unique<Writer>(shared.get(), stubs[i % connections].get(),
+                                               tables[i % tables.size()],
                                                absl::Uniform<uint64_t>(seeds)));
   }
   std::vector<std::unique_ptr<Sampler>> samplers;
   {
-    auto channel = NewConnection(target);
-    channels.push_back(channel);
-    stubs.push_back(ReverbService::NewStub(channel));
-    std::string table = absl::GetFlag(FLAGS_sample_table);
-    if (table.empty()) table = shared->table;
+    int sampler_connections = absl::GetFlag(FLAGS_sampler_connections);
+    if (sampler_connections <= 0) sampler_connections = std::max(1, num_samplers);
+    const size_t first_sampler_stub = stubs.size();
+    for (int i = 0; i < sampler_connections; ++i) {
+      channels.push_back(NewConnection(target));
+      stubs.push_back(ReverbService::NewStub(channels.back()));
+    }
+    std::vector<std::string> sample_tables =
+        absl::StrSplit(absl::GetFlag(FLAGS_sample_table), ',', absl::SkipEmpty());
+    if (sample_tables.empty()) sample_tables = tables;
     for (int i = 0; i < num_samplers; ++i) {
       samplers.push_back(std::make_unique<Sampler>(
-          shared.get(), stubs.back().get(), table, absl::GetFlag(FLAGS_sample_batch),
+          shared.get(), stubs[first_sampler_stub + i % sampler_connections].get(),
+          sample_tables[i % sample_tables.size()], absl::GetFlag(FLAGS_sample_batch),
           absl::GetFlag(FLAGS_sample_rate), absl::GetFlag(FLAGS_sample_total)));
     }
   }
@@ -706,12 +762,16 @@ int main(int argc, char** argv) {
       ",\"confirmed\":", shared->confirmed, ",\"warmup_confirmed\":", shared->warmup_confirmed,
       ",\"unexpected_keys\":", shared->unexpected_keys, ",\"samples\":", shared->samples,
       ",\"samples_measured\":", shared->samples_measured,
-      ",\"sample_requests\":", shared->sample_requests, ",\"send_seconds\":", send_seconds,
+      ",\"sample_requests\":", shared->sample_requests,
+      ",\"samples_windowed\":", shared->samples_windowed, ",\"sample_window_seconds\":",
+      shared->sample_clock ? absl::ToDoubleSeconds(shared->last_sample - shared->sample_start)
+                           : 0.0,
+      ",\"send_seconds\":", send_seconds,
       ",\"seconds\":", absl::ToDoubleSeconds(end - shared->start), ",\"cpu_seconds\":", cpu_seconds,
-      ",\"writers_unfinished\":", shared->writers_running.count(),
-      ",\"samplers_unfinished\":", shared->samplers_running.count(),
-      ",\"hung\":", hung ? "true" : "false", ",\"errors\":[", absl::StrJoin(errors, ","),
-      "],\"latencies_us\":[", absl::StrJoin(shared->latencies_us, ","), "]",
+      ",\"writers_unfinished\":", shared->writers_running.count(), ",\"samplers_unfinished\":",
+      shared->samplers_running.count(), ",\"hung\":", hung ? "true" : "false", ",\"errors\":[",
+      absl::StrJoin(errors, ","), "],\"latencies_us\":[", absl::StrJoin(shared->latencies_us, ","),
+      "]", ",\"sample_latencies_us\":[", absl::StrJoin(shared->sample_latencies_us, ","), "]",
       absl::GetFlag(FLAGS_timeline)
           ? absl::StrCat(",\"sent_at_ms\":[", absl::StrJoin(shared->sent_at_ms, ","), "]")
           : "",
