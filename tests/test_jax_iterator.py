@@ -301,7 +301,9 @@ def test_a_training_loop(server):
       return jnp.mean((obs @ w - target) ** 2)
 
     value, grad = jax.value_and_grad(loss)(weights)
-    return weights - 0.5 * grad, value, jnp.abs(obs @ weights - target)
+    # A step well inside the stable range (inputs in [0, 1) on 3 equal
+    # features: 0.5 can diverge on high-priority batches).
+    return weights - 0.1 * grad, value, jnp.abs(obs @ weights - target)
 
   weights = jnp.zeros(3)
   losses = []
