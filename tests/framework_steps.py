@@ -1,8 +1,7 @@
-"""One step of framework tensors through every writer, read back as numpy.
-
-Shared by tests/test_torch_dataset.py and tests/test_jax_iterator.py: the
-writers must take ``torch.Tensor`` and ``jax.Array`` leaves as they take
-numpy arrays.
+"""Helpers shared by tests/test_torch_dataset.py and tests/test_jax_iterator.py:
+a table filled with numbered items, and one step of framework tensors
+through every writer, read back as numpy (the writers must take
+``torch.Tensor`` and ``jax.Array`` leaves as they take numpy arrays).
 """
 
 from typing import Any, Dict
@@ -11,6 +10,34 @@ import numpy as np
 
 import tf_reverb as reverb
 from tf_reverb import structured_writer as structured
+
+
+def address(server: reverb.Server) -> str:
+  """The loopback address of an in-process server."""
+  return f'localhost:{server.port}'
+
+
+def fill(
+  server: reverb.Server, table: str, n: int, action_dtype: Any
+) -> reverb.Client:
+  """Items i = 0..n-1 of `table`: obs float32 [3] of i and action i of
+  `action_dtype` (squeezed columns). Returns the client that wrote them."""
+  client = reverb.Client(address(server))
+  with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+    for i in range(n):
+      writer.append(
+        {'obs': np.full([3], i, np.float32), 'action': action_dtype(i)}
+      )
+      writer.create_item(
+        table,
+        1.0,
+        {
+          'obs': writer.history['obs'][-1],
+          'action': writer.history['action'][-1],
+        },
+      )
+  return client
+
 
 # Every way of writing an item: TrajectoryWriter, the legacy Writer, the
 # StructuredWriter and Client.insert.

@@ -47,24 +47,12 @@ def server():
 
 
 def _address(server):
-  return f'localhost:{server.port}'
+  return framework_steps.address(server)
 
 
 def _fill(server, table, n):
   """Items i = 0..n-1: obs float32 [3] of i, action int32 i (squeezed)."""
-  client = reverb.Client(_address(server))
-  with client.trajectory_writer(num_keep_alive_refs=1) as writer:
-    for i in range(n):
-      writer.append({'obs': np.full([3], i, np.float32), 'action': np.int32(i)})
-      writer.create_item(
-        table,
-        1.0,
-        {
-          'obs': writer.history['obs'][-1],
-          'action': writer.history['action'][-1],
-        },
-      )
-  return client
+  return framework_steps.fill(server, table, n, np.int32)
 
 
 def test_batches_are_jax_arrays_with_host_keys(server):

@@ -65,24 +65,12 @@ def server():
 
 
 def _address(server):
-  return f'localhost:{server.port}'
+  return framework_steps.address(server)
 
 
 def _fill(server, table, n):
   """Items i = 0..n-1: obs float32 [3] of i, action int64 i (squeezed)."""
-  client = reverb.Client(_address(server))
-  with client.trajectory_writer(num_keep_alive_refs=1) as writer:
-    for i in range(n):
-      writer.append({'obs': np.full([3], i, np.float32), 'action': np.int64(i)})
-      writer.create_item(
-        table,
-        1.0,
-        {
-          'obs': writer.history['obs'][-1],
-          'action': writer.history['action'][-1],
-        },
-      )
-  return client
+  return framework_steps.fill(server, table, n, np.int64)
 
 
 def test_batches_are_tensors_over_the_samplers_buffers(server, monkeypatch):
