@@ -303,8 +303,9 @@ absl::Status Table::AddLocked(std::shared_ptr<const TableItem> item, double prio
     RefChunkLocked(chunk.get(), 1, inserted);
   }
   by_position_.emplace(next_insertion_order_, key);
+  const int64_t bytes = ChunkBytes(*item);
   items_.emplace(key, Entry{std::move(item), priority, times_sampled, next_insertion_order_++,
-                            version, stale});
+                            version, stale, bytes});
   UpdateLevelsLocked();
   return absl::OkStatus();
 }
@@ -482,7 +483,7 @@ absl::Status Table::SampleLocked(int64_t num_samples, bool rate_limited,
     out->push_back(SampledItem{*entry.data, entry.priority, entry.times_sampled,
                                picked->probability, static_cast<int64_t>(items_.size()),
                                rate_limited});
-    const int64_t item_bytes = ChunkBytes(*entry.data);
+    const int64_t item_bytes = entry.bytes;
     bytes += item_bytes;
     TableMetrics::Add(metrics_.samples, 1);
     TableMetrics::Add(metrics_.sampled_bytes, item_bytes);
@@ -792,7 +793,7 @@ uint64_t Table::Scan(uint64_t start, int64_t max_items, std::vector<SampledItem>
        ++it, ++n) {
     const Entry& entry = items_.find(it->second)->second;
     out->push_back(SampledItem{*entry.data, entry.priority, entry.times_sampled, 0.0, size});
-    bytes += ChunkBytes(*entry.data);
+    bytes += entry.bytes;
     next = it->first + 1;
   }
   *done = it == by_position_.end();

@@ -272,7 +272,8 @@ class Table {
     int32_t times_sampled;
     uint64_t insertion_order;  // ascending in insertion order
     int64_t policy_version;
-    bool stale;  // too old to sample: in the remover, not in the sampler
+    bool stale;     // too old to sample: in the remover, not in the sampler
+    int64_t bytes;  // of the stored tensors of its chunks (ChunkBytes)
   };
 
   Table(Config config, std::shared_ptr<const std::vector<SignatureSpec>> signature_columns);

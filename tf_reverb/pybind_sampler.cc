@@ -117,9 +117,20 @@ class BatchIterator {
   }
 
   absl::Status FillRows(int64_t n, Batch* batch) {
+    // The block of the last batched sample, whose specs were checked.
+    std::shared_ptr<const SampleBlock> checked;
     for (int64_t i = 0; i < n; ++i) {
       absl::StatusOr<Sample> sample = sampler_->Next();
       if (!sample.ok()) return sample.status();
+      if (checked != nullptr && sample->block() == checked.get()) {
+        for (size_t c = 0; c < batch->specs.size(); ++c) {
+          const int64_t bytes = ColumnBytes(batch->specs[c]);
+          if (bytes > 0)
+            checked->CopyRows(c, sample->row(), 1, batch->buffers[c]->data + i * bytes);
+        }
+        AppendInfo(sample->info(), batch);
+        continue;
+      }
       absl::StatusOr<std::vector<ColumnSpec>> specs = sample->ColumnSpecs();
       if (!specs.ok()) return specs.status();
       if (i == 0) {
@@ -161,22 +172,20 @@ class BatchIterator {
           return s;
         }
       }
-      const auto& info = sample->info();
-      batch->keys.push_back(info.item().key());
-      batch->probabilities.push_back(info.probability());
-      batch->table_sizes.push_back(info.table_size());
-      batch->priorities.push_back(info.item().priority());
-      batch->times_sampled.push_back(info.item().times_sampled());
-      batch->policy_versions.push_back(info.item().policy_version());
-      ++batch->size;
+      AppendInfo(sample->info(), batch);
+      if (sample->block() != nullptr) checked = sample->block_ptr();
     }
     return absl::OkStatus();
   }
 
-  static int64_t ColumnBytes(const ColumnSpec& spec) {
-    int64_t elements = 1;
-    for (int64_t dim : spec.shape) elements *= dim;
-    return elements * DataTypeSize(spec.dtype).value_or(0);
+  static void AppendInfo(const deepmind::reverb::SampleInfo& info, Batch* batch) {
+    batch->keys.push_back(info.item().key());
+    batch->probabilities.push_back(info.probability());
+    batch->table_sizes.push_back(info.table_size());
+    batch->priorities.push_back(info.item().priority());
+    batch->times_sampled.push_back(info.item().times_sampled());
+    batch->policy_versions.push_back(info.item().policy_version());
+    ++batch->size;
   }
 
   std::unique_ptr<Sampler> sampler_;

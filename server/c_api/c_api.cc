@@ -23,6 +23,7 @@
 #include "server/patterns/structured_writer.h"
 #include "server/signature.h"
 #include "server/tensor.h"
+#include "server/trajectory_columns.h"
 #include "tensor.pb.h"
 
 struct TfReverbClient {
@@ -177,13 +178,12 @@ absl::Status WriteTensors(const std::vector<tf_reverb::Tensor>& columns,
 // Row 0 of every unsqueezed column of `sample`; a squeezed column (already
 // a single timestep) as it is.
 absl::StatusOr<std::vector<tf_reverb::Tensor>> FirstTimestep(const tf_reverb::Sample& sample) {
-  const auto& columns = sample.info().item().flat_trajectory().columns();
   std::vector<tf_reverb::Tensor> timestep;
-  timestep.reserve(columns.size());
-  for (int c = 0; c < columns.size(); ++c) {
+  timestep.reserve(sample.num_columns());
+  for (int c = 0; c < sample.num_columns(); ++c) {
     absl::StatusOr<tf_reverb::Tensor> column = sample.UnpackColumn(c);
     if (!column.ok()) return column.status();
-    if (columns[c].squeeze()) {
+    if (sample.squeezed(c)) {
       timestep.push_back(*std::move(column));
       continue;
     }

@@ -97,6 +97,7 @@ absl::Status GrpcSamplerWorker::StreamSamples(int64_t num_samples, absl::Duratio
   }
   SampleStreamRequest request;
   request.set_table(table_);
+  request.set_accept_batches(true);
   // Servers read <= 0 as "no timeout": an immediate timeout is sent as 1 ms.
   request.mutable_rate_limiter_timeout()->set_milliseconds(
       timeout == absl::InfiniteDuration()

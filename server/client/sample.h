@@ -1,12 +1,15 @@
-// Sample: one sampled item as a client receives it (SampleInfo plus the
-// chunks its trajectory references), and the unpacking of its columns
-// (docs/concepts/items-and-chunks.md): each output column is its chunk slices decoded and
-// concatenated along axis 0, with axis 0 dropped for squeezed columns.
-//
-// A sample's chunks are the table's own (in-process) or chunks received over
-// gRPC, whose large tensor payloads may still be in the gRPC slices they
-// arrived in (SampleChunk::payloads, sample_stream_parser.h): they are
-// decoded from there, never copied into the chunk first.
+// Sample: one sampled item as a client receives it, and the unpacking of its
+// columns (server/trajectory_columns.h). A sample is either
+//  * its SampleInfo plus the chunks its trajectory references: the table's
+//    own (in-process) or chunks received over gRPC, whose large tensor
+//    payloads may still be in the gRPC slices they arrived in
+//    (SampleChunk::payloads, sample_stream_parser.h), decoded from there and
+//    never copied into the chunk first; or
+//  * one row of a SampleBlock: the columns of several samples already
+//    decoded and stacked by the server (a SampleBatch response,
+//    docs/architecture/wire-protocol.md). Its info holds the item's key,
+//    priority, times sampled and policy version, the probability, table
+//    size and rate_limited flag, but no trajectory.
 //
 // Contract: value type, immutable once built; safe to read from any thread.
 // Errors: INVALID_ARGUMENT for trajectories naming absent chunks/tensors or
@@ -16,22 +19,18 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "schema.pb.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
+#include "server/trajectory_columns.h"
 
 namespace tf_reverb {
-
-struct ColumnSpec {
-  DataType dtype;
-  std::vector<int64_t> shape;
-};
 
 // One chunk of a sample.
 struct SampleChunk {
@@ -43,6 +42,20 @@ struct SampleChunk {
   std::shared_ptr<const void> owner;
 };
 
+// The stacked columns of several samples. Column c holds every row's
+// ColumnBytes(specs[c]) bytes back to back, as pieces that `owner` keeps
+// alive (or that `copies` holds). Numeric columns only.
+struct SampleBlock {
+  std::vector<ColumnSpec> specs;  // of one row
+  std::vector<bool> squeeze;
+  std::vector<std::vector<absl::string_view>> columns;
+  std::vector<std::string> copies;
+  std::shared_ptr<const void> owner;
+
+  // Copies rows [first, first + rows) of numeric column `column` to `dst`.
+  void CopyRows(int column, int64_t first, int64_t rows, char* dst) const;
+};
+
 class Sample {
  public:
   Sample(deepmind::reverb::SampleInfo info, std::vector<std::shared_ptr<const ChunkData>> chunks);
@@ -50,13 +63,23 @@ class Sample {
   static Sample FromChunks(deepmind::reverb::SampleInfo info, std::vector<SampleChunk> chunks);
   // From an in-process table sample.
   static Sample FromSampledItem(const SampledItem& sampled);
+  // Row `row` of `block`, whose item is described by `info`.
+  static Sample FromBlock(deepmind::reverb::SampleInfo info,
+                          std::shared_ptr<const SampleBlock> block, int64_t row);
 
   const deepmind::reverb::SampleInfo& info() const { return info_; }
   // A sharded sampler rewrites probability and table_size to the whole
   // table's (sharded_sampler_worker.h).
   deepmind::reverb::SampleInfo* mutable_info() { return &info_; }
-  int num_columns() const { return info_.item().flat_trajectory().columns_size(); }
+  int num_columns() const;
+  // Whether column `column` is squeezed (has no time axis).
+  bool squeezed(int column) const;
+  // Empty for a block row.
   const std::vector<SampleChunk>& chunks() const { return chunks_; }
+  // The block of a block row, else null; `row()` is the row in it.
+  const SampleBlock* block() const { return block_.get(); }
+  const std::shared_ptr<const SampleBlock>& block_ptr() const { return block_; }
+  int64_t row() const { return row_; }
 
   // dtype and shape of every output column, read from chunk metadata only.
   absl::StatusOr<std::vector<ColumnSpec>> ColumnSpecs() const;
@@ -67,10 +90,12 @@ class Sample {
 
  private:
   Sample() = default;
-  absl::StatusOr<const SampleChunk*> Chunk(uint64_t key) const;
+  absl::StatusOr<ChunkView> Chunk(uint64_t key) const;
 
   deepmind::reverb::SampleInfo info_;
   std::vector<SampleChunk> chunks_;
+  std::shared_ptr<const SampleBlock> block_;
+  int64_t row_ = 0;
 };
 
 }  // namespace tf_reverb

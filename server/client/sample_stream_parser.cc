@@ -10,7 +10,10 @@
 #include "absl/strings/string_view.h"
 #include "grpcpp/support/slice.h"
 #include "grpcpp/support/status.h"
+#include "reverb_service.pb.h"
 #include "server/table_item.h"
+#include "server/tensor.h"
+#include "server/trajectory_columns.h"
 #include "tensor.pb.h"
 
 namespace tf_reverb {
@@ -18,6 +21,8 @@ namespace {
 
 // Field numbers walked (proto/reverb_service.proto, schema.proto, tensor.proto).
 constexpr uint32_t kResponseEntries = 1;
+constexpr uint32_t kResponseBatch = 1000;
+constexpr uint32_t kBatchColumns = 8;
 constexpr uint32_t kEntryInfo = 1;
 constexpr uint32_t kEntryData = 2;
 constexpr uint32_t kEntryEndOfSequence = 3;
@@ -234,6 +239,94 @@ absl::Status ParseChunk(const Bytes& bytes, size_t begin, size_t end, SampleChun
   return absl::OkStatus();
 }
 
+// A SampleBatch: every field but the columns parsed from a copy; each
+// column's payload left in the message's slices when large.
+absl::Status ParseBatch(const Bytes& bytes, size_t begin, size_t end, std::vector<Sample>* out) {
+  std::string copied;
+  std::vector<tf::TensorProto> tensors;
+  std::vector<std::vector<absl::string_view>> payloads;
+  FieldReader reader(bytes, begin, end);
+  Field field;
+  absl::Status status;
+  while (reader.Next(&field, &status)) {
+    if (field.number == kBatchColumns && field.type == kLengthDelimited) {
+      tensors.emplace_back();
+      payloads.emplace_back();
+      if (absl::Status s = ParseTensor(bytes, field.data, field.data + field.length,
+                                       &tensors.back(), &payloads.back());
+          !s.ok()) {
+        return s;
+      }
+    } else {
+      bytes.Append(field.start, field.next - field.start, &copied);
+    }
+  }
+  if (!status.ok()) return status;
+  deepmind::reverb::SampleBatch batch;
+  if (!batch.ParseFromString(copied)) return Malformed("a SampleBatch does not parse");
+  const int n = batch.keys_size();
+  if (batch.priorities_size() != n || batch.times_sampled_size() != n ||
+      batch.probabilities_size() != n || batch.table_sizes_size() != n ||
+      batch.rate_limited_size() != n ||
+      (batch.policy_versions_size() != 0 && batch.policy_versions_size() != n)) {
+    return Malformed("the per-sample fields of a SampleBatch differ in length");
+  }
+  if (batch.squeeze_size() != static_cast<int>(tensors.size())) {
+    return Malformed("a SampleBatch has a squeeze flag per column");
+  }
+  auto block = std::make_shared<SampleBlock>();
+  block->copies.resize(tensors.size());
+  block->owner = bytes.slices();
+  for (size_t c = 0; c < tensors.size(); ++c) {
+    tf::TensorProto& tensor = tensors[c];
+    const auto& dims = tensor.tensor_shape().dim();
+    if (dims.empty() || dims[0].size() != n || tensor.dtype() == tf::DT_STRING ||
+        !DataTypeSize(static_cast<DataType>(tensor.dtype())).ok()) {
+      return Malformed(
+          absl::StrCat("column ", c, " of a SampleBatch is not [", n, ", ...] of a numeric dtype"));
+    }
+    ColumnSpec spec{static_cast<DataType>(tensor.dtype()), {}};
+    // Bytes of one row, then of the column, without overflow.
+    int64_t bytes = *DataTypeSize(spec.dtype);
+    for (int d = 1; d < dims.size(); ++d) {
+      if (dims[d].size() < 0 || __builtin_mul_overflow(bytes, dims[d].size(), &bytes)) {
+        return Malformed(absl::StrCat("column ", c, " of a SampleBatch has an implausible shape"));
+      }
+      spec.shape.push_back(dims[d].size());
+    }
+    if (__builtin_mul_overflow(bytes, int64_t{n}, &bytes)) {
+      return Malformed(absl::StrCat("column ", c, " of a SampleBatch has an implausible shape"));
+    }
+    size_t size = 0;
+    if (payloads[c].empty()) {
+      block->copies[c] = std::move(*tensor.mutable_tensor_content());
+      size = block->copies[c].size();
+      block->columns.push_back({block->copies[c]});
+    } else {
+      for (absl::string_view piece : payloads[c]) size += piece.size();
+      block->columns.push_back(std::move(payloads[c]));
+    }
+    if (size != static_cast<size_t>(bytes)) {
+      return Malformed(absl::StrCat("column ", c, " of a SampleBatch holds ", size, " bytes"));
+    }
+    block->specs.push_back(std::move(spec));
+    block->squeeze.push_back(batch.squeeze(static_cast<int>(c)));
+  }
+  for (int i = 0; i < n; ++i) {
+    deepmind::reverb::SampleInfo info;
+    auto* item = info.mutable_item();
+    item->set_key(batch.keys(i));
+    item->set_priority(batch.priorities(i));
+    item->set_times_sampled(batch.times_sampled(i));
+    if (batch.policy_versions_size() > 0) item->set_policy_version(batch.policy_versions(i));
+    info.set_probability(batch.probabilities(i));
+    info.set_table_size(batch.table_sizes(i));
+    info.set_rate_limited(batch.rate_limited(i));
+    out->push_back(Sample::FromBlock(std::move(info), block, i));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void SampleStreamParser::Reset() {
@@ -253,6 +346,13 @@ absl::Status SampleStreamParser::Parse(const grpc::ByteBuffer& message, std::vec
   Field entry;
   absl::Status status;
   while (reader.Next(&entry, &status)) {
+    if (entry.number == kResponseBatch && entry.type == kLengthDelimited) {
+      if (in_sample_) return Malformed("a SampleBatch inside a sample's entries");
+      if (absl::Status s = ParseBatch(bytes, entry.data, entry.data + entry.length, out); !s.ok()) {
+        return s;
+      }
+      continue;
+    }
     if (entry.number != kResponseEntries || entry.type != kLengthDelimited) continue;
     std::string info;
     bool has_info = false, end_of_sequence = false;

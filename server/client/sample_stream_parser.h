@@ -13,7 +13,9 @@
 // messages).
 //
 // An entry with `info` starts a sample, chunks accumulate, and the entry with
-// end_of_sequence completes it (an item's chunks may span responses).
+// end_of_sequence completes it (an item's chunks may span responses). A
+// `batch` (SampleBatch) completes all its samples at once: they become rows
+// of one SampleBlock, whose large columns stay in the message's slices.
 //
 // Contract: not thread-safe (one per stream). INTERNAL for a message that is
 // not a well-formed SampleStreamResponse (the sampler treats it as fatal).

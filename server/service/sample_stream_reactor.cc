@@ -16,6 +16,7 @@
 #include "server/chunk_codec.h"
 #include "server/grpc_status.h"
 #include "server/service/raw_request.h"
+#include "server/service/sample_batch.h"
 #include "server/service/sample_response.h"
 #include "server/table_item.h"
 
@@ -105,6 +106,7 @@ void SampleStreamReactor::OnReadDone(bool ok) {
     const int64_t timeout_ms = request.rate_limiter_timeout().milliseconds();
     timeout_ = timeout_ms > 0 ? absl::Milliseconds(timeout_ms) : absl::InfiniteDuration();
     remaining_ = request.num_samples();
+    accept_batches_ = request.accept_batches();
     last_batch_ = kFirstBatch / 2;
     rate_limited_ = false;
     Step();
@@ -143,7 +145,10 @@ void SampleStreamReactor::Step() {
   last_batch_ = static_cast<int64_t>(batch.size());
   remaining_ -= last_batch_;
   absl::StatusOr<std::vector<grpc::ByteBuffer>> responses =
-      EncodeSampleResponses(batch, client_accepts_zstd_);
+      accept_batches_ ? EncodeSampleBatches(batch) : std::vector<grpc::ByteBuffer>();
+  if (responses.ok() && responses->empty()) {
+    responses = EncodeSampleResponses(batch, client_accepts_zstd_);
+  }
   if (!responses.ok()) {
     FinishLocked(ToGrpcStatus(responses.status()));
     return;

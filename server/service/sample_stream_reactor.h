@@ -3,11 +3,11 @@
 //
 // Each request asks for num_samples items of one table; they are sampled in
 // growing batches (Table::TrySampleBatch) and written as SampleStreamResponses
-// (sample_response.h), one write in flight at a time, then the next request
-// is read. No thread is held while the call waits: a batch the rate limiter
-// refuses registers a waker with the table, which resumes the call on the
-// service's WorkQueue; a request's rate_limiter_timeout (> 0) schedules its
-// end there too.
+// (sample_response.h; as SampleBatch responses, sample_batch.h, where the
+// request accepts them and the samples can be batched), one write in flight
+// at a time, then the next request is read. No thread is held while the call waits: a batch the
+// rate limiter refuses registers a waker with the table, which resumes the call on the service's
+// WorkQueue; a request's rate_limiter_timeout (> 0) schedules its end there too.
 //
 // Contract:
 //  * Thread-safety: reactions (gRPC's threads), resumptions and timeouts (the
@@ -88,6 +88,7 @@ class SampleStreamReactor : public StreamReactor<SampleStreamReactor> {
   int64_t last_batch_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration timeout_ ABSL_GUARDED_BY(mu_);
   bool rate_limited_ ABSL_GUARDED_BY(mu_) = false;
+  bool accept_batches_ ABSL_GUARDED_BY(mu_) = false;
   // Counts waits, so that a timeout scheduled for an earlier one is ignored.
   uint64_t wait_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<grpc::ByteBuffer> to_write_ ABSL_GUARDED_BY(mu_);

@@ -150,7 +150,17 @@ TEST(TrajectoryWriterTest, ItemsOverHistorySlicesArriveIntact) {
   Tensor reward = sample.UnpackColumn(1).value();
   EXPECT_TRUE(reward.shape.empty());
   EXPECT_EQ(Values<float>(reward), std::vector<float>{3.0f});
-  const auto& columns = sample.info().item().flat_trajectory().columns();
+  EXPECT_FALSE(sample.squeezed(0));
+  EXPECT_TRUE(sample.squeezed(1));
+  // Samples arrive batched (decoded by the server); the stored trajectory is
+  // what Lookup returns.
+  Client client(absl::StrCat("dns:///127.0.0.1:", server->port()));
+  absl::StatusOr<Client::LookupResult> stored =
+      client.Lookup("t", {sample.info().item().key()}, kDeadline);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_EQ(stored->found.size(), 1u);
+  const auto& columns = stored->found[0].info().item().flat_trajectory().columns();
+  ASSERT_EQ(columns.size(), 2);
   EXPECT_EQ(columns[0].chunk_slices_size(), 2);  // chunks [0,1] and [2,3]
   EXPECT_TRUE(columns[1].squeeze());
 }

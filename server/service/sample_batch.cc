@@ -1,0 +1,170 @@
+#include "server/service/sample_batch.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "reverb_service.pb.h"
+#include "schema.pb.h"
+#include "server/service/sample_response.h"
+#include "server/tensor.h"
+#include "server/trajectory_columns.h"
+#include "tensor.pb.h"
+
+namespace tf_reverb {
+namespace {
+
+using deepmind::reverb::FlatTrajectory;
+using deepmind::reverb::SampleBatch;
+using deepmind::reverb::SampleStreamResponse;
+
+// Samples decoded after one Touch (what it brings in stays in the cache).
+constexpr size_t kTouchWindow = 64;
+
+// The chunks of a stored item, found by key.
+absl::StatusOr<ChunkView> FindStoredChunk(const TableItem& item, uint64_t key) {
+  for (const auto& chunk : item.chunks) {
+    if (chunk->chunk_key() == key) return ChunkView{chunk.get(), nullptr};
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("Item ", item.item->key(), " references chunk ", key, " which it lacks."));
+}
+
+bool SameSqueeze(const FlatTrajectory& a, const FlatTrajectory& b) {
+  for (int c = 0; c < a.columns_size(); ++c) {
+    if (a.columns(c).squeeze() != b.columns(c).squeeze()) return false;
+  }
+  return true;
+}
+
+// Reads what decoding samples [begin, end) reads of their trajectories and
+// chunks (metadata, and the first line of each payload) before decoding, in
+// short loops whose loads of different samples are independent: the CPU
+// overlaps their cache misses, where decoding the samples one after another
+// waits for each miss in turn (a table's items are spread over memory: these
+// misses are most of the cost of sampling small items).
+void Touch(const std::vector<SampledItem>& samples, size_t begin, size_t end) {
+  uintptr_t sink = 0;
+  for (size_t i = begin; i < end; ++i) {
+    for (const auto& column : samples[i].data.item->flat_trajectory().columns()) {
+      for (const auto& slice : column.chunk_slices()) sink += slice.chunk_key();
+    }
+  }
+  for (size_t i = begin; i < end; ++i) {
+    for (const auto& chunk : samples[i].data.chunks) {
+      for (const tf::TensorProto& tensor : chunk->data().tensors()) {
+        sink += tensor.tensor_shape().dim_size();
+        __builtin_prefetch(tensor.tensor_content().data());
+      }
+    }
+  }
+  asm volatile("" : : "r"(sink));  // keeps the loads
+}
+
+// Samples [begin, end) as one response; none when a sample's columns are
+// not `specs`.
+absl::StatusOr<std::optional<grpc::ByteBuffer>> EncodeGroup(const std::vector<SampledItem>& samples,
+                                                            size_t begin, size_t end,
+                                                            const std::vector<ColumnSpec>& specs,
+                                                            bool versions) {
+  auto response = std::make_shared<SampleStreamResponse>();
+  SampleBatch* batch = response->mutable_batch();
+  const int n = static_cast<int>(end - begin);
+  batch->mutable_keys()->Reserve(n);
+  batch->mutable_priorities()->Reserve(n);
+  batch->mutable_times_sampled()->Reserve(n);
+  batch->mutable_probabilities()->Reserve(n);
+  batch->mutable_table_sizes()->Reserve(n);
+  batch->mutable_rate_limited()->Reserve(n);
+  for (size_t i = begin; i < end; ++i) {
+    const SampledItem& sample = samples[i];
+    batch->add_keys(sample.data.item->key());
+    batch->add_priorities(sample.priority);
+    batch->add_times_sampled(sample.times_sampled);
+    batch->add_probabilities(sample.probability);
+    batch->add_table_sizes(sample.table_size);
+    batch->add_rate_limited(sample.rate_limited);
+    if (versions) batch->add_policy_versions(sample.data.item->policy_version());
+  }
+  const FlatTrajectory& first = samples[begin].data.item->flat_trajectory();
+  std::vector<char*> columns(specs.size());
+  std::vector<int64_t> row_bytes(specs.size());
+  for (size_t c = 0; c < specs.size(); ++c) {
+    batch->add_squeeze(first.columns(static_cast<int>(c)).squeeze());
+    tf::TensorProto* column = batch->add_columns();
+    column->set_dtype(static_cast<tf::DataType>(specs[c].dtype));
+    column->mutable_tensor_shape()->add_dim()->set_size(n);
+    for (int64_t dim : specs[c].shape) column->mutable_tensor_shape()->add_dim()->set_size(dim);
+    row_bytes[c] = ColumnBytes(specs[c]);
+    column->mutable_tensor_content()->resize(static_cast<size_t>(row_bytes[c] * n));
+    columns[c] = column->mutable_tensor_content()->data();
+  }
+  for (size_t window = begin; window < end; window += kTouchWindow) {
+    const size_t window_end = std::min(end, window + kTouchWindow);
+    Touch(samples, window, window_end);
+    for (size_t i = window; i < window_end; ++i) {
+      const TableItem& item = samples[i].data;
+      for (size_t c = 0; c < specs.size(); ++c) {
+        absl::StatusOr<bool> same = UnpackTrajectoryColumnIfSpec(
+            item.item->flat_trajectory(), static_cast<int>(c),
+            [&item](uint64_t key) { return FindStoredChunk(item, key); }, specs[c],
+            columns[c] + row_bytes[c] * static_cast<int64_t>(i - begin));
+        if (!same.ok()) return same.status();
+        if (!*same) return std::nullopt;
+      }
+    }
+  }
+  absl::StatusOr<grpc::ByteBuffer> buffer = SerializeAliasingLargeFields(*response, response);
+  if (!buffer.ok()) {
+    return absl::InternalError(
+        absl::StrCat("Serializing a SampleBatch failed: ", buffer.status().message()));
+  }
+  return buffer;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<grpc::ByteBuffer>> EncodeSampleBatches(
+    const std::vector<SampledItem>& samples) {
+  std::vector<grpc::ByteBuffer> out;
+  if (samples.empty()) return out;
+  const TableItem& first = samples.front().data;
+  absl::StatusOr<std::vector<ColumnSpec>> specs =
+      TrajectoryColumnSpecs(first.item->flat_trajectory(),
+                            [&first](uint64_t key) { return FindStoredChunk(first, key); });
+  if (!specs.ok()) return specs.status();
+  int64_t sample_bytes = 0;
+  for (const ColumnSpec& spec : *specs) {
+    if (spec.dtype == tf::DT_STRING || !DataTypeSize(spec.dtype).ok()) return out;
+    sample_bytes += ColumnBytes(spec);
+  }
+  if (sample_bytes > kMaxBatchedSampleBytes) return out;
+  const bool versions = first.item->has_policy_version();
+  for (const SampledItem& sample : samples) {
+    const TableItem& item = sample.data;
+    if (&item == &first) continue;
+    const FlatTrajectory& trajectory = item.item->flat_trajectory();
+    if (item.item->has_policy_version() != versions ||
+        trajectory.columns_size() != first.item->flat_trajectory().columns_size() ||
+        !SameSqueeze(trajectory, first.item->flat_trajectory())) {
+      return out;
+    }
+  }
+  const size_t per_response = static_cast<size_t>(
+      std::max<int64_t>(1, kMaxSampleResponseBytes / std::max<int64_t>(1, sample_bytes)));
+  for (size_t begin = 0; begin < samples.size(); begin += per_response) {
+    absl::StatusOr<std::optional<grpc::ByteBuffer>> response = EncodeGroup(
+        samples, begin, std::min(samples.size(), begin + per_response), *specs, versions);
+    if (!response.ok()) return response.status();
+    if (!response->has_value()) return std::vector<grpc::ByteBuffer>();
+    out.push_back(**std::move(response));
+  }
+  return out;
+}
+
+}  // namespace tf_reverb
