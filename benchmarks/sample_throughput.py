@@ -10,7 +10,8 @@ TrajectoryDataset(...).batch(64) takes our fused batch path (decoded straight
 into the batch tensors); dm-reverb batches per element.
 
   .venv/bin/python benchmarks/sample_throughput.py [--seconds 2] [--no_dm]
-      [--repeats 3] [--frames_only] [--metrics] [--baseline DIR]
+      [--repeats 3] [--frames_only] [--frame_kinds K[,K]] [--metrics]
+      [--baseline DIR]
 
 --metrics also measures tf_reverb with Prometheus metrics on (its server
 scraped every second) and prints the change against metrics off;
@@ -19,7 +20,12 @@ build, e.g. the main branch) and prints this build's change against it.
 
 Frames (issue 15): 10-step items of 84x84x4 uint8 frames (282 KB an item;
 'random' incompressible bytes, or 'atari' compressible Atari-like frames),
-written with the legacy Writer (chunk_length 10: one chunk per item), read by
+written with the legacy Writer (chunk_length 10: one chunk per item), and
+(issue 30) 'shared', the workload of Acme's sequence adders / R2D2 learners:
+random frames, one item over the last 10 steps created at EVERY step with the
+TrajectoryWriter (num_keep_alive_refs=10, auto-tuned chunks), so neighbouring
+items overlap and share chunks (an item references about 1 + 9/L chunks of L
+steps); 200 items (209 steps) for both libraries. All are read by
   TrajectoryDataset.from_table_signature(...,
       max_in_flight_samples_per_worker=128
   ).batch(64, drop_remainder=True).prefetch(2)
@@ -30,6 +36,10 @@ fraction of the machine's ceiling, measured in the same repeat by
 (282 KB messages, sent from one slice, read by a synchronous client on a
 channel advertising 1 MiB HTTP/2 frames, as our sampler reads). Also printed: that stream with each message copied into the
 rows of a 64-row batch buffer by the reading thread, and memcpy.
+--frames_only measures the frame kinds only; --frame_kinds (comma-separated,
+implies --frames_only) only those, e.g. the shared-chunk workload alone:
+
+  .venv/bin/python benchmarks/sample_throughput.py --frame_kinds shared
 
 Ratios are what matter: absolute figures on a shared 2-core machine are
 noise, so both libraries are measured in one run.
@@ -41,6 +51,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any, Dict, List, Optional, Sequence
 
 import side_by_side
 
@@ -54,8 +65,10 @@ SIZES = {
 NUM_ITEMS = {'small': 1000, 'large': 200}
 BATCH = 64
 
-# Issue 15's large-item workload: 10-step items of 84x84x4 uint8 frames.
-FRAME_KINDS = ('random', 'atari')
+# Issue 15's large-item workload: 10-step items of 84x84x4 uint8 frames;
+# 'shared' (issue 30): Acme's sequence adders, an item at every step.
+SHARED = 'shared'
+FRAME_KINDS = ('random', 'atari', SHARED)
 FRAME_SHAPE = (84, 84, 4)
 FRAME_STEPS = 10
 FRAME_ITEMS = 200  # 56 MB of items: well beyond the caches
@@ -95,7 +108,10 @@ def frame_table_name(kind):
   return f'frames_{kind}'
 
 
-def frame_signature(tf):
+def frame_signature(tf, kind='random'):
+  """The signature of the table of frame kind `kind`."""
+  if kind == SHARED:
+    return {'frame': tf.TensorSpec((FRAME_STEPS,) + FRAME_SHAPE, tf.uint8)}
   return {
     'obs': tf.TensorSpec((FRAME_STEPS,) + FRAME_SHAPE, tf.uint8),
     'action': tf.TensorSpec((FRAME_STEPS,), tf.int32),
@@ -103,8 +119,43 @@ def frame_signature(tf):
   }
 
 
-def frame_item_bytes():
-  return FRAME_STEPS * (int(__import__('numpy').prod(FRAME_SHAPE)) + 4 + 4)
+def frame_item_bytes(kind='random'):
+  """Uncompressed payload of an item of frame kind `kind`."""
+  frames = FRAME_STEPS * int(__import__('numpy').prod(FRAME_SHAPE))
+  return frames if kind == SHARED else frames + FRAME_STEPS * (4 + 4)
+
+
+def write_frames(client: Any, kind: str, np: Any) -> None:
+  """Fills the table of `kind` with FRAME_ITEMS items.
+
+  random/atari: the legacy Writer, one 10-step chunk per item. shared: the
+  TrajectoryWriter as Acme's sequence adders use it, an item over the last
+  FRAME_STEPS steps at every step once that many exist (FRAME_ITEMS +
+  FRAME_STEPS - 1 steps), chunked as the writer auto-tunes.
+  """
+  table = frame_table_name(kind)
+  if kind != SHARED:
+    with client.writer(
+      max_sequence_length=FRAME_STEPS, chunk_length=FRAME_STEPS
+    ) as writer:
+      for i in range(FRAME_ITEMS):
+        for t in range(FRAME_STEPS):
+          writer.append(frame_step(kind, i * FRAME_STEPS + t, np))
+        writer.create_item(table, FRAME_STEPS, 1.0)
+    return
+  with client.trajectory_writer(num_keep_alive_refs=FRAME_STEPS) as writer:
+    for t in range(FRAME_ITEMS + FRAME_STEPS - 1):
+      frame = np.random.default_rng(t).integers(
+        0, 256, FRAME_SHAPE, dtype=np.uint8
+      )
+      writer.append({'frame': frame})
+      if t + 1 >= FRAME_STEPS:
+        writer.create_item(
+          table,
+          priority=1.0,
+          trajectory={'frame': writer.history['frame'][-FRAME_STEPS:]},
+        )
+    writer.flush()
 
 
 def make_step(size, i, np):
@@ -141,7 +192,7 @@ def tables(reverb):
       reverb.selectors.Fifo(),
       max_size=10_000,
       rate_limiter=reverb.rate_limiters.MinSize(1),
-      signature=frame_signature(tf),
+      signature=frame_signature(tf, kind),
     )
     for kind in FRAME_KINDS
   ]
@@ -173,20 +224,23 @@ def timed(fn, seconds):
   return done / (time.perf_counter() - start)
 
 
-def measure_frames(reverb, client, address, impl, where, seconds):
-  """Issue 15's workload on both frame kinds: the exact input pipeline."""
+def measure_frames(
+  reverb: Any,
+  client: Any,
+  address: str,
+  impl: str,
+  where: str,
+  seconds: float,
+  kinds: Sequence[str] = FRAME_KINDS,
+) -> List[Dict[str, Any]]:
+  """Issues 15 and 30's workload on the frame `kinds`: the exact input
+  pipeline."""
   import numpy as np  # pylint: disable=g-import-not-at-top
 
   results = []
-  for kind in FRAME_KINDS:
+  for kind in kinds:
     table = frame_table_name(kind)
-    with client.writer(
-      max_sequence_length=FRAME_STEPS, chunk_length=FRAME_STEPS
-    ) as writer:
-      for i in range(FRAME_ITEMS):
-        for t in range(FRAME_STEPS):
-          writer.append(frame_step(kind, i * FRAME_STEPS + t, np))
-        writer.create_item(table, FRAME_STEPS, 1.0)
+    write_frames(client, kind, np)
     dataset = (
       reverb.TrajectoryDataset.from_table_signature(
         address, table, max_in_flight_samples_per_worker=FRAME_IN_FLIGHT
@@ -209,15 +263,16 @@ def measure_frames(reverb, client, address, impl, where, seconds):
         size=f'frames/{kind}',
         method='from_table_signature.batch(64).prefetch(2)',
         items_per_s=rate,
-        mb_per_s=rate * frame_item_bytes() / 1e6,
+        mb_per_s=rate * frame_item_bytes(kind) / 1e6,
       )
     )
     iterator = None  # Release the dataset (batches() is not called again).
   return results
 
 
-def measure(impl, where, seconds, frames_only=False):
-  """Measurements of one library with the server `where`."""
+def measure(impl, where, seconds, frames_only=False, kinds=FRAME_KINDS):
+  """Measurements of one library with the server `where` (of the frame
+  `kinds` only when frames_only)."""
   import numpy as np  # pylint: disable=g-import-not-at-top
 
   reverb = import_reverb(impl)
@@ -242,7 +297,9 @@ def measure(impl, where, seconds, frames_only=False):
   client.server_info(timeout=60)
   results = []
   try:
-    results += measure_frames(reverb, client, address, impl, where, seconds)
+    results += measure_frames(
+      reverb, client, address, impl, where, seconds, kinds
+    )
     for size in () if frames_only else SIZES:
       for i in range(NUM_ITEMS[size]):
         client.insert(make_step(size, i, np), {size: 1.0})
@@ -364,8 +421,9 @@ def ceiling(seconds):
   return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run_repeats(args, frames_only):
-  """Per repeat: the ceiling, then each implementation's --measure run.
+def run_repeats(args, frames_only, kinds=FRAME_KINDS):
+  """Per repeat: the ceiling, then each implementation's --measure run (of
+  the frame `kinds`).
 
   Returns a list (one entry per repeat) of (ceiling, {key: result})."""
   pythons = side_by_side.implementations(args)
@@ -395,6 +453,8 @@ def run_repeats(args, frames_only):
           impl,
           '--seconds',
           str(args.seconds),
+          '--frame_kinds',
+          ','.join(kinds),
         ],
         capture_output=True,
         text=True,
@@ -412,9 +472,20 @@ def run_repeats(args, frames_only):
   return repeats
 
 
-def print_frames(repeats):
+def print_frames(repeats, kinds=FRAME_KINDS):
   """Issue 15's table: medians over repeats of MB/s and of per-repeat ratios."""
   med = statistics.median
+  if SHARED in kinds:
+    print(
+      f'{SHARED}: {FRAME_ITEMS} items of {FRAME_STEPS} random frames '
+      f'({frame_item_bytes(SHARED) / 1e3:.0f} KB), one per step over '
+      f'{FRAME_ITEMS + FRAME_STEPS - 1} steps, TrajectoryWriter('
+      f'num_keep_alive_refs={FRAME_STEPS}); auto-tuned chunks of L <= '
+      f'{FRAME_STEPS} steps (tf_reverb: up to ~256 KiB raw, i.e. '
+      f'{256 * 1024 * FRAME_STEPS // frame_item_bytes(SHARED)} frames; '
+      f'dm-reverb: AutoTunedChunkerOptions({FRAME_STEPS}, 1.0)), so an item '
+      f'references ~1 + {FRAME_STEPS - 1}/L chunks shared with its neighbours'
+    )
   ceilings = [c for c, _ in repeats]
   print(
     f'ceiling (median of {len(repeats)}): loopback gRPC stream '
@@ -430,7 +501,7 @@ def print_frames(repeats):
     f'ceiling is the loopback gRPC stream)'
   )
   for where in ('same process', 'other process'):
-    for kind in FRAME_KINDS:
+    for kind in kinds:
       key = (
         where,
         f'frames/{kind}',
@@ -458,10 +529,39 @@ def print_frames(repeats):
       )
 
 
+def pop_frame_kinds(argv: List[str]) -> Optional[List[str]]:
+  """Removes --frame_kinds K[,K] (or =K[,K]) from argv; its kinds or None.
+
+  Raises:
+    SystemExit: for a missing value or an unknown kind.
+  """
+  for i, arg in enumerate(argv):
+    if arg == '--frame_kinds' or arg.startswith('--frame_kinds='):
+      if '=' in arg:
+        value = arg.split('=', 1)[1]
+        del argv[i]
+      elif i + 1 < len(argv):
+        value = argv[i + 1]
+        del argv[i : i + 2]
+      else:
+        sys.exit('--frame_kinds needs a value, e.g. --frame_kinds shared')
+      kinds = [k for k in value.split(',') if k]
+      unknown = [k for k in kinds if k not in FRAME_KINDS]
+      if unknown or not kinds:
+        sys.exit(
+          f'--frame_kinds {value!r}: choose among {", ".join(FRAME_KINDS)}'
+        )
+      return kinds
+  return None
+
+
 def main():
   frames_only = '--frames_only' in sys.argv
   if frames_only:
     sys.argv.remove('--frames_only')
+  selected = pop_frame_kinds(sys.argv)
+  frames_only = frames_only or selected is not None
+  kinds = selected or list(FRAME_KINDS)
   args = side_by_side.parse_args()
   if args.serve is not None:
     serve(args.impl, args.serve)
@@ -474,12 +574,13 @@ def main():
         where,
         args.seconds,
         frames_only=bool(os.environ.get('TF_REVERB_BENCH_FRAMES_ONLY')),
+        kinds=kinds,
       )
     print(json.dumps(results))
     return
 
-  repeats = run_repeats(args, frames_only)
-  print_frames(repeats)
+  repeats = run_repeats(args, frames_only, kinds)
+  print_frames(repeats, kinds)
   if frames_only:
     return
   by_key = {}  # the best of the repeats, per figure

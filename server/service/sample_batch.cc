@@ -66,8 +66,9 @@ void Touch(const std::vector<SampledItem>& samples, size_t begin, size_t end) {
   asm volatile("" : : "r"(sink));  // keeps the loads
 }
 
-// Samples [begin, end) as one response; none when a sample's columns are
-// not `specs`.
+// Samples [begin, end) as one response; none when a sample does not stack
+// with the others: its columns are not `specs` (dtype, shape, squeeze), or it
+// has a policy version and `versions` is false, or the other way round.
 absl::StatusOr<std::optional<grpc::ByteBuffer>> EncodeGroup(const std::vector<SampledItem>& samples,
                                                             size_t begin, size_t end,
                                                             const std::vector<ColumnSpec>& specs,
@@ -109,9 +110,15 @@ absl::StatusOr<std::optional<grpc::ByteBuffer>> EncodeGroup(const std::vector<Sa
     Touch(samples, window, window_end);
     for (size_t i = window; i < window_end; ++i) {
       const TableItem& item = samples[i].data;
+      const FlatTrajectory& trajectory = item.item->flat_trajectory();
+      if (item.item->has_policy_version() != versions ||
+          trajectory.columns_size() != static_cast<int>(specs.size()) ||
+          !SameSqueeze(trajectory, first)) {
+        return std::nullopt;
+      }
       for (size_t c = 0; c < specs.size(); ++c) {
         absl::StatusOr<bool> same = UnpackTrajectoryColumnIfSpec(
-            item.item->flat_trajectory(), static_cast<int>(c),
+            trajectory, static_cast<int>(c),
             [&item](uint64_t key) { return FindStoredChunk(item, key); }, specs[c],
             columns[c] + row_bytes[c] * static_cast<int64_t>(i - begin));
         if (!same.ok()) return same.status();
@@ -143,18 +150,14 @@ absl::StatusOr<std::vector<grpc::ByteBuffer>> EncodeSampleBatches(
     if (spec.dtype == tf::DT_STRING || !DataTypeSize(spec.dtype).ok()) return out;
     sample_bytes += ColumnBytes(spec);
   }
-  if (sample_bytes > kMaxBatchedSampleBytes) return out;
-  const bool versions = first.item->has_policy_version();
-  for (const SampledItem& sample : samples) {
-    const TableItem& item = sample.data;
-    if (&item == &first) continue;
-    const FlatTrajectory& trajectory = item.item->flat_trajectory();
-    if (item.item->has_policy_version() != versions ||
-        trajectory.columns_size() != first.item->flat_trajectory().columns_size() ||
-        !SameSqueeze(trajectory, first.item->flat_trajectory())) {
-      return out;
+  if (sample_bytes > kMaxBatchedSampleBytes) {
+    int64_t stored = 0;
+    for (const auto& chunk : first.chunks) {
+      for (const auto& tensor : chunk->data().tensors()) stored += tensor.tensor_content().size();
     }
+    if (stored * 100 < kMinChunkToSamplePercent * sample_bytes) return out;
   }
+  const bool versions = first.item->has_policy_version();
   const size_t per_response = static_cast<size_t>(
       std::max<int64_t>(1, kMaxSampleResponseBytes / std::max<int64_t>(1, sample_bytes)));
   for (size_t begin = 0; begin < samples.size(); begin += per_response) {

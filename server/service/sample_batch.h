@@ -6,13 +6,18 @@
 // build, send and parse; what makes small transitions cheap to sample).
 //
 // Samples are batched only when they can be stacked: numeric columns whose
-// dtype, shape and squeeze agree across the samples, policy versions on all
-// of them or none, and no sample decoding to more than kMaxBatchedSampleBytes
-// (larger ones travel as their chunks, which the server sends without a copy
-// and the client decodes). Otherwise EncodeSampleBatches returns no response
-// and the caller sends entries (sample_response.h). A response holds up to
-// kMaxSampleResponseBytes of column data (at least one sample); its columns
-// are referenced, not copied, by the byte buffer.
+// dtype, shape and squeeze agree across the samples, and policy versions on
+// all of them or none. Samples decoding to more than kMaxBatchedSampleBytes
+// are batched only when (judged by the first) their chunks hold at least
+// kMinChunkToSamplePercent percent of the sample's bytes, as stored: items over
+// steps whose chunks they share with their neighbours, of which only the
+// sample's rows need to travel. Other large samples travel as their chunks,
+// which the server sends without a copy and the client decodes (compressed,
+// where the codec shrank them). When the samples are not batched,
+// EncodeSampleBatches returns no response and the caller sends entries
+// (sample_response.h). A response holds up to kMaxSampleResponseBytes of
+// column data (at least one sample); its columns are referenced, not
+// copied, by the byte buffer.
 //
 // Contract: a pure function; thread-safe over the table's immutable chunks.
 // DATA_LOSS for a corrupt chunk, INVALID_ARGUMENT for a trajectory that does
@@ -29,8 +34,10 @@
 
 namespace tf_reverb {
 
-// Samples that decode to more than this are sent as their chunks.
+// Samples that decode to more than this are sent as their chunks, unless
+// their chunks hold this percentage of their bytes (or more).
 inline constexpr int64_t kMaxBatchedSampleBytes = 64 << 10;
+inline constexpr int64_t kMinChunkToSamplePercent = 125;
 
 // The responses carrying `samples` in order, or none when they cannot be
 // batched (see above).

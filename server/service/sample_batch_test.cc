@@ -443,6 +443,38 @@ TEST(SampleBatchTest, FallsBackWhenSamplesCannotBeStacked) {
   }
 }
 
+// Large samples over rows of chunks that hold more than the sample (items
+// over steps sharing chunks) are batched: only their rows travel.
+TEST(SampleBatchTest, LargeSamplesOverPartsOfChunksAreBatched) {
+  // Random (incompressible) rows of 16 KiB; each chunk holds 8 rows.
+  const int64_t row = 16 << 10;
+  const std::vector<Tensor> chunk0 = {ByteTensor({8, row}, true, 1)};
+  const std::vector<Tensor> chunk1 = {ByteTensor({8, row}, true, 2)};
+  // Rows 4..7 of chunk 0 and 0..5 of chunk 1: 10 rows (160 KiB) of 256 KiB.
+  const std::vector<ColumnDef> part = {{{{0, 0, 4, 4}, {1, 0, 0, 6}}, false}};
+  std::vector<SampledItem> samples;
+  for (uint64_t key = 1; key <= 3; ++key) {
+    samples.push_back(MakeItem(key, {chunk0, chunk1}, part, CodecPolicy::kSnappy, false, {}));
+  }
+  absl::StatusOr<std::vector<grpc::ByteBuffer>> responses = EncodeSampleBatches(samples);
+  ASSERT_TRUE(responses.ok()) << responses.status();
+  ASSERT_EQ(responses->size(), 1u);
+  SampleStreamResponse response;
+  ASSERT_TRUE(response.ParseFromString(BufferBytes((*responses)[0])));
+  ASSERT_TRUE(response.has_batch());
+  ASSERT_EQ(response.batch().columns_size(), 1);
+  EXPECT_EQ(response.batch().columns(0).tensor_content().size(), 3u * 10 * row);
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<Tensor> expected = Sample::FromSampledItem(samples[i]).UnpackColumn(0);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    EXPECT_EQ(response.batch().columns(0).tensor_content().substr(i * 10 * row, 10 * row),
+              expected->data);
+  }
+  // The same sample over all the rows of its chunks travels as its chunks.
+  const std::vector<ColumnDef> whole = {{{{0, 0, 0, 8}, {1, 0, 0, 8}}, false}};
+  ExpectNotBatched({MakeItem(4, {chunk0, chunk1}, whole, CodecPolicy::kSnappy, false, {})});
+}
+
 TEST(SampleBatchTest, ErrorsOfBrokenItems) {
   const Tensor f32 = RandomTensor<float>(tf::DT_FLOAT, {2, 3}, 1);
   SampledItem missing =
