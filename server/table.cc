@@ -480,9 +480,8 @@ absl::Status Table::SampleLocked(int64_t num_samples, bool rate_limited,
     ++entry.times_sampled;
     rate_limiter_.RecordSample();
     Notify(&TableExtension::OnSample, entry);
-    out->push_back(SampledItem{*entry.data, entry.priority, entry.times_sampled,
-                               picked->probability, static_cast<int64_t>(items_.size()),
-                               rate_limited});
+    out->push_back(SampledItem{entry.data, entry.priority, entry.times_sampled, picked->probability,
+                               static_cast<int64_t>(items_.size()), rate_limited});
     const int64_t item_bytes = entry.bytes;
     bytes += item_bytes;
     TableMetrics::Add(metrics_.samples, 1);
@@ -777,7 +776,7 @@ void Table::Lookup(const std::vector<uint64_t>& keys, std::vector<SampledItem>* 
       continue;
     }
     const Entry& entry = it->second;
-    found->push_back(SampledItem{*entry.data, entry.priority, entry.times_sampled, 0.0, size});
+    found->push_back(SampledItem{entry.data, entry.priority, entry.times_sampled, 0.0, size});
   }
 }
 
@@ -792,7 +791,7 @@ uint64_t Table::Scan(uint64_t start, int64_t max_items, std::vector<SampledItem>
                       (n == 0 || bytes < kMaxSampleBatchBytes);
        ++it, ++n) {
     const Entry& entry = items_.find(it->second)->second;
-    out->push_back(SampledItem{*entry.data, entry.priority, entry.times_sampled, 0.0, size});
+    out->push_back(SampledItem{entry.data, entry.priority, entry.times_sampled, 0.0, size});
     bytes += entry.bytes;
     next = it->first + 1;
   }

@@ -9,7 +9,7 @@ namespace tf_reverb {
 
 deepmind::reverb::SampleInfo SampleInfoOf(const SampledItem& sampled) {
   deepmind::reverb::SampleInfo info;
-  *info.mutable_item() = *sampled.data.item;
+  *info.mutable_item() = *sampled.data->item;
   info.mutable_item()->set_priority(sampled.priority);
   info.mutable_item()->set_times_sampled(sampled.times_sampled);
   info.set_probability(sampled.probability);

@@ -33,7 +33,7 @@ struct TableItem {
 };
 
 struct SampledItem {
-  TableItem data;
+  std::shared_ptr<const TableItem> data;  // never null
   double priority = 0;
   int32_t times_sampled = 0;  // including this sample
   double probability = 0;

@@ -107,8 +107,8 @@ TEST(TableStalenessTest, ItemsWithoutAVersionTakeTheCurrentOne) {
   std::vector<uint64_t> missing;
   table->Lookup({1, 2}, &found, &missing);
   ASSERT_EQ(found.size(), 2u);
-  EXPECT_EQ(found[0].data.item->policy_version(), 7);
-  EXPECT_EQ(found[1].data.item->policy_version(), 3);
+  EXPECT_EQ(found[0].data->item->policy_version(), 7);
+  EXPECT_EQ(found[1].data->item->policy_version(), 3);
   EXPECT_EQ(SampleInfoOf(found[1]).item().policy_version(), 3);
   // Without a limit nothing is stale, however old.
   ASSERT_TRUE(table->SetPolicyVersion(1000).ok());
@@ -153,7 +153,7 @@ TEST(TableStalenessTest, SamplingWaitsForAFreshItem) {
   absl::StatusOr<SampledItem> sample = SampleOne(*table, kUnblockTimeout);
   writer.join();
   ASSERT_TRUE(sample.ok()) << sample.status();
-  EXPECT_EQ(sample->data.item->key(), 2u);
+  EXPECT_EQ(sample->data->item->key(), 2u);
   EXPECT_EQ(sample->table_size, 2);  // the stale item still counts in the size
 }
 
@@ -237,7 +237,7 @@ TEST(TableStalenessTest, PrioritizedProbabilitiesAreOverFreshItems) {
   for (int i = 0; i < 50; ++i) {
     absl::StatusOr<SampledItem> sample = SampleOne(*table);
     ASSERT_TRUE(sample.ok());
-    const uint64_t key = sample->data.item->key();
+    const uint64_t key = sample->data->item->key();
     ASSERT_NE(key, 1u);
     EXPECT_DOUBLE_EQ(sample->probability, key == 2 ? 0.25 : 0.75);
   }
@@ -264,8 +264,8 @@ TEST(TableStalenessTest, RestoredItemsWithoutAVersionKeepTheOneTheyGot) {
   std::vector<uint64_t> missing;
   table->Lookup({1}, &found, &missing);
   ASSERT_EQ(found.size(), 1u);
-  EXPECT_TRUE(found[0].data.item->has_policy_version());
-  EXPECT_EQ(found[0].data.item->policy_version(), 0);
+  EXPECT_TRUE(found[0].data->item->has_policy_version());
+  EXPECT_EQ(found[0].data->item->policy_version(), 0);
   ASSERT_TRUE(table->SetPolicyVersion(5).ok());
   EXPECT_EQ(table->num_stale(), 3);
   // A checkpoint round trip keeps them stale.
@@ -317,7 +317,7 @@ TEST(TableStalenessTest, StaleItemsDoNotBlockAQueue) {
     for (int i = 0; i < 4; ++i) {
       absl::StatusOr<SampledItem> sample = SampleOne(queue);
       ASSERT_TRUE(sample.ok()) << sample.status();
-      sampled.insert(sample->data.item->key());
+      sampled.insert(sample->data->item->key());
     }
     EXPECT_EQ(sampled, (std::set<uint64_t>{5, 6, 7, 8})) << "evict=" << evict;
     // The reported counts are as without a limit.
@@ -368,7 +368,7 @@ TEST(TableStalenessTest, ConcurrentVersionBumpsNeverLetAStaleSampleOut) {
       continue;
     }
     // The version can only have grown since `before` was read.
-    EXPECT_GE(out[0].data.item->policy_version(), before - 2);
+    EXPECT_GE(out[0].data->item->policy_version(), before - 2);
     ++checked;
   }
   learner.join();

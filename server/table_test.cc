@@ -55,7 +55,7 @@ constexpr absl::Duration kBlockCheck = absl::Milliseconds(150);
 // loaded the machine.
 constexpr absl::Duration kUnblockTimeout = absl::Seconds(120);
 
-uint64_t KeyOf(const SampledItem& s) { return s.data.item->key(); }
+uint64_t KeyOf(const SampledItem& s) { return s.data->item->key(); }
 
 // Keys present in `table`, found by deleting each candidate (destructive).
 std::set<uint64_t> DrainKeys(Table& table, const std::vector<uint64_t>& candidates) {
@@ -113,11 +113,11 @@ TEST(TableTest, InsertAndSample) {
   EXPECT_DOUBLE_EQ(s->probability, 1.0 / 3);
   EXPECT_EQ(s->table_size, 3);
   EXPECT_FALSE(s->rate_limited);
-  EXPECT_EQ(s->data.item->table(), "t");
-  EXPECT_GT(s->data.item->inserted_at().seconds(), 0);
-  EXPECT_EQ(s->data.item->times_sampled(), 0);
-  ASSERT_EQ(s->data.chunks.size(), 1u);
-  EXPECT_EQ(s->data.chunks[0]->chunk_key(), key + 1000000000);
+  EXPECT_EQ(s->data->item->table(), "t");
+  EXPECT_GT(s->data->item->inserted_at().seconds(), 0);
+  EXPECT_EQ(s->data->item->times_sampled(), 0);
+  ASSERT_EQ(s->data->chunks.size(), 1u);
+  EXPECT_EQ(s->data->chunks[0]->chunk_key(), key + 1000000000);
   // Sampling does not remove without max_times_sampled.
   EXPECT_EQ(table->size(), 3);
 
@@ -243,7 +243,7 @@ TEST(TableTest, InsertOfExistingKeyOnlyUpdatesPriority) {
   absl::StatusOr<SampledItem> first = SampleOne(*table);
   ASSERT_TRUE(first.ok());
   EXPECT_EQ(first->times_sampled, 1);
-  const auto inserted_at = first->data.item->inserted_at();
+  const auto inserted_at = first->data->item->inserted_at();
 
   // Same key, different chunk and priority: accepted without waiting, even
   // though the limiter forbids a new insert.
@@ -259,10 +259,10 @@ TEST(TableTest, InsertOfExistingKeyOnlyUpdatesPriority) {
   EXPECT_EQ(KeyOf(*s), 7u);
   EXPECT_DOUBLE_EQ(s->priority, 42.0);
   EXPECT_EQ(s->times_sampled, 2);  // not reset
-  EXPECT_EQ(s->data.item->inserted_at().seconds(), inserted_at.seconds());
-  EXPECT_EQ(s->data.item->inserted_at().nanos(), inserted_at.nanos());
-  ASSERT_EQ(s->data.chunks.size(), 1u);
-  EXPECT_EQ(s->data.chunks[0]->chunk_key(), 7u + 1000000000);  // trajectory kept
+  EXPECT_EQ(s->data->item->inserted_at().seconds(), inserted_at.seconds());
+  EXPECT_EQ(s->data->item->inserted_at().nanos(), inserted_at.nanos());
+  ASSERT_EQ(s->data->chunks.size(), 1u);
+  EXPECT_EQ(s->data->chunks[0]->chunk_key(), 7u + 1000000000);  // trajectory kept
   // Episode 9 of the ignored chunk was never counted.
   EXPECT_EQ(table->Info().num_episodes(), 2);
 }
@@ -941,7 +941,7 @@ TEST(TableLookTest, LookupScanAndStatsAreNotSamples) {
   std::vector<uint64_t> missing;
   table->Lookup({3, 99, 5}, &found, &missing);
   ASSERT_EQ(found.size(), 2u);
-  EXPECT_EQ(found[0].data.item->key(), 3u);
+  EXPECT_EQ(found[0].data->item->key(), 3u);
   EXPECT_EQ(found[0].priority, 3.0);
   EXPECT_EQ(found[0].table_size, 7);
   EXPECT_EQ(missing, std::vector<uint64_t>{99});
@@ -954,11 +954,11 @@ TEST(TableLookTest, LookupScanAndStatsAreNotSamples) {
   ASSERT_TRUE(table->MutateItems({}, {4, 7}).ok());  // one ahead of the cursor, the last
   ASSERT_TRUE(Insert(*table, 8).ok());
   std::vector<uint64_t> keys;
-  for (const auto& item : batch) keys.push_back(item.data.item->key());
+  for (const auto& item : batch) keys.push_back(item.data->item->key());
   while (!done) {
     batch.clear();
     next = table->Scan(next, 3, &batch, &done);
-    for (const auto& item : batch) keys.push_back(item.data.item->key());
+    for (const auto& item : batch) keys.push_back(item.data->item->key());
   }
   EXPECT_EQ(keys, (std::vector<uint64_t>{1, 2, 3, 5, 6, 8}));
 

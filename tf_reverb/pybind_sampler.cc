@@ -119,62 +119,74 @@ class BatchIterator {
   absl::Status FillRows(int64_t n, Batch* batch) {
     // The block of the last batched sample, whose specs were checked.
     std::shared_ptr<const SampleBlock> checked;
-    for (int64_t i = 0; i < n; ++i) {
-      absl::StatusOr<Sample> sample = sampler_->Next();
-      if (!sample.ok()) return sample.status();
-      if (checked != nullptr && sample->block() == checked.get()) {
-        for (size_t c = 0; c < batch->specs.size(); ++c) {
-          const int64_t bytes = ColumnBytes(batch->specs[c]);
-          if (bytes > 0)
-            checked->CopyRows(c, sample->row(), 1, batch->buffers[c]->data + i * bytes);
-        }
-        AppendInfo(sample->info(), batch);
-        continue;
+    std::vector<Sample> samples;
+    for (int64_t i = 0; i < n;) {
+      samples.clear();
+      if (absl::Status s = sampler_->NextBatch(n - i, &samples); !s.ok()) return s;
+      for (const Sample& sample : samples) {
+        if (absl::Status s = FillRow(sample, i++, n, batch, &checked); !s.ok()) return s;
       }
-      absl::StatusOr<std::vector<ColumnSpec>> specs = sample->ColumnSpecs();
-      if (!specs.ok()) return specs.status();
-      if (i == 0) {
-        batch->specs = *specs;
-        batch->buffers.resize(specs->size());
-        batch->strings.resize(specs->size());
-        for (size_t c = 0; c < specs->size(); ++c) {
-          const ColumnSpec& spec = (*specs)[c];
-          if (spec.dtype == tf::DT_STRING) continue;
-          if (NumpyDtypeName(spec.dtype) == nullptr) {
-            return absl::InvalidArgumentError(
-                absl::StrCat("Column ", c, " has unsupported dtype ", DataTypeName(spec.dtype)));
-          }
-          batch->buffers[c] = std::make_unique<AlignedBuffer>(n * ColumnBytes(spec));
+    }
+    return absl::OkStatus();
+  }
+
+  // Decodes `sample` into row `i` of `batch` (of `n` rows).
+  static absl::Status FillRow(const Sample& sample, int64_t i, int64_t n, Batch* batch,
+                              std::shared_ptr<const SampleBlock>* checked) {
+    if (*checked != nullptr && sample.block() == checked->get()) {
+      for (size_t c = 0; c < batch->specs.size(); ++c) {
+        const int64_t bytes = ColumnBytes(batch->specs[c]);
+        if (bytes > 0) {
+          (*checked)->CopyRows(static_cast<int>(c), sample.row(), 1,
+                               batch->buffers[c]->data + i * bytes);
         }
-      } else if (specs->size() != batch->specs.size()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("Cannot batch samples with different numbers of columns: ", specs->size(),
-                         " vs ", batch->specs.size(), "."));
       }
+      AppendInfo(sample.info(), batch);
+      return absl::OkStatus();
+    }
+    absl::StatusOr<std::vector<ColumnSpec>> specs = sample.ColumnSpecs();
+    if (!specs.ok()) return specs.status();
+    if (i == 0) {
+      batch->specs = *specs;
+      batch->buffers.resize(specs->size());
+      batch->strings.resize(specs->size());
       for (size_t c = 0; c < specs->size(); ++c) {
         const ColumnSpec& spec = (*specs)[c];
-        if (spec.dtype != batch->specs[c].dtype || spec.shape != batch->specs[c].shape) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "Cannot batch column ", c, ": the batch's first sample has (dtype, shape) ",
-              SpecString(batch->specs[c]), " but sample ", i, " has ", SpecString(spec), "."));
+        if (spec.dtype == tf::DT_STRING) continue;
+        if (NumpyDtypeName(spec.dtype) == nullptr) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("Column ", c, " has unsupported dtype ", DataTypeName(spec.dtype)));
         }
-        if (spec.dtype == tf::DT_STRING) {
-          absl::StatusOr<Tensor> tensor = sample->UnpackColumn(static_cast<int>(c));
-          if (!tensor.ok()) return tensor.status();
-          for (std::string& s : tensor->strings) batch->strings[c].push_back(std::move(s));
-          continue;
-        }
-        const int64_t bytes = ColumnBytes(spec);
-        if (bytes == 0) continue;
-        if (absl::Status s =
-                sample->UnpackColumnInto(static_cast<int>(c), batch->buffers[c]->data + i * bytes);
-            !s.ok()) {
-          return s;
-        }
+        batch->buffers[c] = std::make_unique<AlignedBuffer>(n * ColumnBytes(spec));
       }
-      AppendInfo(sample->info(), batch);
-      if (sample->block() != nullptr) checked = sample->block_ptr();
+    } else if (specs->size() != batch->specs.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Cannot batch samples with different numbers of columns: ", specs->size(),
+                       " vs ", batch->specs.size(), "."));
     }
+    for (size_t c = 0; c < specs->size(); ++c) {
+      const ColumnSpec& spec = (*specs)[c];
+      if (spec.dtype != batch->specs[c].dtype || spec.shape != batch->specs[c].shape) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Cannot batch column ", c, ": the batch's first sample has (dtype, shape) ",
+            SpecString(batch->specs[c]), " but sample ", i, " has ", SpecString(spec), "."));
+      }
+      if (spec.dtype == tf::DT_STRING) {
+        absl::StatusOr<Tensor> tensor = sample.UnpackColumn(static_cast<int>(c));
+        if (!tensor.ok()) return tensor.status();
+        for (std::string& s : tensor->strings) batch->strings[c].push_back(std::move(s));
+        continue;
+      }
+      const int64_t bytes = ColumnBytes(spec);
+      if (bytes == 0) continue;
+      if (absl::Status s =
+              sample.UnpackColumnInto(static_cast<int>(c), batch->buffers[c]->data + i * bytes);
+          !s.ok()) {
+        return s;
+      }
+    }
+    AppendInfo(sample.info(), batch);
+    if (sample.block() != nullptr) *checked = sample.block_ptr();
     return absl::OkStatus();
   }
 

@@ -70,7 +70,7 @@ TEST(CheckpointerTest, RoundTripKeepsOrderPrioritiesCountersAndSharedChunks) {
   // FIFO resumes at the same head, with its times_sampled and priority.
   absl::StatusOr<SampledItem> head = SampleOne(*fifo2);
   ASSERT_TRUE(head.ok());
-  EXPECT_EQ(head->data.item->key(), 5u);
+  EXPECT_EQ(head->data->item->key(), 5u);
   EXPECT_EQ(head->times_sampled, 3);
   EXPECT_EQ(head->priority, 5.0);
   // The heap still yields its lowest priority (key 9 has priority 1).
@@ -78,7 +78,7 @@ TEST(CheckpointerTest, RoundTripKeepsOrderPrioritiesCountersAndSharedChunks) {
   // The chunk shared by six items across two tables was stored once and is
   // shared again after loading.
   absl::StatusOr<SampledItem> from_heap = SampleOne(*heap2);
-  EXPECT_EQ(from_heap->data.chunks[0].get(), head->data.chunks[0].get());
+  EXPECT_EQ(from_heap->data->chunks[0].get(), head->data->chunks[0].get());
 }
 
 TEST(CheckpointerTest, ZstdChunksAreStoredAsSnappySoDmReverbCanRestore) {
@@ -106,12 +106,12 @@ TEST(CheckpointerTest, ZstdChunksAreStoredAsSnappySoDmReverbCanRestore) {
   EXPECT_EQ(decoded->data, column.data);
 
   // The table in memory keeps its zstd chunk; the restored one holds Snappy.
-  EXPECT_EQ(SampleOne(*table)->data.chunks[0]->compression(), kZstd);
+  EXPECT_EQ(SampleOne(*table)->data->chunks[0]->compression(), kZstd);
   auto restored = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1));
   ASSERT_TRUE(checkpointer.Load(path, {restored}).ok());
   absl::StatusOr<SampledItem> sampled = SampleOne(*restored);
   ASSERT_TRUE(sampled.ok()) << sampled.status();
-  EXPECT_EQ(DecompressChunkTensor(*sampled->data.chunks[0], 0)->data, column.data);
+  EXPECT_EQ(DecompressChunkTensor(*sampled->data->chunks[0], 0)->data, column.data);
 }
 
 TEST(CheckpointerTest, DifferentChunksUnderOneKeyFromTwoStreamsBothSurvive) {
@@ -144,14 +144,14 @@ TEST(CheckpointerTest, DifferentChunksUnderOneKeyFromTwoStreamsBothSurvive) {
   std::vector<SampledItem> samples;
   ASSERT_TRUE(restored->SampleBatch(3, kNoWait, &samples).ok());
   ASSERT_EQ(samples.size(), 3u);
-  EXPECT_EQ(samples[0].data.chunks[0]->chunk_key(), 7u);
-  EXPECT_NE(samples[1].data.chunks[0]->chunk_key(), 7u);  // renamed on save
-  EXPECT_EQ(samples[1].data.item->flat_trajectory().columns(0).chunk_slices(0).chunk_key(),
-            samples[1].data.chunks[0]->chunk_key());
-  EXPECT_EQ(samples[1].data.chunks[0]->data().tensors(0).tensor_shape().dim(0).size(), 4);
-  EXPECT_EQ(samples[2].data.chunks[0].get(), samples[0].data.chunks[0].get());
+  EXPECT_EQ(samples[0].data->chunks[0]->chunk_key(), 7u);
+  EXPECT_NE(samples[1].data->chunks[0]->chunk_key(), 7u);  // renamed on save
+  EXPECT_EQ(samples[1].data->item->flat_trajectory().columns(0).chunk_slices(0).chunk_key(),
+            samples[1].data->chunks[0]->chunk_key());
+  EXPECT_EQ(samples[1].data->chunks[0]->data().tensors(0).tensor_shape().dim(0).size(), 4);
+  EXPECT_EQ(samples[2].data->chunks[0].get(), samples[0].data->chunks[0].get());
   for (const SampledItem& sample : samples) {
-    EXPECT_TRUE(DecompressChunkTensor(*sample.data.chunks[0], 0).ok());
+    EXPECT_TRUE(DecompressChunkTensor(*sample.data->chunks[0], 0).ok());
   }
 }
 

@@ -88,8 +88,7 @@ absl::Status GrpcSamplerWorker::OpenStream() {
 // not drain in between (a round trip and the server's start, ~2 ms per 33 MB
 // request of 282 KB items on the benchmark's machine).
 absl::Status GrpcSamplerWorker::StreamSamples(int64_t num_samples, absl::Duration timeout,
-                                              const std::function<void(Sample)>& deliver,
-                                              const ClaimMore& claim_more) {
+                                              const Deliver& deliver, const ClaimMore& claim_more) {
   if (cancelled_.load()) return absl::CancelledError("The sampler was closed.");
   if (stream_ == nullptr) {
     absl::Status opened = OpenStream();
@@ -118,7 +117,7 @@ absl::Status GrpcSamplerWorker::StreamSamples(int64_t num_samples, absl::Duratio
     absl::Status parsed = parser_.Parse(response, &parsed_samples);
     response.Clear();  // the samples hold what they need of it
     received += static_cast<int64_t>(parsed_samples.size());
-    for (Sample& sample : parsed_samples) deliver(std::move(sample));
+    if (!parsed_samples.empty()) deliver(std::move(parsed_samples));
     if (!parsed.ok()) {
       CloseStream(/*cancel=*/true);
       return parsed;

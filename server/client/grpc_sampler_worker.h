@@ -47,8 +47,7 @@ class GrpcSamplerWorker : public SamplerWorker {
                     std::string address);
   ~GrpcSamplerWorker() override;
 
-  absl::Status StreamSamples(int64_t num_samples, absl::Duration timeout,
-                             const std::function<void(Sample)>& deliver,
+  absl::Status StreamSamples(int64_t num_samples, absl::Duration timeout, const Deliver& deliver,
                              const ClaimMore& claim_more) override;
   void Cancel() override;
 

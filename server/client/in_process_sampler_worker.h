@@ -33,8 +33,7 @@ class InProcessSamplerWorker : public SamplerWorker {
  public:
   explicit InProcessSamplerWorker(std::shared_ptr<Table> table) : table_(std::move(table)) {}
 
-  absl::Status StreamSamples(int64_t num_samples, absl::Duration timeout,
-                             const std::function<void(Sample)>& deliver,
+  absl::Status StreamSamples(int64_t num_samples, absl::Duration timeout, const Deliver& deliver,
                              const ClaimMore& claim_more) override;
   void Cancel() override { cancelled_.store(true); }
   bool ShouldRetry(const absl::Status& status) const override;

@@ -43,7 +43,7 @@ Sample Sample::FromChunks(deepmind::reverb::SampleInfo info, std::vector<SampleC
 }
 
 Sample Sample::FromSampledItem(const SampledItem& sampled) {
-  return Sample(SampleInfoOf(sampled), sampled.data.chunks);
+  return Sample(SampleInfoOf(sampled), sampled.data->chunks);
 }
 
 Sample Sample::FromBlock(deepmind::reverb::SampleInfo info,

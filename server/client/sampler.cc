@@ -95,6 +95,12 @@ void Sampler::Close() {
 }
 
 absl::StatusOr<Sample> Sampler::Next(absl::Duration timeout) {
+  std::vector<Sample> one;
+  if (absl::Status s = NextBatch(1, &one, timeout); !s.ok()) return s;
+  return std::move(one.front());
+}
+
+absl::Status Sampler::NextBatch(int64_t max, std::vector<Sample>* out, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   if (options_.max_samples > 0 && returned_ >= options_.max_samples) {
     return absl::OutOfRangeError("`max_samples` already returned.");
@@ -114,10 +120,14 @@ absl::StatusOr<Sample> Sampler::Next(absl::Duration timeout) {
   }
   if (closed_) return absl::CancelledError("The sampler was closed.");
   if (queue_.empty()) return fatal_;
-  Sample sample = std::move(queue_.front());
-  queue_.pop_front();
-  ++returned_;
-  return sample;
+  int64_t n = std::min(std::max<int64_t>(max, 1), static_cast<int64_t>(queue_.size()));
+  if (options_.max_samples > 0) n = std::min(n, options_.max_samples - returned_);
+  for (int64_t i = 0; i < n; ++i) {
+    out->push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  returned_ += n;
+  return absl::OkStatus();
 }
 
 int64_t Sampler::NextRequestLocked() const {
@@ -165,12 +175,14 @@ void Sampler::RunWorker(SamplerWorker* worker) {
     };
     absl::Status status = worker->StreamSamples(
         wanted, options_.rate_limiter_timeout,
-        [&](Sample sample) {
+        [&](std::vector<Sample> samples) {
           absl::MutexLock lock(&mu_);
-          if (received == wanted) return;  // more than asked for: dropped
-          queue_.push_back(std::move(sample));
-          --in_flight_;
-          ++received;
+          for (Sample& sample : samples) {
+            if (received == wanted) return;  // more than asked for: dropped
+            queue_.push_back(std::move(sample));
+            --in_flight_;
+            ++received;
+          }
         },
         claim_more);
 

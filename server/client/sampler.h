@@ -106,15 +106,18 @@ class SamplerWorker {
   // request: the call returns once they too arrived (or failed).
   using ClaimMore = std::function<int64_t(int64_t limit)>;
 
+  // Takes samples that arrived, in order: all of those that arrived
+  // together (one response's) at once, so the sampler queues them in one go.
+  using Deliver = std::function<void(std::vector<Sample> samples)>;
+
   virtual ~SamplerWorker() = default;
-  // Hands between 1 and `num_samples` samples to `deliver`, each as soon as
-  // it arrived (on the calling thread), waiting up to `timeout` for the rate
+  // Hands between 1 and `num_samples` samples to `deliver`, as soon as they
+  // arrived (on the calling thread), waiting up to `timeout` for the rate
   // limiter. May deliver samples and still fail (a stream that broke
   // half-way); those samples are valid. A worker that can ask for more while
   // it receives (a gRPC stream) may grow the request with `claim_more`.
   virtual absl::Status StreamSamples(int64_t num_samples, absl::Duration timeout,
-                                     const std::function<void(Sample)>& deliver,
-                                     const ClaimMore& claim_more) = 0;
+                                     const Deliver& deliver, const ClaimMore& claim_more) = 0;
   // Unblocks a StreamSamples in progress from any thread; every later call
   // fails with CANCELLED.
   virtual void Cancel() = 0;
@@ -140,6 +143,11 @@ class Sampler {
   // The next sample; blocks until one is available, the sampler fails or is
   // closed, or `timeout` passes.
   absl::StatusOr<Sample> Next(absl::Duration timeout = absl::InfiniteDuration());
+  // The next samples, between 1 and `max` of them (what is queued, within
+  // max_samples), appended to `out`: as many Next() calls in one, with the
+  // same errors (appending nothing).
+  absl::Status NextBatch(int64_t max, std::vector<Sample>* out,
+                         absl::Duration timeout = absl::InfiniteDuration());
 
   // Cancels in-flight requests, wakes consumers and joins the workers.
   void Close();

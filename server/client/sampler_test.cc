@@ -5,6 +5,7 @@
 #include "server/client/sampler.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -83,8 +84,7 @@ class ScriptedWorker : public SamplerWorker {
  public:
   explicit ScriptedWorker(Script* script) : script_(script) {}
 
-  absl::Status StreamSamples(int64_t num_samples, absl::Duration timeout,
-                             const std::function<void(Sample)>& deliver,
+  absl::Status StreamSamples(int64_t num_samples, absl::Duration timeout, const Deliver& deliver,
                              const ClaimMore&) override {
     std::vector<Sample> samples;
     {
@@ -101,7 +101,7 @@ class ScriptedWorker : public SamplerWorker {
       const int64_t n = script_->batch > 0 ? std::min(script_->batch, num_samples) : num_samples;
       for (int64_t i = 0; i < n; ++i) samples.push_back(FakeSample(script_->next_key++));
     }
-    for (Sample& sample : samples) deliver(std::move(sample));
+    deliver(std::move(samples));
     return absl::OkStatus();
   }
   void Cancel() override {}
@@ -174,6 +174,32 @@ TEST(SamplerTest, ReturnsExactlyMaxSamplesThenOutOfRange) {
   EXPECT_LE(script.max_request, 3);
 }
 
+TEST(SamplerTest, NextBatchTakesWhatIsQueuedWithinMaxSamples) {
+  Script script;
+  SamplerOptions options;
+  options.max_samples = 10;
+  options.max_in_flight_samples_per_worker = 4;
+  auto sampler = ScriptedSampler(&script, options);
+  std::vector<Sample> out;
+  uint64_t next_key = 1;
+  // Batches of up to 3 (never more than asked, at least 1), keys in order.
+  while (out.size() < 9) {
+    const size_t before = out.size();
+    ASSERT_TRUE(sampler->NextBatch(3, &out, kLong).ok());
+    ASSERT_GE(out.size(), before + 1);
+    ASSERT_LE(out.size(), before + 3);
+  }
+  for (const Sample& sample : out) EXPECT_EQ(sample.info().item().key(), next_key++);
+  // 9 or 10 taken: the rest is one sample, and never beyond max_samples.
+  const size_t taken = out.size();
+  if (taken < 10) {
+    ASSERT_TRUE(sampler->NextBatch(5, &out, kLong).ok());
+    EXPECT_EQ(out.size(), 10u);
+  }
+  EXPECT_EQ(sampler->NextBatch(5, &out).code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(out.size(), 10u);
+}
+
 TEST(SamplerTest, PrefetchIsBoundedByInFlightTimesWorkers) {
   Script script;
   SamplerOptions options;
@@ -213,14 +239,13 @@ TEST(SamplerTest, PrefetchIsBoundedByInFlightTimesWorkers) {
 class StreamingWorker : public SamplerWorker {
  public:
   explicit StreamingWorker(absl::Notification* release) : release_(release) {}
-  absl::Status StreamSamples(int64_t num_samples, absl::Duration,
-                             const std::function<void(Sample)>& deliver,
+  absl::Status StreamSamples(int64_t num_samples, absl::Duration, const Deliver& deliver,
                              const ClaimMore&) override {
-    deliver(FakeSample(next_key_++));
+    deliver({FakeSample(next_key_++)});
     if (!release_->WaitForNotificationWithTimeout(kLong)) {
       return absl::DeadlineExceededError("not released");
     }
-    for (int64_t i = 1; i < num_samples; ++i) deliver(FakeSample(next_key_++));
+    for (int64_t i = 1; i < num_samples; ++i) deliver({FakeSample(next_key_++)});
     return absl::OkStatus();
   }
   // Called by the destructor, on the test thread, like the Notify() below.
@@ -270,11 +295,10 @@ struct ClaimSteps {
 class ClaimingWorker : public SamplerWorker {
  public:
   explicit ClaimingWorker(ClaimSteps* steps) : steps_(steps) {}
-  absl::Status StreamSamples(int64_t num_samples, absl::Duration,
-                             const std::function<void(Sample)>& deliver,
+  absl::Status StreamSamples(int64_t num_samples, absl::Duration, const Deliver& deliver,
                              const ClaimMore& claim_more) override {
     if (next_key_ > 1) return absl::CancelledError("nothing more to give");
-    for (int64_t i = 0; i < num_samples; ++i) deliver(FakeSample(next_key_++));
+    for (int64_t i = 0; i < num_samples; ++i) deliver({FakeSample(next_key_++)});
     // The queue is full: nothing to claim.
     steps_->grants.push_back(claim_more(100));
     if (!steps_->freed_one.WaitForNotificationWithTimeout(kLong)) {
@@ -291,7 +315,7 @@ class ClaimingWorker : public SamplerWorker {
     // But the stream allows one more sample only: its last request is that.
     const int64_t tail = claim_more(1);
     steps_->grants.push_back(tail);
-    for (int64_t i = 0; i < tail; ++i) deliver(FakeSample(next_key_++));
+    for (int64_t i = 0; i < tail; ++i) deliver({FakeSample(next_key_++)});
     steps_->asked_tail.Notify();
     if (!steps_->freed_all.WaitForNotificationWithTimeout(kLong)) {
       return absl::DeadlineExceededError("not released");
@@ -299,7 +323,7 @@ class ClaimingWorker : public SamplerWorker {
     // All four free: a whole request.
     const int64_t granted = claim_more(100);
     steps_->grants.push_back(granted);
-    for (int64_t i = 0; i < granted; ++i) deliver(FakeSample(next_key_++));
+    for (int64_t i = 0; i < granted; ++i) deliver({FakeSample(next_key_++)});
     return absl::OkStatus();
   }
   void Cancel() override {
@@ -345,14 +369,13 @@ class RecordingWorker : public SamplerWorker {
  public:
   explicit RecordingWorker(std::vector<int64_t>* requests, absl::Mutex* mu)
       : requests_(requests), mu_(mu) {}
-  absl::Status StreamSamples(int64_t num_samples, absl::Duration,
-                             const std::function<void(Sample)>& deliver,
+  absl::Status StreamSamples(int64_t num_samples, absl::Duration, const Deliver& deliver,
                              const ClaimMore&) override {
     {
       absl::MutexLock lock(mu_);
       requests_->push_back(num_samples);
     }
-    for (int64_t i = 0; i < num_samples; ++i) deliver(FakeSample(++next_key_));
+    for (int64_t i = 0; i < num_samples; ++i) deliver({FakeSample(++next_key_)});
     return absl::OkStatus();
   }
   void Cancel() override {}

@@ -118,7 +118,7 @@ ShardedSamplerWorker::ShardedSamplerWorker(std::vector<std::unique_ptr<SamplerWo
     : shards_(std::move(shards)), weights_(std::move(weights)), refresh_(std::move(refresh)) {}
 
 absl::Status ShardedSamplerWorker::StreamSamples(int64_t num_samples, absl::Duration timeout,
-                                                 const std::function<void(Sample)>& deliver,
+                                                 const Deliver& deliver,
                                                  const ClaimMore& claim_more) {
   if (weights_->StartRefresh()) {
     refresh_(*weights_);
@@ -131,13 +131,15 @@ absl::Status ShardedSamplerWorker::StreamSamples(int64_t num_samples, absl::Dura
     if (counts[shard] == 0) continue;
     absl::Status status = shards_[shard]->StreamSamples(
         counts[shard], timeout,
-        [&](Sample sample) {
-          const double share = weights_->UpdateFromSample(shard, sample.info());
-          deepmind::reverb::SampleInfo* info = sample.mutable_info();
-          info->set_probability(info->probability() * share);
-          info->set_table_size(weights_->TotalSize());
-          ++delivered;
-          deliver(std::move(sample));
+        [&](std::vector<Sample> samples) {
+          for (Sample& sample : samples) {
+            const double share = weights_->UpdateFromSample(shard, sample.info());
+            deepmind::reverb::SampleInfo* info = sample.mutable_info();
+            info->set_probability(info->probability() * share);
+            info->set_table_size(weights_->TotalSize());
+          }
+          delivered += static_cast<int64_t>(samples.size());
+          deliver(std::move(samples));
         },
         // The split was drawn for this request: no growing it.
         /*claim_more=*/[](int64_t) { return int64_t{0}; });

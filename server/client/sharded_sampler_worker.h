@@ -104,8 +104,7 @@ class ShardedSamplerWorker : public SamplerWorker {
   ShardedSamplerWorker(std::vector<std::unique_ptr<SamplerWorker>> shards,
                        std::shared_ptr<ShardWeights> weights, Refresh refresh);
 
-  absl::Status StreamSamples(int64_t num_samples, absl::Duration timeout,
-                             const std::function<void(Sample)>& deliver,
+  absl::Status StreamSamples(int64_t num_samples, absl::Duration timeout, const Deliver& deliver,
                              const ClaimMore& claim_more) override;
   void Cancel() override;
 

@@ -43,6 +43,7 @@
 #include "server/table.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
+#include "server/trajectory_columns.h"
 #include "tensor.pb.h"
 
 namespace tf_reverb {
@@ -79,17 +80,17 @@ bool ParseRequests(const uint8_t* data, size_t size, std::vector<InsertStreamReq
 
 // Reads `item` back as a client would; aborts on any failure.
 void CheckReadable(const std::string& table, const SampledItem& sampled) {
-  const uint64_t key = sampled.data.item->key();
+  const uint64_t key = sampled.data->item->key();
   const std::string where = absl::StrCat("accepted item ", key, " of table ", table);
-  FUZZ_CHECK_OK(ValidateTableItem(sampled.data));
-  for (const auto& chunk : sampled.data.chunks) {
+  FUZZ_CHECK_OK(ValidateTableItem(*sampled.data));
+  for (const auto& chunk : sampled.data->chunks) {
     for (int i = 0; i < chunk->data().tensors_size(); ++i) {
       absl::StatusOr<Tensor> tensor = DecompressChunkTensor(*chunk, i);
       FUZZ_CHECK(tensor.ok(), absl::StrCat(where, ": chunk ", chunk->chunk_key(), " tensor ", i,
                                            ": ", tensor.status().ToString()));
     }
   }
-  const absl::Status slices = fuzz::DecodeItem(sampled.data, kMaxSliceBytes);
+  const absl::Status slices = fuzz::DecodeItem(*sampled.data, kMaxSliceBytes);
   if (absl::IsResourceExhausted(slices)) return;  // too big for the target, not a finding
   FUZZ_CHECK(slices.ok(), absl::StrCat(where, ": ", slices.ToString()));
 
@@ -167,7 +168,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                  absl::StrCat("table ", name, " holds item ", item.data->item->key(),
                               " that was never confirmed"));
       SampledItem sampled;
-      sampled.data = *item.data;
+      sampled.data = item.data;
       sampled.priority = item.priority;
       sampled.times_sampled = item.times_sampled;
       CheckReadable(name, sampled);

@@ -105,7 +105,7 @@ TEST_F(InsertStreamRpcTest, ChunkSentOnceServesItemsInLaterRequests) {
   EXPECT_EQ(b.info().item().key(), 200u);
   EXPECT_THAT(Values<int32_t>(b.UnpackColumn(0).value()), ElementsAre(21, 22, 31, 32));
   // Items share the stream's chunk objects.
-  EXPECT_EQ(batch[1].data.chunks[0], batch[2].data.chunks[0]);
+  EXPECT_EQ(batch[1].data->chunks[0], batch[2].data->chunks[0]);
 
   // After item_c released chunk 2, using it again fails.
   InsertStreamRequest item_d;

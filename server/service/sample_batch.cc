@@ -51,12 +51,12 @@ bool SameSqueeze(const FlatTrajectory& a, const FlatTrajectory& b) {
 void Touch(const std::vector<SampledItem>& samples, size_t begin, size_t end) {
   uintptr_t sink = 0;
   for (size_t i = begin; i < end; ++i) {
-    for (const auto& column : samples[i].data.item->flat_trajectory().columns()) {
+    for (const auto& column : samples[i].data->item->flat_trajectory().columns()) {
       for (const auto& slice : column.chunk_slices()) sink += slice.chunk_key();
     }
   }
   for (size_t i = begin; i < end; ++i) {
-    for (const auto& chunk : samples[i].data.chunks) {
+    for (const auto& chunk : samples[i].data->chunks) {
       for (const tf::TensorProto& tensor : chunk->data().tensors()) {
         sink += tensor.tensor_shape().dim_size();
         __builtin_prefetch(tensor.tensor_content().data());
@@ -84,15 +84,15 @@ absl::StatusOr<std::optional<grpc::ByteBuffer>> EncodeGroup(const std::vector<Sa
   batch->mutable_rate_limited()->Reserve(n);
   for (size_t i = begin; i < end; ++i) {
     const SampledItem& sample = samples[i];
-    batch->add_keys(sample.data.item->key());
+    batch->add_keys(sample.data->item->key());
     batch->add_priorities(sample.priority);
     batch->add_times_sampled(sample.times_sampled);
     batch->add_probabilities(sample.probability);
     batch->add_table_sizes(sample.table_size);
     batch->add_rate_limited(sample.rate_limited);
-    if (versions) batch->add_policy_versions(sample.data.item->policy_version());
+    if (versions) batch->add_policy_versions(sample.data->item->policy_version());
   }
-  const FlatTrajectory& first = samples[begin].data.item->flat_trajectory();
+  const FlatTrajectory& first = samples[begin].data->item->flat_trajectory();
   std::vector<char*> columns(specs.size());
   std::vector<int64_t> row_bytes(specs.size());
   for (size_t c = 0; c < specs.size(); ++c) {
@@ -109,7 +109,7 @@ absl::StatusOr<std::optional<grpc::ByteBuffer>> EncodeGroup(const std::vector<Sa
     const size_t window_end = std::min(end, window + kTouchWindow);
     Touch(samples, window, window_end);
     for (size_t i = window; i < window_end; ++i) {
-      const TableItem& item = samples[i].data;
+      const TableItem& item = *samples[i].data;
       const FlatTrajectory& trajectory = item.item->flat_trajectory();
       if (item.item->has_policy_version() != versions ||
           trajectory.columns_size() != static_cast<int>(specs.size()) ||
@@ -140,7 +140,7 @@ absl::StatusOr<std::vector<grpc::ByteBuffer>> EncodeSampleBatches(
     const std::vector<SampledItem>& samples) {
   std::vector<grpc::ByteBuffer> out;
   if (samples.empty()) return out;
-  const TableItem& first = samples.front().data;
+  const TableItem& first = *samples.front().data;
   absl::StatusOr<std::vector<ColumnSpec>> specs =
       TrajectoryColumnSpecs(first.item->flat_trajectory(),
                             [&first](uint64_t key) { return FindStoredChunk(first, key); });

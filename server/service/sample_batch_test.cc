@@ -69,11 +69,12 @@ SampledItem MakeItem(uint64_t key, const std::vector<std::vector<Tensor>>& chunk
   item->set_table("t");
   if (policy_version.has_value()) item->set_policy_version(*policy_version);
   SampledItem sampled;
+  TableItem data;
   for (size_t c = 0; c < chunk_tensors.size(); ++c) {
     absl::StatusOr<ChunkData> chunk =
         BuildChunk(key * 100 + c, chunk_tensors[c], 1, 0, 0, delta, codec);
     EXPECT_TRUE(chunk.ok()) << chunk.status();
-    sampled.data.chunks.push_back(std::make_shared<const ChunkData>(*std::move(chunk)));
+    data.chunks.push_back(std::make_shared<const ChunkData>(*std::move(chunk)));
   }
   for (const ColumnDef& def : columns) {
     auto* column = item->mutable_flat_trajectory()->add_columns();
@@ -86,7 +87,8 @@ SampledItem MakeItem(uint64_t key, const std::vector<std::vector<Tensor>>& chunk
       slice->set_length(s.length);
     }
   }
-  sampled.data.item = item;
+  data.item = item;
+  sampled.data = std::make_shared<const TableItem>(std::move(data));
   sampled.priority = 0.5 * static_cast<double>(key);
   sampled.times_sampled = static_cast<int32_t>(key) + 1;
   sampled.probability = 1.0 / static_cast<double>(key + 2);
@@ -166,7 +168,7 @@ grpc::ByteBuffer UnevenReslice(const std::string& bytes) {
 // Checks that `batch`'s row `row` is `sampled` as the reference decodes it.
 void ExpectBatchRow(const SampleBatch& batch, int row, const SampledItem& sampled) {
   SCOPED_TRACE(row);
-  EXPECT_EQ(batch.keys(row), sampled.data.item->key());
+  EXPECT_EQ(batch.keys(row), sampled.data->item->key());
   EXPECT_EQ(batch.priorities(row), sampled.priority);
   EXPECT_EQ(batch.times_sampled(row), sampled.times_sampled);
   EXPECT_EQ(batch.probabilities(row), sampled.probability);
@@ -196,10 +198,10 @@ void ExpectBatchRow(const SampleBatch& batch, int row, const SampledItem& sample
 
 // Checks that a parsed `sample` is `sampled` as the reference decodes it.
 void ExpectParsedSample(const Sample& sample, const SampledItem& sampled, bool version) {
-  SCOPED_TRACE(sampled.data.item->key());
+  SCOPED_TRACE(sampled.data->item->key());
   ASSERT_NE(sample.block(), nullptr);
   EXPECT_TRUE(sample.chunks().empty());
-  EXPECT_EQ(sample.info().item().key(), sampled.data.item->key());
+  EXPECT_EQ(sample.info().item().key(), sampled.data->item->key());
   EXPECT_EQ(sample.info().item().priority(), sampled.priority);
   EXPECT_EQ(sample.info().item().times_sampled(), sampled.times_sampled);
   EXPECT_EQ(sample.info().probability(), sampled.probability);
@@ -207,7 +209,7 @@ void ExpectParsedSample(const Sample& sample, const SampledItem& sampled, bool v
   EXPECT_EQ(sample.info().rate_limited(), sampled.rate_limited);
   EXPECT_EQ(sample.info().item().has_policy_version(), version);
   if (version) {
-    EXPECT_EQ(sample.info().item().policy_version(), sampled.data.item->policy_version());
+    EXPECT_EQ(sample.info().item().policy_version(), sampled.data->item->policy_version());
   }
   const Sample reference = Sample::FromSampledItem(sampled);
   ASSERT_EQ(sample.num_columns(), reference.num_columns());
@@ -243,12 +245,12 @@ TEST(SampleBatchTest, NoSamplesNoResponses) {
 TEST(SampleBatchTest, SmallItemsStackIntoOneBatch) {
   const std::vector<SampledItem> items = MixedItems(/*versions=*/false);
   // Snappy and zstd chunks, with and without delta encoding.
-  EXPECT_EQ(items[0].data.chunks[0]->compression(), kSnappy);
-  EXPECT_EQ(items[1].data.chunks[0]->compression(), kZstd);
-  EXPECT_FALSE(items[1].data.chunks[0]->delta_encoded());
-  EXPECT_TRUE(items[2].data.chunks[0]->delta_encoded());
-  EXPECT_EQ(items[3].data.chunks[0]->compression(), kZstd);
-  EXPECT_TRUE(items[3].data.chunks[0]->delta_encoded());
+  EXPECT_EQ(items[0].data->chunks[0]->compression(), kSnappy);
+  EXPECT_EQ(items[1].data->chunks[0]->compression(), kZstd);
+  EXPECT_FALSE(items[1].data->chunks[0]->delta_encoded());
+  EXPECT_TRUE(items[2].data->chunks[0]->delta_encoded());
+  EXPECT_EQ(items[3].data->chunks[0]->compression(), kZstd);
+  EXPECT_TRUE(items[3].data->chunks[0]->delta_encoded());
   // The items do differ, so that rows cannot be mixed up unnoticed.
   ASSERT_NE(Sample::FromSampledItem(items[0]).UnpackColumn(0)->data,
             Sample::FromSampledItem(items[1]).UnpackColumn(0)->data);
@@ -479,7 +481,7 @@ TEST(SampleBatchTest, ErrorsOfBrokenItems) {
   const Tensor f32 = RandomTensor<float>(tf::DT_FLOAT, {2, 3}, 1);
   SampledItem missing =
       MakeItem(1, {{f32}}, {{{{0, 0, 0, 2}}, false}}, CodecPolicy::kSnappy, false, {});
-  missing.data.chunks.clear();
+  missing.data = std::make_shared<const TableItem>(TableItem{missing.data->item, {}});
   absl::StatusOr<std::vector<grpc::ByteBuffer>> responses = EncodeSampleBatches({missing});
   EXPECT_TRUE(absl::IsInvalidArgument(responses.status())) << responses.status();
 
@@ -492,10 +494,10 @@ TEST(SampleBatchTest, ErrorsOfBrokenItems) {
   // A corrupt payload.
   SampledItem corrupt =
       MakeItem(3, {{f32}}, {{{{0, 0, 0, 2}}, false}}, CodecPolicy::kSnappy, false, {});
-  auto chunk = std::make_shared<ChunkData>(*corrupt.data.chunks[0]);
+  auto chunk = std::make_shared<ChunkData>(*corrupt.data->chunks[0]);
   std::string* content = chunk->mutable_data()->mutable_tensors(0)->mutable_tensor_content();
   std::fill(content->begin(), content->end(), '\xff');
-  corrupt.data.chunks[0] = chunk;
+  corrupt.data = std::make_shared<const TableItem>(TableItem{corrupt.data->item, {chunk}});
   responses = EncodeSampleBatches({fine, corrupt});
   EXPECT_FALSE(responses.ok()) << "a corrupt chunk must not be sent as a batch";
 }

@@ -192,7 +192,7 @@ absl::StatusOr<std::vector<grpc::ByteBuffer>> EncodeSampleResponses(
   for (const SampledItem& sample : samples) {
     auto* entry = response.proto().add_entries();
     *entry->mutable_info() = SampleInfoOf(sample);
-    for (const auto& stored : sample.data.chunks) {
+    for (const auto& stored : sample.data->chunks) {
       absl::StatusOr<std::shared_ptr<const ChunkData>> chunk = sendable(stored);
       if (!chunk.ok()) return chunk.status();
       if (bytes >= kMaxSampleResponseBytes) {

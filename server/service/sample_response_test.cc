@@ -60,7 +60,7 @@ TEST(SerializeAliasingLargeFieldsTest, ProtobufBytesWithLargeFieldsReferenced) {
   EXPECT_TRUE(aliased) << "the payload was copied";
   // The buffer keeps the chunk alive.
   f.chunks.clear();
-  f.sampled.data.chunks.clear();
+  f.sampled.data.reset();
   slices.clear();
   EXPECT_FALSE(weak.expired());
   buffer = absl::InternalError("gone");
@@ -106,7 +106,7 @@ TEST(SampleResponsesTest, RoundTripWithoutCopyingPayloads) {
     EXPECT_FALSE(parser.InSample());
     ASSERT_EQ(out.size(), items.size());
     for (size_t i = 0; i < items.size(); ++i) {
-      EXPECT_EQ(out[i].info().item().key(), items[i].sampled.data.item->key());
+      EXPECT_EQ(out[i].info().item().key(), items[i].sampled.data->item->key());
       EXPECT_EQ(out[i].info().item().priority(), 2.5);
       EXPECT_EQ(out[i].info().item().times_sampled(), 3);
       EXPECT_EQ(out[i].info().probability(), 0.25);

@@ -35,6 +35,7 @@
 #include "server/testing/server_testing.h"
 #include "server/testing/table_testing.h"
 #include "server/testing/tensor_testing.h"
+#include "server/trajectory_columns.h"
 
 namespace tf_reverb {
 namespace {

@@ -73,8 +73,7 @@ SampledItemFixture MakeSampledItem(uint64_t key, std::vector<std::vector<Tensor>
       slice->set_index(static_cast<int32_t>(t));
     }
   }
-  f.sampled.data.item = item;
-  f.sampled.data.chunks = f.chunks;
+  f.sampled.data = std::make_shared<const TableItem>(TableItem{item, f.chunks});
   f.sampled.priority = 2.5;
   f.sampled.times_sampled = 3;
   f.sampled.probability = 0.25;

@@ -141,7 +141,7 @@ inline std::vector<uint64_t> SampleKeys(Table& table, int n) {
   for (int i = 0; i < n; ++i) {
     absl::StatusOr<SampledItem> sample = SampleOne(table);
     EXPECT_TRUE(sample.ok()) << sample.status();
-    if (sample.ok()) keys.push_back(sample->data.item->key());
+    if (sample.ok()) keys.push_back(sample->data->item->key());
   }
   return keys;
 }
