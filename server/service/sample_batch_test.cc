@@ -502,13 +502,16 @@ TEST(SampleBatchTest, ErrorsOfBrokenItems) {
   EXPECT_FALSE(responses.ok()) << "a corrupt chunk must not be sent as a batch";
 }
 
-// 40 samples of 60 KiB: 80% of 2.4 MB, more than one response holds.
+// Rows of the large items: three of them and an int32 fill a sample up to
+// kMaxBatchedSampleBytes.
+constexpr int64_t kLargeRow = (kMaxBatchedSampleBytes - 4) / 3;
+
 std::vector<SampledItem> LargeItems(size_t count) {
   std::vector<SampledItem> items;
   for (uint64_t key = 1; key <= count; ++key) {
     items.push_back(
         MakeItem(key,
-                 {{ByteTensor({3, 20 << 10}, true, static_cast<uint32_t>(key)),
+                 {{ByteTensor({3, kLargeRow}, true, static_cast<uint32_t>(key)),
                    RandomTensor<int32_t>(tf::DT_INT32, {3}, static_cast<uint32_t>(key))}},
                  {{{{0, 0, 0, 3}}, false}, {{{0, 1, 2, 1}}, true}},
                  key % 2 == 0 ? CodecPolicy::kZstd : CodecPolicy::kSnappy, false, {}));
@@ -516,10 +519,12 @@ std::vector<SampledItem> LargeItems(size_t count) {
   return items;
 }
 
+// 160 samples of up to kMaxBatchedSampleBytes: more than one response holds.
 TEST(SampleBatchTest, SplitsAtMaxSampleResponseBytes) {
-  const std::vector<SampledItem> items = LargeItems(40);
-  const int64_t sample_bytes = 3 * (20 << 10) + 4;
-  ASSERT_GT(sample_bytes * 40, kMaxSampleResponseBytes);
+  const std::vector<SampledItem> items = LargeItems(160);
+  const int64_t sample_bytes = 3 * kLargeRow + 4;
+  ASSERT_LE(sample_bytes, kMaxBatchedSampleBytes);
+  ASSERT_GT(sample_bytes * 160, kMaxSampleResponseBytes);
   absl::StatusOr<std::vector<grpc::ByteBuffer>> responses = EncodeSampleBatches(items);
   ASSERT_TRUE(responses.ok()) << responses.status();
   ASSERT_GE(responses->size(), 2u);
@@ -562,10 +567,10 @@ TEST(SampleBatchTest, SplitsAtMaxSampleResponseBytes) {
 
 TEST(SampleBatchTest, OneMismatchAnywhereMeansNoResponseAtAll) {
   // The mismatch is in the last response's group: no partial batches.
-  std::vector<SampledItem> items = LargeItems(40);
+  std::vector<SampledItem> items = LargeItems(160);
   items.back() =
-      MakeItem(40,
-               {{RandomTensor<int8_t>(tf::DT_INT8, {3, 20 << 10}, 1),
+      MakeItem(160,
+               {{RandomTensor<int8_t>(tf::DT_INT8, {3, kLargeRow}, 1),
                  RandomTensor<int32_t>(tf::DT_INT32, {3}, 2)}},
                {{{{0, 0, 0, 3}}, false}, {{{0, 1, 2, 1}}, true}}, CodecPolicy::kSnappy, false, {});
   ExpectNotBatched(items);
@@ -576,7 +581,7 @@ TEST(SampleBatchTest, LargeColumnsAreReferencedNotCopied) {
   absl::StatusOr<std::vector<grpc::ByteBuffer>> responses = EncodeSampleBatches(items);
   ASSERT_TRUE(responses.ok()) << responses.status();
   ASSERT_EQ(responses->size(), 1u);
-  const size_t column_bytes = 4 * 3 * (20 << 10);
+  const size_t column_bytes = 4 * 3 * kLargeRow;
   std::vector<grpc::Slice> slices;
   ASSERT_TRUE((*responses)[0].Dump(&slices).ok());
   const grpc::Slice* column_slice = nullptr;
