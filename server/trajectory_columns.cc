@@ -109,7 +109,20 @@ absl::StatusOr<std::vector<ColumnSpec>> TrajectoryColumnSpecs(
               absl::StrCat("Column ", c, " mixes chunks of different specs."));
         }
       }
+      // Every slice within its chunk, so that decoding writes what the spec
+      // says (a trajectory from the wire is not trusted).
+      if (slice.offset() < 0 || slice.length() < 0 ||
+          int64_t{slice.offset()} + slice.length() > dims[0].size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Column ", c, " slices rows [", slice.offset(), ", ",
+                         int64_t{slice.offset()} + slice.length(), ") of a chunk of ",
+                         dims[0].size(), " rows."));
+      }
       rows += slice.length();
+    }
+    if (column.squeeze() && rows != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Column ", c, " is squeezed but has ", rows, " rows."));
     }
     if (!column.squeeze()) spec.shape.insert(spec.shape.begin(), rows);
     specs.push_back(std::move(spec));
@@ -137,6 +150,13 @@ absl::Status UnpackTrajectoryStrings(const deepmind::reverb::FlatTrajectory& tra
     absl::StatusOr<Tensor> whole = DecompressChunkTensor(*chunk->data, slice.index());
     if (!whole.ok()) return whole.status();
     const int64_t per_row = whole->num_rows() == 0 ? 0 : whole->num_elements() / whole->num_rows();
+    if (slice.offset() < 0 || slice.length() < 0 ||
+        int64_t{slice.offset()} + slice.length() > whole->num_rows()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Column ", column, " slices rows [", slice.offset(), ", ",
+                       int64_t{slice.offset()} + slice.length(), ") of a chunk of ",
+                       whole->num_rows(), " rows."));
+    }
     out->insert(out->end(), whole->strings.begin() + slice.offset() * per_row,
                 whole->strings.begin() + (slice.offset() + slice.length()) * per_row);
   }

@@ -155,7 +155,11 @@ absl::StatusOr<std::vector<grpc::ByteBuffer>> EncodeSampleBatches(
     for (const auto& chunk : first.chunks) {
       for (const auto& tensor : chunk->data().tensors()) stored += tensor.tensor_content().size();
     }
-    if (stored * 100 < kMinChunkToSamplePercent * sample_bytes) return out;
+    // Never more than one response's worth per sample: entries split those.
+    if (sample_bytes > kMaxSampleResponseBytes ||
+        stored * 100 < kMinChunkToSamplePercent * sample_bytes) {
+      return out;
+    }
   }
   const bool versions = first.item->has_policy_version();
   const size_t per_response = static_cast<size_t>(

@@ -8,7 +8,8 @@
 // Samples are batched only when they can be stacked: numeric columns whose
 // dtype, shape and squeeze agree across the samples, and policy versions on
 // all of them or none. Samples decoding to more than kMaxBatchedSampleBytes
-// are batched only when (judged by the first) their chunks hold at least
+// are batched only when (judged by the first) they are at most
+// kMaxSampleResponseBytes and their chunks hold at least
 // kMinChunkToSamplePercent percent of the sample's bytes, as stored: items over
 // steps whose chunks they share with their neighbours, of which only the
 // sample's rows need to travel. Other large samples travel as their chunks,
