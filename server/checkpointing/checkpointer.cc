@@ -84,10 +84,14 @@ std::string CheckpointName(absl::Time time) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E9S%Ez", time, absl::UTCTimeZone());
 }
 
+// Ours always have nine fractional digits; dm-reverb drops the trailing
+// zeros of the nanoseconds ("...:26.27264293+00:00"), so any count is a
+// checkpoint. Names still sort chronologically: the offset's sign sorts
+// before every digit.
 bool IsCheckpointName(const std::string& name) {
   absl::Time time;
   std::string error;
-  return name.size() == 35 && absl::ParseTime("%Y-%m-%dT%H:%M:%E9S%Ez", name, &time, &error);
+  return absl::ParseTime("%Y-%m-%dT%H:%M:%E*S%Ez", name, &time, &error);
 }
 
 absl::Status FsError(const std::string& action, const std::string& path,
