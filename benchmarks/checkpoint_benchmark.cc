@@ -36,6 +36,7 @@
 #include "server/rate_limiter.h"
 #include "server/selectors/selector.h"
 #include "server/table.h"
+#include "server/table_chunk.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
 #include "tensor.pb.h"
@@ -68,8 +69,8 @@ TableItem MakeItem(uint64_t key, const std::string& payload) {
   tensor.dtype = tf::DT_UINT8;
   tensor.shape = {1, static_cast<int64_t>(payload.size())};
   tensor.data = payload;
-  auto chunk =
-      std::make_shared<const ChunkData>(BuildChunk(key, {tensor}, key / 100, 0, 0, false).value());
+  std::shared_ptr<const TableChunk> chunk =
+      TableChunk::FromProto(BuildChunk(key, {tensor}, key / 100, 0, 0, false).value());
   auto item = std::make_shared<PrioritizedItem>();
   item->set_key(key);
   item->set_priority(1.0);
@@ -231,8 +232,7 @@ int CheckLargeCheckpoint(const std::string& root, int64_t items, int64_t bytes) 
     const Table::CheckpointItem& b = got.items[i];
     const bool same = a.data->item->key() == b.data->item->key() && a.priority == b.priority &&
                       a.times_sampled == b.times_sampled &&
-                      a.data->chunks[0]->data().tensors(0).tensor_content() ==
-                          b.data->chunks[0]->data().tensors(0).tensor_content();
+                      a.data->chunks[0]->wire() == b.data->chunks[0]->wire();
     differences += same ? 0 : 1;
   }
   std::printf("  compared %lld items: %lld differences\n",

@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "schema.pb.h"
 #include "server/chunk_codec.h"
+#include "server/chunk_view.h"
 #include "server/tensor.h"
 #include "tensor.pb.h"
 

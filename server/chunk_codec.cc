@@ -86,7 +86,7 @@ void PutVarint(std::string* out, uint64_t v) {
   out->push_back(static_cast<char>(v));
 }
 
-bool GetVarint(const std::string& in, size_t* pos, uint64_t* v) {
+bool GetVarint(absl::string_view in, size_t* pos, uint64_t* v) {
   *v = 0;
   for (int shift = 0; shift < 64 && *pos < in.size(); shift += 7) {
     uint8_t byte = static_cast<uint8_t>(in[(*pos)++]);
@@ -120,7 +120,7 @@ absl::StatusOr<int64_t> DeclaredBytes(const std::vector<int64_t>& shape, int64_t
 // (TensorFlow's encoding: every varint length, then every string's bytes,
 // nothing after) and checks that the bytes are all there; `lengths` may be
 // null. Returns the offset of the first string's bytes.
-absl::StatusOr<size_t> ParseStringLengths(const std::string& content, int64_t n,
+absl::StatusOr<size_t> ParseStringLengths(absl::string_view content, int64_t n,
                                           std::vector<uint64_t>* lengths) {
   // Every element has at least a one-byte length prefix.
   if (static_cast<uint64_t>(n) > content.size()) {
@@ -151,26 +151,37 @@ absl::StatusOr<size_t> ParseStringLengths(const std::string& content, int64_t n,
   return pos;
 }
 
-absl::Status DecodeStrings(const tfp::TensorProto& proto, Tensor* out) {
+// A payload in one piece: the piece itself, or the pieces joined in `joined`.
+absl::string_view Contiguous(const TensorView& view, std::string* joined) {
+  if (view.content.empty()) return {};
+  if (view.content.size() == 1) return view.content[0];
+  joined->clear();
+  for (absl::string_view piece : view.content) joined->append(piece.data(), piece.size());
+  return *joined;
+}
+
+absl::Status DecodeStrings(const TensorView& view, Tensor* out) {
   absl::StatusOr<int64_t> declared = DeclaredBytes(out->shape, 1);
   if (!declared.ok()) return declared.status();
   const int64_t n = *declared;
-  if (proto.string_val_size() > 0 || n == 0) {  // TF's other string layout
-    if (proto.string_val_size() != n) {
-      return absl::DataLossError(absl::StrCat("String chunk has ", proto.string_val_size(),
+  if (!view.string_val.empty() || n == 0) {  // TF's other string layout
+    if (static_cast<int64_t>(view.string_val.size()) != n) {
+      return absl::DataLossError(absl::StrCat("String chunk has ", view.string_val.size(),
                                               " elements for shape ", ShapeString(out->shape),
                                               "."));
     }
-    out->strings.assign(proto.string_val().begin(), proto.string_val().end());
+    out->strings.clear();
+    for (absl::string_view element : view.string_val) out->strings.emplace_back(element);
     return absl::OkStatus();
   }
-  const std::string& content = proto.tensor_content();
+  std::string joined;
+  const absl::string_view content = Contiguous(view, &joined);
   std::vector<uint64_t> lengths;
   absl::StatusOr<size_t> pos = ParseStringLengths(content, n, &lengths);
   if (!pos.ok()) return pos.status();
   out->strings.resize(n);
   for (int64_t i = 0; i < n; ++i) {
-    out->strings[i] = content.substr(*pos, lengths[i]);
+    out->strings[i] = std::string(content.substr(*pos, lengths[i]));
     *pos += lengths[i];
   }
   return absl::OkStatus();
@@ -310,7 +321,7 @@ absl::Status ZstdDecodeRange(absl::string_view content, int64_t skip, int64_t si
 // Decodes the whole zstd payload through a small per-thread buffer (nothing
 // sized by the frame's claims) and checks that it is one frame of exactly
 // `total` bytes with nothing after it.
-absl::Status ZstdValidate(const std::string& content, int64_t total) {
+absl::Status ZstdValidate(absl::string_view content, int64_t total) {
   ZSTD_DCtx* dctx = ThreadDCtx();
   ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
   ZSTD_inBuffer in{content.data(), content.size(), 0};
@@ -387,25 +398,26 @@ std::vector<int64_t> ProtoShape(const tfp::TensorProto& proto) {
   return shape;
 }
 
-absl::Status ValidateTensorProto(const tfp::TensorProto& proto, ChunkCompression compression) {
+absl::Status ValidateTensor(const TensorView& view, ChunkCompression compression) {
   if (absl::Status s = CheckCompression(compression); !s.ok()) return s;
-  const std::vector<int64_t> shape = ProtoShape(proto);
-  if (proto.dtype() == tfp::DT_STRING) {
+  const std::vector<int64_t> shape(view.shape.begin(), view.shape.end());
+  std::string joined;
+  const absl::string_view content = Contiguous(view, &joined);
+  if (view.dtype == tfp::DT_STRING) {
     absl::StatusOr<int64_t> n = DeclaredBytes(shape, 1);
     if (!n.ok()) return n.status();
-    if (proto.string_val_size() > 0 || *n == 0) {
-      if (proto.string_val_size() == *n) return absl::OkStatus();
-      return absl::DataLossError(absl::StrCat("String chunk has ", proto.string_val_size(),
+    if (!view.string_val.empty() || *n == 0) {
+      if (static_cast<int64_t>(view.string_val.size()) == *n) return absl::OkStatus();
+      return absl::DataLossError(absl::StrCat("String chunk has ", view.string_val.size(),
                                               " elements for shape ", ShapeString(shape), "."));
     }
-    return ParseStringLengths(proto.tensor_content(), *n, nullptr).status();
+    return ParseStringLengths(content, *n, nullptr).status();
   }
-  absl::StatusOr<int64_t> elem = DataTypeSize(proto.dtype());
+  absl::StatusOr<int64_t> elem = DataTypeSize(view.dtype);
   if (!elem.ok()) return elem.status();
   absl::StatusOr<int64_t> total = DeclaredBytes(shape, *elem);
   if (!total.ok()) return total.status();
-  const std::string& content = proto.tensor_content();
-  if (absl::Status s = CheckDeclaredSize(content, compression, *total, proto.dtype(), shape);
+  if (absl::Status s = CheckDeclaredSize(content, compression, *total, view.dtype, shape);
       !s.ok()) {
     return s;
   }
@@ -416,6 +428,10 @@ absl::Status ValidateTensorProto(const tfp::TensorProto& proto, ChunkCompression
     return absl::OkStatus();
   }
   return ZstdValidate(content, *total);
+}
+
+absl::Status ValidateTensorProto(const tfp::TensorProto& proto, ChunkCompression compression) {
+  return ValidateTensor(TensorViewOf(proto), compression);
 }
 
 absl::StatusOr<tfp::TensorProto> CompressTensor(const Tensor& tensor, bool delta_encode,
@@ -501,12 +517,12 @@ struct RowsLayout {
   bool apply_delta = false;
 };
 
-absl::StatusOr<RowsLayout> Layout(const tfp::TensorProto& proto, bool delta_encoded,
+absl::StatusOr<RowsLayout> Layout(const TensorView& view, bool delta_encoded,
                                   ChunkCompression compression, int64_t offset, int64_t length) {
   if (absl::Status s = CheckCompression(compression); !s.ok()) return s;
   RowsLayout layout;
-  layout.meta.dtype = proto.dtype();
-  layout.meta.shape = ProtoShape(proto);
+  layout.meta.dtype = view.dtype;
+  layout.meta.shape.assign(view.shape.begin(), view.shape.end());
   absl::StatusOr<int64_t> elem = DataTypeSize(layout.meta.dtype);
   if (!elem.ok()) return elem.status();
   layout.rows = layout.meta.num_rows();
@@ -573,25 +589,17 @@ absl::Status DecodeRows(const RowsLayout& layout, absl::string_view content,
 
 }  // namespace
 
-absl::Status DecompressRowsInto(const tfp::TensorProto& proto, bool delta_encoded,
+absl::Status DecompressRowsInto(const TensorView& view, bool delta_encoded,
                                 ChunkCompression compression, int64_t offset, int64_t length,
                                 char* dst) {
-  absl::StatusOr<RowsLayout> layout = Layout(proto, delta_encoded, compression, offset, length);
+  absl::StatusOr<RowsLayout> layout = Layout(view, delta_encoded, compression, offset, length);
   if (!layout.ok()) return layout.status();
-  return DecodeRows(*layout, proto.tensor_content(), compression, offset, length, dst);
-}
-
-absl::Status DecompressRowsInto(const tfp::TensorProto& proto,
-                                absl::Span<const absl::string_view> pieces, bool delta_encoded,
-                                ChunkCompression compression, int64_t offset, int64_t length,
-                                char* dst) {
-  absl::StatusOr<RowsLayout> layout = Layout(proto, delta_encoded, compression, offset, length);
-  if (!layout.ok()) return layout.status();
-  if (pieces.size() == 1) {
-    return DecodeRows(*layout, pieces[0], compression, offset, length, dst);
+  const auto& pieces = view.content;
+  if (pieces.size() <= 1) {
+    return DecodeRows(*layout, pieces.empty() ? absl::string_view() : pieces[0], compression,
+                      offset, length, dst);
   }
-  size_t compressed = 0;
-  for (absl::string_view piece : pieces) compressed += piece.size();
+  const size_t compressed = view.content_size();
   if (compression == kSnappy && offset == 0 && length == layout->rows) {
     // Straight from the pieces into `dst`, after the checks DecodeRows makes.
     PiecesSource header(pieces);
@@ -620,22 +628,27 @@ absl::Status DecompressRowsInto(const tfp::TensorProto& proto,
   // Joined first: a copy of the compressed bytes only (zstd is chosen for
   // payloads that compress well, so that is the small side).
   thread_local std::string joined;
-  joined.clear();
   joined.reserve(compressed);
-  for (absl::string_view piece : pieces) joined.append(piece.data(), piece.size());
-  absl::Status status = DecodeRows(*layout, joined, compression, offset, length, dst);
+  absl::Status status =
+      DecodeRows(*layout, Contiguous(view, &joined), compression, offset, length, dst);
   if (joined.capacity() > (size_t{16} << 20)) std::string().swap(joined);
   return status;
 }
 
-absl::StatusOr<Tensor> DecompressTensor(const tfp::TensorProto& proto, bool delta_encoded,
+absl::Status DecompressRowsInto(const tfp::TensorProto& proto, bool delta_encoded,
+                                ChunkCompression compression, int64_t offset, int64_t length,
+                                char* dst) {
+  return DecompressRowsInto(TensorViewOf(proto), delta_encoded, compression, offset, length, dst);
+}
+
+absl::StatusOr<Tensor> DecompressTensor(const TensorView& view, bool delta_encoded,
                                         ChunkCompression compression) {
   if (absl::Status s = CheckCompression(compression); !s.ok()) return s;
   Tensor out;
-  out.dtype = proto.dtype();
-  out.shape = ProtoShape(proto);
+  out.dtype = view.dtype;
+  out.shape.assign(view.shape.begin(), view.shape.end());
   if (out.dtype == tfp::DT_STRING) {
-    if (absl::Status s = DecodeStrings(proto, &out); !s.ok()) return s;
+    if (absl::Status s = DecodeStrings(view, &out); !s.ok()) return s;
     return out;
   }
   absl::StatusOr<int64_t> elem = DataTypeSize(out.dtype);
@@ -643,26 +656,36 @@ absl::StatusOr<Tensor> DecompressTensor(const tfp::TensorProto& proto, bool delt
   absl::StatusOr<int64_t> declared = DeclaredBytes(out.shape, *elem);
   if (!declared.ok()) return declared.status();
   // Check the payload before allocating what the shape claims.
-  if (absl::Status s =
-          CheckDeclaredSize(proto.tensor_content(), compression, *declared, out.dtype, out.shape);
+  std::string joined;
+  if (absl::Status s = CheckDeclaredSize(Contiguous(view, &joined), compression, *declared,
+                                         out.dtype, out.shape);
       !s.ok()) {
     return s;
   }
   out.data.resize(*declared);
   if (absl::Status s =
-          DecompressRowsInto(proto, delta_encoded, compression, 0, out.num_rows(), out.data.data());
+          DecompressRowsInto(view, delta_encoded, compression, 0, out.num_rows(), out.data.data());
       !s.ok()) {
     return s;
   }
   return out;
 }
 
-absl::StatusOr<Tensor> DecompressChunkTensor(const deepmind::reverb::ChunkData& chunk, int index) {
-  if (index < 0 || index >= chunk.data().tensors_size()) {
+absl::StatusOr<Tensor> DecompressTensor(const tfp::TensorProto& proto, bool delta_encoded,
+                                        ChunkCompression compression) {
+  return DecompressTensor(TensorViewOf(proto), delta_encoded, compression);
+}
+
+absl::StatusOr<Tensor> DecompressChunkTensor(const ChunkView& chunk, int index) {
+  if (index < 0 || static_cast<size_t>(index) >= chunk.tensors.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("Chunk ", chunk.chunk_key(), " has no tensor ", index, "."));
+        absl::StrCat("Chunk ", chunk.key, " has no tensor ", index, "."));
   }
-  return DecompressTensor(chunk.data().tensors(index), chunk.delta_encoded(), chunk.compression());
+  return DecompressTensor(chunk.tensors[index], chunk.delta_encoded, chunk.compression);
+}
+
+absl::StatusOr<Tensor> DecompressChunkTensor(const deepmind::reverb::ChunkData& chunk, int index) {
+  return DecompressChunkTensor(ChunkViewOf(chunk), index);
 }
 
 absl::StatusOr<deepmind::reverb::ChunkData> BuildChunk(uint64_t chunk_key,

@@ -40,12 +40,12 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "schema.pb.h"
+#include "server/chunk_view.h"
 #include "server/tensor.h"
 #include "tensor.pb.h"
 
 namespace tf_reverb {
 
-using ChunkCompression = ::deepmind::reverb::ChunkData::Compression;
 inline constexpr ChunkCompression kSnappy = ::deepmind::reverb::ChunkData::COMPRESSION_SNAPPY;
 inline constexpr ChunkCompression kZstd = ::deepmind::reverb::ChunkData::COMPRESSION_ZSTD;
 
@@ -94,6 +94,7 @@ inline constexpr int64_t kMaxChunkTensorBytes = (int64_t{1} << 31) - 1;
 // (Snappy: a valid block; zstd: one complete frame with its content size and
 // nothing after it), DT_STRING contents whose length prefixes account for
 // every byte. INVALID_ARGUMENT for dtypes/codecs, DATA_LOSS for the rest.
+absl::Status ValidateTensor(const TensorView& tensor, ChunkCompression compression);
 absl::Status ValidateTensorProto(const ::tf_reverb::tf::TensorProto& proto,
                                  ChunkCompression compression);
 
@@ -106,25 +107,25 @@ absl::StatusOr<::tf_reverb::tf::TensorProto> CompressTensor(const Tensor& tensor
 std::vector<int64_t> ProtoShape(const ::tf_reverb::tf::TensorProto& proto);
 
 // Decodes a whole chunk tensor stored with `compression`.
+absl::StatusOr<Tensor> DecompressTensor(const TensorView& tensor, bool delta_encoded,
+                                        ChunkCompression compression);
 absl::StatusOr<Tensor> DecompressTensor(const ::tf_reverb::tf::TensorProto& proto,
                                         bool delta_encoded, ChunkCompression compression);
 // Decodes tensor `index` of `chunk` (codec and delta flag from the chunk).
+absl::StatusOr<Tensor> DecompressChunkTensor(const ChunkView& chunk, int index);
 absl::StatusOr<Tensor> DecompressChunkTensor(const deepmind::reverb::ChunkData& chunk, int index);
 
 // Decodes rows [offset, offset + length) of a numeric chunk tensor into
 // `dst`, which must hold length * row_bytes bytes. Whole tensors decompress
 // straight into `dst`; a zstd slice (without delta encoding) also goes
-// straight to `dst`, decoding only the frame up to its last row.
-absl::Status DecompressRowsInto(const ::tf_reverb::tf::TensorProto& proto, bool delta_encoded,
+// straight to `dst`, decoding only the frame up to its last row. A payload
+// in several pieces (still in the gRPC slices it arrived in) is decoded from
+// the pieces when it is a whole Snappy tensor, else joined first in a
+// per-thread buffer (a copy of the compressed bytes, not of the decoded ones).
+absl::Status DecompressRowsInto(const TensorView& tensor, bool delta_encoded,
                                 ChunkCompression compression, int64_t offset, int64_t length,
                                 char* dst);
-// The same with the compressed payload given as `pieces`, in order
-// (proto.tensor_content() is ignored): a payload still in the gRPC slices it
-// arrived in. Whole Snappy tensors decode straight from the pieces into
-// `dst`; otherwise several pieces are first joined in a per-thread buffer (a
-// copy of the compressed bytes, not of the decoded ones).
-absl::Status DecompressRowsInto(const ::tf_reverb::tf::TensorProto& proto,
-                                absl::Span<const absl::string_view> pieces, bool delta_encoded,
+absl::Status DecompressRowsInto(const ::tf_reverb::tf::TensorProto& proto, bool delta_encoded,
                                 ChunkCompression compression, int64_t offset, int64_t length,
                                 char* dst);
 

@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "schema.pb.h"
+#include "server/chunk_view.h"
 #include "server/tensor.h"
 #include "server/testing/tensor_testing.h"
 #include "tensor.pb.h"

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "schema.pb.h"
 #include "server/chunk_codec.h"
+#include "server/chunk_view.h"
 #include "server/tensor.h"
 #include "server/testing/tensor_testing.h"
 #include "tensor.pb.h"

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "server/metrics/atomic_histogram.h"
+#include "server/table_chunk.h"
 
 namespace tf_reverb {
 namespace {
@@ -19,16 +20,9 @@ namespace {
 // Blocked calls re-check `cancelled` this often.
 constexpr absl::Duration kCancellationPollInterval = absl::Milliseconds(100);
 
-// The bytes a chunk's tensors take as stored (compressed).
-int64_t StoredBytes(const ChunkData& chunk) {
-  int64_t bytes = 0;
-  for (const auto& tensor : chunk.data().tensors()) bytes += tensor.tensor_content().size();
-  return bytes;
-}
-
 int64_t ChunkBytes(const TableItem& item) {
   int64_t bytes = 0;
-  for (const auto& chunk : item.chunks) bytes += StoredBytes(*chunk);
+  for (const auto& chunk : item.chunks) bytes += chunk->stored_bytes();
   return bytes;
 }
 
@@ -299,7 +293,7 @@ absl::Status Table::AddLocked(std::shared_ptr<const TableItem> item, double prio
     fresh_by_version_.emplace(version, key);
   }
   for (const auto& chunk : item->chunks) {
-    ++episode_refs_[chunk->sequence_range().episode_id()];
+    ++episode_refs_[chunk->episode_id()];
     RefChunkLocked(chunk.get(), 1, inserted);
   }
   by_position_.emplace(next_insertion_order_, key);
@@ -310,14 +304,14 @@ absl::Status Table::AddLocked(std::shared_ptr<const TableItem> item, double prio
   return absl::OkStatus();
 }
 
-void Table::RefChunkLocked(const ChunkData* chunk, int delta, bool count_insert) {
+void Table::RefChunkLocked(const TableChunk* chunk, int delta, bool count_insert) {
   if (delta > 0) {
     int64_t& refs = chunk_refs_[chunk];
     if (refs++ > 0) return;
-    const int64_t stored = StoredBytes(*chunk);
+    const int64_t stored = chunk->stored_bytes();
     TableMetrics::Add(metrics_.chunks, 1);
     TableMetrics::Add(metrics_.chunk_compressed_bytes, stored);
-    TableMetrics::Add(metrics_.chunk_uncompressed_bytes, chunk->data_uncompressed_size());
+    TableMetrics::Add(metrics_.chunk_uncompressed_bytes, chunk->uncompressed_bytes());
     if (count_insert) TableMetrics::Add(metrics_.inserted_bytes, stored);
     return;
   }
@@ -325,8 +319,8 @@ void Table::RefChunkLocked(const ChunkData* chunk, int delta, bool count_insert)
   if (it == chunk_refs_.end() || --it->second > 0) return;
   chunk_refs_.erase(it);
   TableMetrics::Add(metrics_.chunks, -1);
-  TableMetrics::Add(metrics_.chunk_compressed_bytes, -StoredBytes(*chunk));
-  TableMetrics::Add(metrics_.chunk_uncompressed_bytes, -chunk->data_uncompressed_size());
+  TableMetrics::Add(metrics_.chunk_compressed_bytes, -chunk->stored_bytes());
+  TableMetrics::Add(metrics_.chunk_uncompressed_bytes, -chunk->uncompressed_bytes());
 }
 
 void Table::UpdateLevelsLocked() {
@@ -364,7 +358,7 @@ absl::Status Table::DeleteLocked(uint64_t key) {
   if (absl::Status s = remover_->Delete(key); !s.ok()) return s;
   Notify(&TableExtension::OnDelete, it->second);
   for (const auto& chunk : it->second.data->chunks) {
-    auto ref = episode_refs_.find(chunk->sequence_range().episode_id());
+    auto ref = episode_refs_.find(chunk->episode_id());
     if (ref != episode_refs_.end() && --ref->second == 0) {
       episode_refs_.erase(ref);
       ++num_deleted_episodes_;

@@ -57,6 +57,7 @@
 #include "server/rate_limiter.h"
 #include "server/selectors/selector.h"
 #include "server/signature.h"
+#include "server/table_chunk.h"
 #include "server/table_extension.h"
 #include "server/table_item.h"
 
@@ -295,7 +296,7 @@ class Table {
   // Updates the levels of metrics_ after items were added or removed.
   void UpdateLevelsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts `chunk` referenced by one more (`delta` = 1) or one fewer (-1) item.
-  void RefChunkLocked(const ChunkData* chunk, int delta, bool count_insert)
+  void RefChunkLocked(const TableChunk* chunk, int delta, bool count_insert)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ValidatePriority(double priority) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ValidateTableItem and the signature check, done without the lock.
@@ -369,7 +370,7 @@ class Table {
   int64_t insert_waiting_threads_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t sample_waiting_threads_ ABSL_GUARDED_BY(mu_) = 0;
   // Items referencing each held chunk.
-  absl::flat_hash_map<const ChunkData*, int64_t> chunk_refs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<const TableChunk*, int64_t> chunk_refs_ ABSL_GUARDED_BY(mu_);
   TableMetrics metrics_;
   std::vector<Waiter> insert_waiters_ ABSL_GUARDED_BY(mu_);
   std::vector<Waiter> sample_waiters_ ABSL_GUARDED_BY(mu_);

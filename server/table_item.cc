@@ -1,9 +1,13 @@
 #include "server/table_item.h"
 
+#include <cstddef>
+#include <utility>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "tensor.pb.h"
+#include "server/chunk_view.h"
 
 namespace tf_reverb {
 
@@ -34,17 +38,15 @@ namespace {
 // Records the dtype and row shape of column `c`'s first slice (`tensor`, of
 // chunk `chunk_key`) in `out`, or checks a later slice against them.
 absl::Status AddSliceSpec(int c, const deepmind::reverb::FlatTrajectory::Column& column, bool first,
-                          uint64_t chunk_key, const ::tf_reverb::tf::TensorProto& tensor,
-                          ItemColumn* out) {
-  const auto& dims = tensor.tensor_shape().dim();
+                          uint64_t chunk_key, const TensorView& tensor, ItemColumn* out) {
+  const auto& dims = tensor.shape;
   if (first) {
-    out->dtype = tensor.dtype();
-    for (int d = 1; d < dims.size(); ++d) out->shape.push_back(dims[d].size());
+    out->dtype = tensor.dtype;
+    if (!dims.empty()) out->shape.assign(dims.begin() + 1, dims.end());
     return absl::OkStatus();
   }
-  bool same =
-      tensor.dtype() == out->dtype && dims.size() == static_cast<int>(out->shape.size()) + 1;
-  for (int d = 1; same && d < dims.size(); ++d) same = dims[d].size() == out->shape[d - 1];
+  bool same = tensor.dtype == out->dtype && dims.size() == out->shape.size() + 1;
+  for (size_t d = 1; same && d < dims.size(); ++d) same = dims[d] == out->shape[d - 1];
   if (same) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat("Column ", c, " joins slices of different dtypes or row shapes (chunks ",
@@ -62,8 +64,12 @@ absl::Status ValidateTableItem(const TableItem& item, std::vector<ItemColumn>* c
   if (trajectory.columns_size() == 0 || trajectory.columns(0).chunk_slices_size() == 0) {
     return absl::InvalidArgumentError("Item trajectory must not be empty.");
   }
-  absl::flat_hash_map<uint64_t, const ChunkData*> by_key;
-  for (const auto& chunk : item.chunks) by_key[chunk->chunk_key()] = chunk.get();
+  absl::flat_hash_map<uint64_t, ChunkView> by_key;
+  for (const auto& chunk : item.chunks) {
+    absl::StatusOr<ChunkView> view = chunk->View();
+    if (!view.ok()) return view.status();
+    by_key[chunk->key()] = *std::move(view);
+  }
   columns->assign(trajectory.columns_size(), ItemColumn());
   for (int c = 0; c < trajectory.columns_size(); ++c) {
     const auto& column = trajectory.columns(c);
@@ -78,16 +84,15 @@ absl::Status ValidateTableItem(const TableItem& item, std::vector<ItemColumn>* c
         return absl::InvalidArgumentError(absl::StrCat(
             "Column ", c, " references chunk ", slice.chunk_key(), " which was not provided."));
       }
-      const ChunkData& chunk = *it->second;
-      const int tensors = chunk.data().tensors_size();
+      const ChunkView& chunk = it->second;
+      const int tensors = static_cast<int>(chunk.tensors.size());
       if (slice.index() < 0 || slice.index() >= tensors) {
         return absl::InvalidArgumentError(
             absl::StrCat("Column ", c, " references tensor ", slice.index(), " of chunk ",
                          slice.chunk_key(), " which holds ", tensors, " tensors."));
       }
-      const auto& tensor = chunk.data().tensors(slice.index());
-      const auto& shape = tensor.tensor_shape();
-      const int64_t chunk_rows = shape.dim_size() > 0 ? shape.dim(0).size() : 0;
+      const TensorView& tensor = chunk.tensors[slice.index()];
+      const int64_t chunk_rows = tensor.shape.empty() ? 0 : tensor.shape[0];
       if (slice.offset() < 0 || slice.length() < 1 ||
           slice.offset() + static_cast<int64_t>(slice.length()) > chunk_rows) {
         return absl::InvalidArgumentError(absl::StrCat(

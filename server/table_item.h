@@ -1,9 +1,9 @@
 // TableItem and SampledItem: what a table stores and what a sample returns.
 //
 // An item's trajectory (PrioritizedItem with FlatTrajectory) and its chunks
-// are immutable once inserted and shared by pointer between the table, the
-// in-flight samples and the insert streams; only priority and times_sampled
-// change, and those are kept by the table beside the shared part.
+// (TableChunk, table_chunk.h) are immutable once inserted and shared by pointer between the table,
+// the in-flight samples and the insert streams; only priority and times_sampled change, and those
+// are kept by the table beside the shared part.
 //
 // Contract: plain values; the shared parts are immutable, so copies may be
 // read from any thread.
@@ -17,10 +17,10 @@
 #include "absl/status/status.h"
 #include "schema.pb.h"
 #include "server/signature.h"
+#include "server/table_chunk.h"
 
 namespace tf_reverb {
 
-using ChunkData = deepmind::reverb::ChunkData;
 using PrioritizedItem = deepmind::reverb::PrioritizedItem;
 
 struct TableItem {
@@ -29,7 +29,7 @@ struct TableItem {
   std::shared_ptr<const PrioritizedItem> item;
   // Every chunk the trajectory references, each once, in order of first
   // appearance over columns and slices.
-  std::vector<std::shared_ptr<const ChunkData>> chunks;
+  std::vector<std::shared_ptr<const TableChunk>> chunks;
 };
 
 struct SampledItem {

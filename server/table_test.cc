@@ -30,6 +30,7 @@
 #include "server/chunk_codec.h"
 #include "server/selectors/selector.h"
 #include "server/signature.h"
+#include "server/table_chunk.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
 #include "server/testing/table_testing.h"
@@ -117,7 +118,7 @@ TEST(TableTest, InsertAndSample) {
   EXPECT_GT(s->data->item->inserted_at().seconds(), 0);
   EXPECT_EQ(s->data->item->times_sampled(), 0);
   ASSERT_EQ(s->data->chunks.size(), 1u);
-  EXPECT_EQ(s->data->chunks[0]->chunk_key(), key + 1000000000);
+  EXPECT_EQ(s->data->chunks[0]->key(), key + 1000000000);
   // Sampling does not remove without max_times_sampled.
   EXPECT_EQ(table->size(), 3);
 
@@ -225,8 +226,7 @@ TEST(TableTest, SampleBatchStopsAtByteLimit) {
       uint64_t v = gen();
       column.data.append(reinterpret_cast<const char*>(&v), 8);
     }
-    auto chunk =
-        std::make_shared<const ChunkData>(BuildChunk(k + 100, {column}, 1, 0, 0, false).value());
+    auto chunk = TableChunk::FromProto(BuildChunk(k + 100, {column}, 1, 0, 0, false).value());
     ASSERT_TRUE(table->InsertOrAssign(MakeItem(k, 1.0, {chunk}), kNoWait).ok());
   }
   std::vector<SampledItem> batch;
@@ -262,7 +262,7 @@ TEST(TableTest, InsertOfExistingKeyOnlyUpdatesPriority) {
   EXPECT_EQ(s->data->item->inserted_at().seconds(), inserted_at.seconds());
   EXPECT_EQ(s->data->item->inserted_at().nanos(), inserted_at.nanos());
   ASSERT_EQ(s->data->chunks.size(), 1u);
-  EXPECT_EQ(s->data->chunks[0]->chunk_key(), 7u + 1000000000);  // trajectory kept
+  EXPECT_EQ(s->data->chunks[0]->key(), 7u + 1000000000);  // trajectory kept
   // Episode 9 of the ignored chunk was never counted.
   EXPECT_EQ(table->Info().num_episodes(), 2);
 }
@@ -705,14 +705,14 @@ absl::StatusOr<std::shared_ptr<Table>> SignatureTable(std::string signature,
 }
 
 // A one-column chunk of `rows` float32 steps of shape [2].
-std::shared_ptr<const ChunkData> FloatPairChunk(uint64_t chunk_key, int rows) {
+std::shared_ptr<const TableChunk> FloatPairChunk(uint64_t chunk_key, int rows) {
   Tensor column;
   column.dtype = tfp::DT_FLOAT;
   column.shape = {rows, 2};
   column.data.assign(rows * 2 * sizeof(float), '\0');
   absl::StatusOr<ChunkData> chunk = BuildChunk(chunk_key, {column}, 1, 0, rows - 1, false);
   EXPECT_TRUE(chunk.ok()) << chunk.status();
-  return std::make_shared<const ChunkData>(*std::move(chunk));
+  return TableChunk::FromProto(*chunk);
 }
 
 TEST(TableSignatureTest, AcceptsItemsOfTheSignature) {

@@ -12,13 +12,13 @@ namespace tf_reverb {
 namespace {
 
 // The tensor a slice names, or INVALID_ARGUMENT when its chunk has none.
-absl::StatusOr<const tf::TensorProto*> SliceTensor(
+absl::StatusOr<const TensorView*> SliceTensor(
     const ChunkView& chunk, const deepmind::reverb::FlatTrajectory::ChunkSlice& slice, int column) {
-  if (slice.index() < 0 || slice.index() >= chunk.data->data().tensors_size()) {
+  if (slice.index() < 0 || static_cast<size_t>(slice.index()) >= chunk.tensors.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Column ", column, " references a missing tensor of chunk ", slice.chunk_key()));
   }
-  return &chunk.data->data().tensors(slice.index());
+  return &chunk.tensors[slice.index()];
 }
 
 // Decodes column `column` into `dst`; with `expect`, first checks every
@@ -37,38 +37,30 @@ absl::StatusOr<bool> UnpackColumn(const deepmind::reverb::FlatTrajectory& trajec
     row_dims = squeeze ? 0 : 1;
   }
   for (const auto& slice : spec.chunk_slices()) {
-    absl::StatusOr<ChunkView> chunk = find(slice.chunk_key());
+    absl::StatusOr<const ChunkView*> chunk = find(slice.chunk_key());
     if (!chunk.ok()) return chunk.status();
-    absl::StatusOr<const tf::TensorProto*> found = SliceTensor(*chunk, slice, column);
+    absl::StatusOr<const TensorView*> found = SliceTensor(**chunk, slice, column);
     if (!found.ok()) return found.status();
-    const tf::TensorProto& tensor = **found;
-    const auto& dims = tensor.tensor_shape().dim();
+    const TensorView& tensor = **found;
+    const auto& dims = tensor.shape;
     if (expect != nullptr) {
-      if (tensor.dtype() != expect->dtype || slice.length() < 0 || slice.length() > rows_left ||
-          static_cast<size_t>(dims.size()) != expect->shape.size() - row_dims + 1) {
+      if (tensor.dtype != expect->dtype || slice.length() < 0 || slice.length() > rows_left ||
+          dims.size() != expect->shape.size() - row_dims + 1) {
         return false;
       }
-      for (int d = 1; d < dims.size(); ++d) {
-        if (dims[d].size() != expect->shape[row_dims + d - 1]) return false;
+      for (size_t d = 1; d < dims.size(); ++d) {
+        if (dims[d] != expect->shape[row_dims + d - 1]) return false;
       }
       rows_left -= slice.length();
     }
-    absl::StatusOr<int64_t> elem = DataTypeSize(tensor.dtype());
+    absl::StatusOr<int64_t> elem = DataTypeSize(tensor.dtype);
     if (!elem.ok()) return elem.status();
     // Bytes of one row: the product of the non-leading dims.
     int64_t row_bytes = *elem;
-    for (int d = 1; d < dims.size(); ++d) row_bytes *= dims[d].size();
-    if (!dims.empty() && dims[0].size() == 0) row_bytes = 0;
-    const deepmind::reverb::ChunkData& data = *chunk->data;
-    const bool in_pieces = chunk->payloads != nullptr &&
-                           static_cast<size_t>(slice.index()) < chunk->payloads->size() &&
-                           !(*chunk->payloads)[slice.index()].empty();
-    absl::Status s =
-        in_pieces
-            ? DecompressRowsInto(tensor, (*chunk->payloads)[slice.index()], data.delta_encoded(),
-                                 data.compression(), slice.offset(), slice.length(), dst)
-            : DecompressRowsInto(tensor, data.delta_encoded(), data.compression(), slice.offset(),
-                                 slice.length(), dst);
+    for (size_t d = 1; d < dims.size(); ++d) row_bytes *= dims[d];
+    if (!dims.empty() && dims[0] == 0) row_bytes = 0;
+    absl::Status s = DecompressRowsInto(tensor, (*chunk)->delta_encoded, (*chunk)->compression,
+                                        slice.offset(), slice.length(), dst);
     if (!s.ok()) return s;
     dst += row_bytes * slice.length();
   }
@@ -86,24 +78,20 @@ absl::StatusOr<std::vector<ColumnSpec>> TrajectoryColumnSpecs(
     ColumnSpec spec{tf::DT_INVALID, {}};
     int64_t rows = 0;
     for (const auto& slice : column.chunk_slices()) {
-      absl::StatusOr<ChunkView> chunk = find(slice.chunk_key());
+      absl::StatusOr<const ChunkView*> chunk = find(slice.chunk_key());
       if (!chunk.ok()) return chunk.status();
-      absl::StatusOr<const tf::TensorProto*> tensor = SliceTensor(*chunk, slice, c);
+      absl::StatusOr<const TensorView*> tensor = SliceTensor(**chunk, slice, c);
       if (!tensor.ok()) return tensor.status();
-      const auto& dims = (*tensor)->tensor_shape().dim();
+      const auto& dims = (*tensor)->shape;
       if (dims.empty()) {
         return absl::InvalidArgumentError("Chunk tensors must have a time axis.");
       }
       if (spec.dtype == tf::DT_INVALID) {
-        spec.dtype = (*tensor)->dtype();
-        spec.shape.reserve(dims.size());
-        for (int d = 1; d < dims.size(); ++d) spec.shape.push_back(dims[d].size());
+        spec.dtype = (*tensor)->dtype;
+        spec.shape.assign(dims.begin() + 1, dims.end());
       } else {
-        bool same = spec.dtype == (*tensor)->dtype() &&
-                    spec.shape.size() + 1 == static_cast<size_t>(dims.size());
-        for (int d = 1; same && d < dims.size(); ++d) {
-          same = spec.shape[d - 1] == dims[d].size();
-        }
+        bool same = spec.dtype == (*tensor)->dtype && spec.shape.size() + 1 == dims.size();
+        for (size_t d = 1; same && d < dims.size(); ++d) same = spec.shape[d - 1] == dims[d];
         if (!same) {
           return absl::InvalidArgumentError(
               absl::StrCat("Column ", c, " mixes chunks of different specs."));
@@ -112,11 +100,10 @@ absl::StatusOr<std::vector<ColumnSpec>> TrajectoryColumnSpecs(
       // Every slice within its chunk, so that decoding writes what the spec
       // says (a trajectory from the wire is not trusted).
       if (slice.offset() < 0 || slice.length() < 0 ||
-          int64_t{slice.offset()} + slice.length() > dims[0].size()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("Column ", c, " slices rows [", slice.offset(), ", ",
-                         int64_t{slice.offset()} + slice.length(), ") of a chunk of ",
-                         dims[0].size(), " rows."));
+          int64_t{slice.offset()} + slice.length() > dims[0]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Column ", c, " slices rows [", slice.offset(), ", ",
+            int64_t{slice.offset()} + slice.length(), ") of a chunk of ", dims[0], " rows."));
       }
       rows += slice.length();
     }
@@ -144,10 +131,10 @@ absl::StatusOr<bool> UnpackTrajectoryColumnIfSpec(
 absl::Status UnpackTrajectoryStrings(const deepmind::reverb::FlatTrajectory& trajectory, int column,
                                      FindChunk find, std::vector<std::string>* out) {
   for (const auto& slice : trajectory.columns(column).chunk_slices()) {
-    absl::StatusOr<ChunkView> chunk = find(slice.chunk_key());
+    absl::StatusOr<const ChunkView*> chunk = find(slice.chunk_key());
     if (!chunk.ok()) return chunk.status();
     // String payloads are never left in pieces (sample_stream_parser.h).
-    absl::StatusOr<Tensor> whole = DecompressChunkTensor(*chunk->data, slice.index());
+    absl::StatusOr<Tensor> whole = DecompressChunkTensor(**chunk, slice.index());
     if (!whole.ok()) return whole.status();
     const int64_t per_row = whole->num_rows() == 0 ? 0 : whole->num_elements() / whole->num_rows();
     if (slice.offset() < 0 || slice.length() < 0 ||
@@ -161,6 +148,15 @@ absl::Status UnpackTrajectoryStrings(const deepmind::reverb::FlatTrajectory& tra
                 whole->strings.begin() + (slice.offset() + slice.length()) * per_row);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<const ChunkView*> ChunkViews::Find(uint64_t key) const {
+  // Items reference few chunks: a scan beats building a map per sample.
+  for (const ChunkView& view : views_) {
+    if (view.key == key) return &view;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("The trajectory references chunk ", key, ", which its sample does not hold."));
 }
 
 int64_t ColumnBytes(const ColumnSpec& spec) {

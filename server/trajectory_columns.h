@@ -4,9 +4,10 @@
 // one implementation behind a client's Sample (server/client/sample.h) and
 // the server's batched sample responses (server/service/sample_batch.h).
 //
-// Chunks are found through the caller's FindChunk, so that a caller can read
-// them where they are: the table's own chunks, or chunks received over gRPC
-// whose large payloads are still in the slices they arrived in.
+// Chunks are found through the caller's FindChunk as ChunkViews
+// (chunk_view.h), so that a caller can read them where they are: the table's
+// own chunks, or chunks received over gRPC whose large payloads are still in
+// the slices they arrived in.
 //
 // Contract: pure functions, thread-safe over immutable chunks. Errors:
 // INVALID_ARGUMENT for trajectories naming absent chunks or tensors, or
@@ -17,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -24,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "schema.pb.h"
+#include "server/chunk_view.h"
 #include "server/tensor.h"
 
 namespace tf_reverb {
@@ -39,16 +42,33 @@ struct ColumnSpec {
   bool operator!=(const ColumnSpec& other) const { return !(*this == other); }
 };
 
-// A chunk as a reader holds it: `payloads` is null or has one entry per
-// tensor of data->data(), empty when the tensor's payload is its
-// tensor_content, else the payload's pieces (the tensor_content is then
-// empty).
-struct ChunkView {
-  const deepmind::reverb::ChunkData* data = nullptr;
-  const std::vector<std::vector<absl::string_view>>* payloads = nullptr;
-};
+// The view of the chunk of `chunk_key`, which must stay valid during the
+// call it is passed to.
+using FindChunk = absl::FunctionRef<absl::StatusOr<const ChunkView*>(uint64_t chunk_key)>;
 
-using FindChunk = absl::FunctionRef<absl::StatusOr<ChunkView>(uint64_t chunk_key)>;
+// The views of a sample's chunks, found by key (a FindChunk over them).
+class ChunkViews {
+ public:
+  // Views of `chunks` (pointers to anything with a View() giving
+  // absl::StatusOr<ChunkView>, such as TableChunks) replace those held.
+  template <typename Chunks>
+  absl::Status Reset(const Chunks& chunks) {
+    views_.clear();
+    views_.reserve(chunks.size());
+    for (const auto& chunk : chunks) {
+      absl::StatusOr<ChunkView> view = chunk->View();
+      if (!view.ok()) return view.status();
+      views_.push_back(*std::move(view));
+    }
+    return absl::OkStatus();
+  }
+  void Add(ChunkView view) { views_.push_back(std::move(view)); }
+  // INVALID_ARGUMENT naming `key` when no view has it.
+  absl::StatusOr<const ChunkView*> Find(uint64_t key) const;
+
+ private:
+  std::vector<ChunkView> views_;
+};
 
 // dtype and shape of every column, read from chunk metadata only.
 absl::StatusOr<std::vector<ColumnSpec>> TrajectoryColumnSpecs(

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "schema.pb.h"
 #include "server/chunk_codec.h"
+#include "server/chunk_view.h"
 #include "server/tensor.h"
 #include "server/testing/tensor_testing.h"
 
@@ -48,7 +49,8 @@ FlatTrajectory OneSlice(int index, int offset, int length, bool squeeze) {
 
 TEST(TrajectoryColumnsTest, SpecsAndRowsOfAValidSlice) {
   const ChunkData chunk = FourRowChunk();
-  auto find = [&chunk](uint64_t) -> absl::StatusOr<ChunkView> { return ChunkView{&chunk}; };
+  const ChunkView view = ChunkViewOf(chunk);
+  auto find = [&view](uint64_t) -> absl::StatusOr<const ChunkView*> { return &view; };
   const FlatTrajectory trajectory = OneSlice(0, 1, 2, false);
   absl::StatusOr<std::vector<ColumnSpec>> specs = TrajectoryColumnSpecs(trajectory, find);
   ASSERT_TRUE(specs.ok()) << specs.status();
@@ -66,7 +68,8 @@ TEST(TrajectoryColumnsTest, SpecsAndRowsOfAValidSlice) {
 
 TEST(TrajectoryColumnsTest, HostileSlicesAreErrors) {
   const ChunkData chunk = FourRowChunk();
-  auto find = [&chunk](uint64_t) -> absl::StatusOr<ChunkView> { return ChunkView{&chunk}; };
+  const ChunkView view = ChunkViewOf(chunk);
+  auto find = [&view](uint64_t) -> absl::StatusOr<const ChunkView*> { return &view; };
   struct Case {
     const char* what;
     FlatTrajectory trajectory;

@@ -14,23 +14,31 @@
 #include <cstring>
 #include <filesystem>
 #include <initializer_list>
+#include <memory>
+#include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "checkpoint.pb.h"
 #include "schema.pb.h"
 #include "server/checkpointing/record_io.h"
 #include "server/chunk_codec.h"
-#include "server/chunk_validation.h"
+#include "server/chunk_view.h"
 #include "server/logging/event_log.h"
+#include "server/table.h"
+#include "server/table_chunk.h"
 #include "server/table_item.h"
 #include "server/wal/log_recovery.h"
 #include "server/wal/table_journal.h"
@@ -38,23 +46,40 @@
 namespace tf_reverb {
 namespace {
 
-// Whether two chunks hold the same data (what a sample decodes).
-bool SameChunkData(const ChunkData& a, const ChunkData& b) {
-  if (&a == &b) return true;
-  if (a.compression() != b.compression() || a.delta_encoded() != b.delta_encoded() ||
-      a.data().tensors_size() != b.data().tensors_size()) {
+// Whether the payload pieces `a` and `b` join to the same bytes.
+bool SameContent(absl::Span<const absl::string_view> a, absl::Span<const absl::string_view> b) {
+  size_t i = 0, j = 0;    // pieces
+  size_t at = 0, bt = 0;  // offsets in a[i] and b[j]
+  while (true) {
+    while (i < a.size() && at == a[i].size()) ++i, at = 0;
+    while (j < b.size() && bt == b[j].size()) ++j, bt = 0;
+    if (i == a.size() || j == b.size()) return i == a.size() && j == b.size();
+    const size_t n = std::min(a[i].size() - at, b[j].size() - bt);
+    if (a[i].substr(at, n) != b[j].substr(bt, n)) return false;
+    at += n;
+    bt += n;
+  }
+}
+
+// Whether two chunks hold the same data (what a sample decodes): codec,
+// delta encoding and each tensor's dtype, shape, payload and strings; the
+// keys (and the episode range) may differ.
+bool SameChunkData(const TableChunk& a, const TableChunk& b) {
+  if (&a == &b || a.wire() == b.wire()) return true;
+  absl::StatusOr<ChunkView> x = a.View();
+  absl::StatusOr<ChunkView> y = b.View();
+  // Unreadable (never, for chunks a table holds): not known to be the same.
+  if (!x.ok() || !y.ok()) return false;
+  if (x->compression != y->compression || x->delta_encoded != y->delta_encoded ||
+      x->tensors.size() != y->tensors.size()) {
     return false;
   }
-  for (int i = 0; i < a.data().tensors_size(); ++i) {
-    const auto& x = a.data().tensors(i);
-    const auto& y = b.data().tensors(i);
-    if (x.dtype() != y.dtype() || x.tensor_content() != y.tensor_content() ||
-        x.tensor_shape().SerializeAsString() != y.tensor_shape().SerializeAsString() ||
-        x.string_val_size() != y.string_val_size()) {
+  for (size_t i = 0; i < x->tensors.size(); ++i) {
+    const TensorView& s = x->tensors[i];
+    const TensorView& t = y->tensors[i];
+    if (s.dtype != t.dtype || s.shape != t.shape || s.unknown_rank != t.unknown_rank ||
+        s.string_val != t.string_val || !SameContent(s.content, t.content)) {
       return false;
-    }
-    for (int j = 0; j < x.string_val_size(); ++j) {
-      if (x.string_val(j) != y.string_val(j)) return false;
     }
   }
   return true;
@@ -132,6 +157,23 @@ absl::Status ReadAll(const std::string& path, Handle handle) {
   }
 }
 
+// Reads every record of `path` as bytes through `handle(record, offset,
+// compressed)`: `offset` where the record starts (in the decompressed records
+// when `compressed`).
+template <typename Handle>
+absl::Status ReadAllRecords(const std::string& path, Handle handle) {
+  absl::StatusOr<std::unique_ptr<RecordReader>> reader = RecordReader::Open(path);
+  if (!reader.ok()) return reader.status();
+  std::string record;
+  while (true) {
+    const int64_t offset = (*reader)->offset();
+    absl::Status status = (*reader)->Read(&record);
+    if (absl::IsOutOfRange(status)) return absl::OkStatus();
+    if (!status.ok()) return status;
+    if (absl::Status s = handle(record, offset, (*reader)->compressed()); !s.ok()) return s;
+  }
+}
+
 }  // namespace
 
 Checkpointer::Checkpointer(std::string root, CheckpointerOptions options)
@@ -201,13 +243,13 @@ absl::StatusOr<std::string> Checkpointer::SaveLocked(
   // chunk an earlier checkpoint file holds (incremental saves) keeps the key
   // it has there and is referenced, unless another chunk of this checkpoint
   // took that key first.
-  absl::flat_hash_map<uint64_t, const ChunkData*> written_chunks;  // stored key -> chunk
-  absl::flat_hash_map<const ChunkData*, uint64_t> stored_key;
+  absl::flat_hash_map<uint64_t, const TableChunk*> written_chunks;  // stored key -> chunk
+  absl::flat_hash_map<const TableChunk*, uint64_t> stored_key;
   // Chunks written into this checkpoint's file, and those taken from the
   // files of earlier checkpoints (by checkpoint name).
-  std::vector<std::pair<std::shared_ptr<const ChunkData>, uint64_t>> written;
+  std::vector<std::pair<std::shared_ptr<const TableChunk>, uint64_t>> written;
   absl::flat_hash_map<std::string,
-                      std::vector<std::pair<std::shared_ptr<const ChunkData>, uint64_t>>>
+                      std::vector<std::pair<std::shared_ptr<const TableChunk>, uint64_t>>>
       referenced;
   absl::flat_hash_map<std::string, bool> source_exists;
   auto usable_source = [&](const std::string& checkpoint) {
@@ -218,22 +260,21 @@ absl::StatusOr<std::string> Checkpointer::SaveLocked(
   // Where `chunk` goes in this checkpoint: {its key here, whether to write it now}
   // (false: stored already in this save, or referenced in an earlier file).
   uint64_t next_fresh_key = 1;
-  auto place = [&](const std::shared_ptr<const ChunkData>& chunk) -> std::pair<uint64_t, bool> {
-    const ChunkData* raw = chunk.get();
+  auto place = [&](const std::shared_ptr<const TableChunk>& chunk) -> std::pair<uint64_t, bool> {
+    const TableChunk* raw = chunk.get();
     if (auto it = stored_key.find(raw); it != stored_key.end()) return {it->second, false};
     if (incremental) {
-      auto stored = stored_.find(raw);
-      if (stored != stored_.end() && stored->second.chunk.lock().get() == raw &&
-          usable_source(stored->second.checkpoint) &&
-          !written_chunks.contains(stored->second.key)) {
-        const uint64_t key = stored->second.key;
+      auto saved = saved_.find(raw);
+      if (saved != saved_.end() && saved->second.chunk.lock().get() == raw &&
+          usable_source(saved->second.checkpoint) && !written_chunks.contains(saved->second.key)) {
+        const uint64_t key = saved->second.key;
         written_chunks.emplace(key, raw);
         stored_key.emplace(raw, key);
-        referenced[stored->second.checkpoint].emplace_back(chunk, key);
+        referenced[saved->second.checkpoint].emplace_back(chunk, key);
         return {key, false};
       }
     }
-    uint64_t key = chunk->chunk_key();
+    uint64_t key = chunk->key();
     auto existing = written_chunks.find(key);
     if (existing != written_chunks.end() && SameChunkData(*existing->second, *chunk)) {
       stored_key.emplace(raw, key);
@@ -247,12 +288,15 @@ absl::StatusOr<std::string> Checkpointer::SaveLocked(
     stored_key.emplace(raw, key);
     return {key, true};
   };
-  auto write_chunk = [&](const std::shared_ptr<const ChunkData>& chunk, uint64_t key) {
+  // A chunk record is a serialized ChunkData: the chunk's own bytes, unless
+  // it is renamed or transcoded.
+  auto write_chunk = [&](const std::shared_ptr<const TableChunk>& chunk, uint64_t key) {
     written.emplace_back(chunk, key);
-    if (key == chunk->chunk_key() && chunk->compression() != kZstd) {
-      return (*chunks_file)->WriteMessage(*chunk);
+    if (key == chunk->key() && chunk->compression() != kZstd) {
+      const absl::string_view wire = chunk->wire();
+      return (*chunks_file)->Write(std::string_view(wire.data(), wire.size()));
     }
-    ChunkData copy = *chunk;
+    ChunkData copy = chunk->ToProto();
     copy.set_chunk_key(key);
     // Checkpoints hold Snappy chunks only, so that dm-reverb, which
     // knows no zstd, restores every checkpoint tf_reverb writes.
@@ -275,7 +319,7 @@ absl::StatusOr<std::string> Checkpointer::SaveLocked(
       absl::flat_hash_map<uint64_t, uint64_t> renamed;  // this item's chunks only
       for (const auto& chunk : item.data->chunks) {
         const auto [key, is_new] = place(chunk);
-        if (key != chunk->chunk_key()) renamed[chunk->chunk_key()] = key;
+        if (key != chunk->key()) renamed[chunk->key()] = key;
         if (!is_new) continue;
         if (absl::Status s = write_chunk(chunk, key); !s.ok()) return s;
       }
@@ -347,11 +391,11 @@ absl::StatusOr<std::string> Checkpointer::SaveLocked(
                         (sources_file != nullptr ? sources_file->bytes_written() : 0);
   *bytes_out = bytes;
   // Remember where the chunks now lie, for the next incremental save.
-  for (auto it = stored_.begin(); it != stored_.end();) {
+  for (auto it = saved_.begin(); it != saved_.end();) {
     auto current = it++;
-    if (current->second.chunk.expired()) stored_.erase(current);
+    if (current->second.chunk.expired()) saved_.erase(current);
   }
-  for (const auto& [chunk, key] : written) stored_[chunk.get()] = StoredChunk{chunk, name, key};
+  for (const auto& [chunk, key] : written) saved_[chunk.get()] = SavedChunk{chunk, name, key};
   chunks_in_file_[name] = static_cast<int64_t>(written.size());
   Log("saved", {{"path", final_path},
                 {"tables", tables.size()},
@@ -469,11 +513,11 @@ absl::Status Checkpointer::Recover(const std::vector<std::shared_ptr<Table>>& ta
 absl::Status Checkpointer::Load(const std::string& path,
                                 const std::vector<std::shared_ptr<Table>>& tables) {
   absl::MutexLock lock(&save_mu_);
-  StoredChunks stored;
+  SavedChunks saved;
   LogPositions log_positions;
-  absl::Status status = LoadImpl(path, tables, &stored, &log_positions);
+  absl::Status status = LoadImpl(path, tables, &saved, &log_positions);
   if (status.ok()) {
-    for (auto& [raw, where] : stored) stored_[raw] = std::move(where);
+    for (auto& [raw, where] : saved) saved_[raw] = std::move(where);
     loaded_log_positions_ = std::move(log_positions);
   }
   // A checkpoint with its DONE marker is complete: a file of it that cannot
@@ -490,7 +534,7 @@ absl::Status Checkpointer::Load(const std::string& path,
 
 absl::Status Checkpointer::LoadImpl(const std::string& path,
                                     const std::vector<std::shared_ptr<Table>>& tables,
-                                    StoredChunks* stored, LogPositions* log_positions) {
+                                    SavedChunks* saved, LogPositions* log_positions) {
   const absl::Time start = absl::Now();
   if (!fs::exists(fs::path(path) / kDoneFile)) {
     return absl::InvalidArgumentError(
@@ -518,7 +562,7 @@ absl::Status Checkpointer::LoadImpl(const std::string& path,
   if (!tables_status.ok()) return tables_status;
 
   const std::string chunks_path = (fs::path(path) / kChunksFile).string();
-  absl::flat_hash_map<uint64_t, std::shared_ptr<const ChunkData>> chunks;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const TableChunk>> chunks;
   int64_t chunk_bytes = 0;
   // Chunks of a file under root_ are remembered where they lie, so the next
   // incremental save references them instead of writing them again.
@@ -529,27 +573,39 @@ absl::Status Checkpointer::LoadImpl(const std::string& path,
   auto read_chunks = [&](const std::string& file, const std::string& checkpoint,
                          const absl::flat_hash_set<uint64_t>* wanted) {
     int64_t in_file = 0;
-    absl::Status status = ReadAll<ChunkData>(file, [&](ChunkData chunk) {
-      ++in_file;
-      const uint64_t key = chunk.chunk_key();
-      if (wanted != nullptr && !wanted->contains(key)) return absl::OkStatus();
-      // What a client could not insert is not restored either: a chunk no
-      // sample could decode fails the load here, not every later sample.
-      if (absl::Status valid = ValidateChunk(chunk); !valid.ok()) {
-        return absl::DataLossError(absl::StrCat("Checkpoint file ", file, ": ", valid.message()));
-      }
-      if (chunks.contains(key)) {
-        return absl::DataLossError(absl::StrCat("Checkpoint file ", file, ": chunk ", key,
-                                                " is stored twice in checkpoint ", path));
-      }
-      for (const auto& tensor : chunk.data().tensors()) {
-        chunk_bytes += tensor.tensor_content().size();
-      }
-      auto shared = std::make_shared<const ChunkData>(std::move(chunk));
-      if (ours) (*stored)[shared.get()] = StoredChunk{shared, checkpoint, key};
-      chunks.emplace(key, std::move(shared));
-      return absl::OkStatus();
-    });
+    absl::Status status =
+        ReadAllRecords(file, [&](const std::string& record, int64_t offset, bool compressed) {
+          ++in_file;
+          // As RecordReader::ReadMessage reports a record that does not parse.
+          auto unparsable = [&]() {
+            return absl::DataLossError(
+                absl::StrCat("Checkpoint file ", file, " is corrupt at byte ", offset,
+                             compressed ? " of its records" : "", ": record does not parse"));
+          };
+          absl::StatusOr<ChunkView> view = ChunkViewOfWire(record);
+          if (!view.ok()) return unparsable();
+          const uint64_t key = view->key;
+          if (wanted != nullptr && !wanted->contains(key)) {
+            // Not restored, but a record that is no ChunkData still fails the load.
+            if (!ChunkData().ParseFromString(record)) return unparsable();
+            return absl::OkStatus();
+          }
+          // What a client could not insert is not restored either: a chunk no
+          // sample could decode fails the load here, not every later sample.
+          absl::StatusOr<std::shared_ptr<const TableChunk>> chunk = TableChunk::FromWire(record);
+          if (!chunk.ok()) {
+            return absl::DataLossError(
+                absl::StrCat("Checkpoint file ", file, ": ", chunk.status().message()));
+          }
+          if (chunks.contains(key)) {
+            return absl::DataLossError(absl::StrCat("Checkpoint file ", file, ": chunk ", key,
+                                                    " is stored twice in checkpoint ", path));
+          }
+          chunk_bytes += (*chunk)->stored_bytes();
+          if (ours) (*saved)[chunk->get()] = SavedChunk{*chunk, checkpoint, key};
+          chunks.emplace(key, *std::move(chunk));
+          return absl::OkStatus();
+        });
     if (status.ok() && ours) chunks_in_file_[checkpoint] = in_file;
     return status;
   };

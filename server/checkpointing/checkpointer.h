@@ -58,6 +58,7 @@
 #include "absl/time/time.h"
 #include "server/metrics/checkpoint_metrics.h"
 #include "server/table.h"
+#include "server/table_chunk.h"
 #include "server/table_item.h"
 #include "server/wal/write_ahead_log.h"
 
@@ -111,14 +112,14 @@ class Checkpointer {
 
  private:
   // Where a chunk already lies in a checkpoint file under root_.
-  struct StoredChunk {
+  struct SavedChunk {
     // Alive while the entry is valid: the chunk's address cannot have been
     // reused by another chunk.
-    std::weak_ptr<const ChunkData> chunk;
+    std::weak_ptr<const TableChunk> chunk;
     std::string checkpoint;  // directory name under root_
     uint64_t key = 0;        // the key it is stored under there
   };
-  using StoredChunks = absl::flat_hash_map<const ChunkData*, StoredChunk>;
+  using SavedChunks = absl::flat_hash_map<const TableChunk*, SavedChunk>;
   // Table name -> the last log record its checkpointed state includes.
   using LogPositions = absl::flat_hash_map<std::string, uint64_t>;
 
@@ -131,16 +132,16 @@ class Checkpointer {
                                          bool incremental, absl::Time start, int64_t* bytes,
                                          uint64_t* log_position)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(save_mu_);
-  // Restores `path`; adds where each restored chunk lies to `stored` (when
+  // Restores `path`; adds where each restored chunk lies to `saved` (when
   // `path` is under root_) and each table's log position to `log_positions`.
   absl::Status LoadImpl(const std::string& path, const std::vector<std::shared_ptr<Table>>& tables,
-                        StoredChunks* stored, LogPositions* log_positions)
+                        SavedChunks* saved, LogPositions* log_positions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(save_mu_);
 
   const std::string root_;
   const CheckpointerOptions options_;
   mutable absl::Mutex save_mu_;
-  StoredChunks stored_ ABSL_GUARDED_BY(save_mu_);
+  SavedChunks saved_ ABSL_GUARDED_BY(save_mu_);
   // Checkpoint name -> chunks its chunks.tfrecord holds (for copy-forward).
   absl::flat_hash_map<std::string, int64_t> chunks_in_file_ ABSL_GUARDED_BY(save_mu_);
   // Of the newest successful load.

@@ -21,6 +21,7 @@
 #include "server/checkpointing/record_io.h"
 #include "server/chunk_codec.h"
 #include "server/table.h"
+#include "server/table_chunk.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
 #include "server/testing/table_testing.h"
@@ -90,7 +91,7 @@ TEST(CheckpointerTest, ZstdChunksAreStoredAsSnappySoDmReverbCanRestore) {
   absl::StatusOr<ChunkData> zstd = BuildChunk(77, {column}, 1, 0, 63, false, CodecPolicy::kZstd);
   ASSERT_TRUE(zstd.ok()) << zstd.status();
   ASSERT_EQ(zstd->compression(), kZstd);
-  auto chunk = std::make_shared<const ChunkData>(*zstd);
+  auto chunk = TableChunk::FromProto(*zstd);
   auto table = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1));
   ASSERT_TRUE(table->InsertOrAssign(MakeItem(1, 1.0, {chunk}), absl::ZeroDuration()).ok());
 
@@ -111,7 +112,21 @@ TEST(CheckpointerTest, ZstdChunksAreStoredAsSnappySoDmReverbCanRestore) {
   ASSERT_TRUE(checkpointer.Load(path, {restored}).ok());
   absl::StatusOr<SampledItem> sampled = SampleOne(*restored);
   ASSERT_TRUE(sampled.ok()) << sampled.status();
-  EXPECT_EQ(DecompressChunkTensor(*sampled->data->chunks[0], 0)->data, column.data);
+  EXPECT_EQ(DecompressChunkTensor(*sampled->data->chunks[0]->View(), 0)->data, column.data);
+}
+
+TEST(CheckpointerTest, ChunkRecordsAreSerializedChunkData) {
+  const std::string root = FreshRoot("chunk_records");
+  auto table = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1));
+  auto chunk = MakeChunk(5, 1, 3);
+  ASSERT_TRUE(table->InsertOrAssign(MakeItem(1, 1.0, {chunk}), kNoWait).ok());
+  Checkpointer checkpointer(root, {});
+  const std::string path = checkpointer.Save({table}).value();
+  auto reader = RecordReader::Open((fs::path(path) / "chunks.tfrecord").string()).value();
+  std::string record;
+  ASSERT_TRUE(reader->Read(&record).ok());
+  EXPECT_EQ(record, chunk->ToProto().SerializeAsString());
+  EXPECT_TRUE(absl::IsOutOfRange(reader->Read(&record)));
 }
 
 TEST(CheckpointerTest, DifferentChunksUnderOneKeyFromTwoStreamsBothSurvive) {
@@ -121,8 +136,9 @@ TEST(CheckpointerTest, DifferentChunksUnderOneKeyFromTwoStreamsBothSurvive) {
   // Each item is sampled once, oldest first.
   auto table = MakeTable(Fifo(), Fifo(), 10, 1, MinSize(1), "t");
   auto one_row = MakeChunk(7, 1, 1);
-  std::shared_ptr<ChunkData> four_rows = std::make_shared<ChunkData>(*MakeChunk(70, 2, 4));
-  four_rows->set_chunk_key(7);
+  ChunkData four_rows_proto = MakeChunk(70, 2, 4)->ToProto();
+  four_rows_proto.set_chunk_key(7);
+  auto four_rows = TableChunk::FromProto(four_rows_proto);
   TableItem last_row = MakeItem(2, 1.0, {four_rows});
   auto* slice = std::const_pointer_cast<PrioritizedItem>(last_row.item)
                     ->mutable_flat_trajectory()
@@ -133,7 +149,7 @@ TEST(CheckpointerTest, DifferentChunksUnderOneKeyFromTwoStreamsBothSurvive) {
   ASSERT_TRUE(table->InsertOrAssign(MakeItem(1, 1.0, {one_row}), kNoWait).ok());
   ASSERT_TRUE(table->InsertOrAssign(std::move(last_row), kNoWait).ok());
   // The same chunk data sent again under the same key is stored once.
-  auto resent = std::make_shared<const ChunkData>(*one_row);
+  auto resent = TableChunk::FromProto(one_row->ToProto());
   ASSERT_TRUE(table->InsertOrAssign(MakeItem(3, 1.0, {resent}), kNoWait).ok());
 
   Checkpointer checkpointer(root, {});
@@ -144,14 +160,14 @@ TEST(CheckpointerTest, DifferentChunksUnderOneKeyFromTwoStreamsBothSurvive) {
   std::vector<SampledItem> samples;
   ASSERT_TRUE(restored->SampleBatch(3, kNoWait, &samples).ok());
   ASSERT_EQ(samples.size(), 3u);
-  EXPECT_EQ(samples[0].data->chunks[0]->chunk_key(), 7u);
-  EXPECT_NE(samples[1].data->chunks[0]->chunk_key(), 7u);  // renamed on save
+  EXPECT_EQ(samples[0].data->chunks[0]->key(), 7u);
+  EXPECT_NE(samples[1].data->chunks[0]->key(), 7u);  // renamed on save
   EXPECT_EQ(samples[1].data->item->flat_trajectory().columns(0).chunk_slices(0).chunk_key(),
-            samples[1].data->chunks[0]->chunk_key());
-  EXPECT_EQ(samples[1].data->chunks[0]->data().tensors(0).tensor_shape().dim(0).size(), 4);
+            samples[1].data->chunks[0]->key());
+  EXPECT_EQ(samples[1].data->chunks[0]->View()->tensors[0].shape[0], 4);
   EXPECT_EQ(samples[2].data->chunks[0].get(), samples[0].data->chunks[0].get());
   for (const SampledItem& sample : samples) {
-    EXPECT_TRUE(DecompressChunkTensor(*sample.data->chunks[0], 0).ok());
+    EXPECT_TRUE(DecompressChunkTensor(*sample.data->chunks[0]->View(), 0).ok());
   }
 }
 
@@ -285,6 +301,29 @@ TEST(CheckpointerTest, ChunkNoSampleCouldDecodeFailsTheLoad) {
   EXPECT_EQ(target->size(), 0);
 }
 
+TEST(CheckpointerTest, ChunkRecordThatIsNoChunkDataFailsTheLoad) {
+  const std::string root = FreshRoot("unparsable_chunk");
+  auto table = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1));
+  ASSERT_TRUE(Insert(*table, 1).ok());
+  Checkpointer checkpointer(root, {});
+  const std::string path = checkpointer.Save({table}).value();
+  const std::string chunks = (fs::path(path) / "chunks.tfrecord").string();
+  // A varint cut short; a chunk whose data field holds no message.
+  for (const std::string record :
+       {std::string("\x08", 1), std::string("\x08\x07\x2a\x01\xff", 5)}) {
+    {
+      auto writer = RecordWriter::Create(chunks).value();
+      ASSERT_TRUE(writer->Write(record).ok());
+      ASSERT_TRUE(writer->Close().ok());
+    }
+    auto target = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1));
+    absl::Status status = checkpointer.Load(path, {target});
+    ASSERT_TRUE(absl::IsDataLoss(status)) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(chunks));
+    EXPECT_EQ(target->size(), 0);
+  }
+}
+
 TEST(CheckpointerTest, UnknownTableAndEmptyRootAreClearErrors) {
   const std::string root = FreshRoot("unknown");
   auto table = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1), "a");
@@ -361,7 +400,7 @@ void InsertLarge(Table& table, uint64_t first, int count) {
     absl::StatusOr<ChunkData> chunk = BuildChunk(key + 1000000, {tensor}, key, 0, 1, false);
     ASSERT_TRUE(chunk.ok()) << chunk.status();
     ASSERT_TRUE(table
-                    .InsertOrAssign(MakeItem(key, 1.0, {std::make_shared<const ChunkData>(*chunk)}),
+                    .InsertOrAssign(MakeItem(key, 1.0, {TableChunk::FromProto(*chunk)}),
                                     absl::ZeroDuration())
                     .ok());
   }
@@ -374,7 +413,7 @@ std::vector<std::string> Contents(Table& table) {
     std::string line =
         absl::StrCat(item.data->item->key(), " ", item.priority, " ", item.times_sampled);
     for (const auto& chunk : item.data->chunks) {
-      absl::StatusOr<Tensor> tensor = DecompressChunkTensor(*chunk, 0);
+      absl::StatusOr<Tensor> tensor = DecompressChunkTensor(*chunk->View(), 0);
       EXPECT_TRUE(tensor.ok()) << tensor.status();
       if (tensor.ok()) absl::StrAppend(&line, " ", tensor->data);
     }

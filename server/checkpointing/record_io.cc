@@ -99,7 +99,7 @@ void EndRecordFrame(size_t begin, std::string* out) {
   out->append(footer, sizeof(footer));
 }
 
-absl::Status RecordWriter::Write(const std::string& record) {
+absl::Status RecordWriter::Write(std::string_view record) {
   char header[kRecordHeaderBytes];
   char footer[kRecordFooterBytes];
   FrameHeader(record.size(), header);

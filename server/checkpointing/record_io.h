@@ -54,7 +54,7 @@ class RecordWriter {
                                                               bool compressed = false);
   ~RecordWriter();
 
-  absl::Status Write(const std::string& record);
+  absl::Status Write(std::string_view record);
   absl::Status WriteMessage(const google::protobuf::MessageLite& message);
   // Flushes, fsyncs and closes; required for the data to count as written.
   absl::Status Close();

@@ -40,6 +40,7 @@
 #include "server/error_kind.h"
 #include "server/grpc_status.h"
 #include "server/in_process_tables.h"
+#include "server/table_chunk.h"
 #include "server/table_item.h"
 
 namespace tf_reverb {

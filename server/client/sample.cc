@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/chunk_view.h"
+#include "server/table_chunk.h"
 #include "tensor.pb.h"
 
 namespace tf_reverb {
@@ -32,18 +34,42 @@ Sample::Sample(deepmind::reverb::SampleInfo info,
                std::vector<std::shared_ptr<const ChunkData>> chunks)
     : info_(std::move(info)) {
   chunks_.reserve(chunks.size());
-  for (auto& chunk : chunks) chunks_.push_back(SampleChunk{std::move(chunk), {}, nullptr});
+  for (auto& chunk : chunks) chunks_.push_back(SampleChunk{std::move(chunk), nullptr, {}, nullptr});
+  ViewChunks();
 }
 
 Sample Sample::FromChunks(deepmind::reverb::SampleInfo info, std::vector<SampleChunk> chunks) {
   Sample sample;
   sample.info_ = std::move(info);
   sample.chunks_ = std::move(chunks);
+  sample.ViewChunks();
   return sample;
 }
 
 Sample Sample::FromSampledItem(const SampledItem& sampled) {
-  return Sample(SampleInfoOf(sampled), sampled.data->chunks);
+  Sample sample;
+  sample.info_ = SampleInfoOf(sampled);
+  sample.chunks_.reserve(sampled.data->chunks.size());
+  for (const auto& chunk : sampled.data->chunks) {
+    sample.chunks_.push_back(SampleChunk{nullptr, chunk, {}, nullptr});
+  }
+  sample.ViewChunks();
+  return sample;
+}
+
+void Sample::ViewChunks() {
+  for (const SampleChunk& chunk : chunks_) {
+    if (chunk.data != nullptr) {
+      views_.Add(ChunkViewOf(*chunk.data, &chunk.payloads));
+      continue;
+    }
+    absl::StatusOr<ChunkView> view = chunk.stored->View();
+    if (!view.ok()) {
+      views_status_ = view.status();
+      return;
+    }
+    views_.Add(*std::move(view));
+  }
 }
 
 Sample Sample::FromBlock(deepmind::reverb::SampleInfo info,
@@ -65,13 +91,9 @@ bool Sample::squeezed(int column) const {
   return info_.item().flat_trajectory().columns(column).squeeze();
 }
 
-absl::StatusOr<ChunkView> Sample::Chunk(uint64_t key) const {
-  // Items reference few chunks: a scan beats building a map per sample.
-  for (const SampleChunk& chunk : chunks_) {
-    if (chunk.data->chunk_key() == key) return ChunkView{chunk.data.get(), &chunk.payloads};
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("Sample references chunk ", key, " which was not received."));
+absl::StatusOr<const ChunkView*> Sample::Chunk(uint64_t key) const {
+  if (!views_status_.ok()) return views_status_;
+  return views_.Find(key);
 }
 
 absl::StatusOr<std::vector<ColumnSpec>> Sample::ColumnSpecs() const {

@@ -26,15 +26,19 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "schema.pb.h"
+#include "server/chunk_view.h"
+#include "server/table_chunk.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
 #include "server/trajectory_columns.h"
 
 namespace tf_reverb {
 
-// One chunk of a sample.
+// One chunk of a sample: a received proto (`data`) or, in-process, the
+// table's own chunk (`stored`, and `data` null).
 struct SampleChunk {
   std::shared_ptr<const ChunkData> data;
+  std::shared_ptr<const TableChunk> stored;
   // Empty, or one entry per tensor of data->data(): empty when the tensor's
   // payload is its tensor_content, else the payload's pieces (in order; its
   // tensor_content is then empty), which `owner` keeps alive.
@@ -90,10 +94,16 @@ class Sample {
 
  private:
   Sample() = default;
-  absl::StatusOr<ChunkView> Chunk(uint64_t key) const;
+  // Makes views_ of chunks_.
+  void ViewChunks();
+  absl::StatusOr<const ChunkView*> Chunk(uint64_t key) const;
 
   deepmind::reverb::SampleInfo info_;
   std::vector<SampleChunk> chunks_;
+  // Views of chunks_ (they point into the chunks, which chunks_ keeps), or
+  // why a stored chunk could not be viewed.
+  ChunkViews views_;
+  absl::Status views_status_;
   std::shared_ptr<const SampleBlock> block_;
   int64_t row_ = 0;
 };

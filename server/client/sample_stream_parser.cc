@@ -11,6 +11,7 @@
 #include "grpcpp/support/slice.h"
 #include "grpcpp/support/status.h"
 #include "reverb_service.pb.h"
+#include "server/table_chunk.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
 #include "server/trajectory_columns.h"

@@ -51,7 +51,7 @@ TEST(SampleStreamParserTest, ReadsWhatProtobufWrites) {
   entry->mutable_info()->mutable_item()->set_key(7);
   *entry->mutable_info()->mutable_item()->mutable_flat_trajectory() =
       f.sampled.data->item->flat_trajectory();
-  *entry->add_data() = *f.chunks[0];
+  *entry->add_data() = f.chunks[0]->ToProto();
   entry->set_end_of_sequence(true);
   std::string bytes = response.SerializeAsString();
   // An unknown field of the response, and a second entry that is only an
@@ -233,7 +233,7 @@ TEST(SampleStreamParserTest, BatchInsideAnEntriesSampleIsAnInternalError) {
   SampleStreamResponse half;
   auto* entry = half.add_entries();
   *entry->mutable_info() = SampleInfoOf(f.sampled);
-  *entry->add_data() = *f.chunks[0];
+  *entry->add_data() = f.chunks[0]->ToProto();
   const std::string batch = BatchBytes(TwoSampleBatch());
   {
     SCOPED_TRACE("in the next message");

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "schema.pb.h"
 #include "server/chunk_codec.h"
+#include "server/chunk_view.h"
 #include "server/fuzz/fuzz_check.h"
 #include "server/tensor.h"
 #include "tensor.pb.h"

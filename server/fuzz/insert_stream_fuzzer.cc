@@ -35,6 +35,7 @@
 #include "google/protobuf/wire_format_lite.h"
 #include "reverb_service.pb.h"
 #include "server/chunk_codec.h"
+#include "server/chunk_view.h"
 #include "server/client/sample.h"
 #include "server/fuzz/fuzz_check.h"
 #include "server/fuzz/fuzz_tables.h"
@@ -84,10 +85,13 @@ void CheckReadable(const std::string& table, const SampledItem& sampled) {
   const std::string where = absl::StrCat("accepted item ", key, " of table ", table);
   FUZZ_CHECK_OK(ValidateTableItem(*sampled.data));
   for (const auto& chunk : sampled.data->chunks) {
-    for (int i = 0; i < chunk->data().tensors_size(); ++i) {
-      absl::StatusOr<Tensor> tensor = DecompressChunkTensor(*chunk, i);
-      FUZZ_CHECK(tensor.ok(), absl::StrCat(where, ": chunk ", chunk->chunk_key(), " tensor ", i,
-                                           ": ", tensor.status().ToString()));
+    absl::StatusOr<ChunkView> view = chunk->View();
+    FUZZ_CHECK(view.ok(),
+               absl::StrCat(where, ": chunk ", chunk->key(), ": View: ", view.status().ToString()));
+    for (int i = 0; i < static_cast<int>(view->tensors.size()); ++i) {
+      absl::StatusOr<Tensor> tensor = DecompressChunkTensor(*view, i);
+      FUZZ_CHECK(tensor.ok(), absl::StrCat(where, ": chunk ", chunk->key(), " tensor ", i, ": ",
+                                           tensor.status().ToString()));
     }
   }
   const absl::Status slices = fuzz::DecodeItem(*sampled.data, kMaxSliceBytes);

@@ -14,12 +14,15 @@
 #include <cstdint>
 #include <numeric>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "server/chunk_codec.h"
+#include "server/chunk_view.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
 #include "tensor.pb.h"
@@ -28,20 +31,28 @@ namespace tf_reverb {
 namespace fuzz {
 
 inline absl::Status DecodeItem(const TableItem& item, int64_t max_slice_bytes) {
-  absl::flat_hash_map<uint64_t, const ChunkData*> by_key;
-  for (const auto& chunk : item.chunks) by_key.emplace(chunk->chunk_key(), chunk.get());
+  // The chunks' views point into the chunks, which `item` keeps alive.
+  std::vector<ChunkView> views;
+  views.reserve(item.chunks.size());
+  absl::flat_hash_map<uint64_t, size_t> by_key;
+  for (const auto& chunk : item.chunks) {
+    absl::StatusOr<ChunkView> view = chunk->View();
+    if (!view.ok()) return view.status();
+    by_key.emplace(chunk->key(), views.size());
+    views.push_back(*std::move(view));
+  }
   for (const auto& column : item.item->flat_trajectory().columns()) {
     for (const auto& slice : column.chunk_slices()) {
       auto it = by_key.find(slice.chunk_key());
       if (it == by_key.end()) {
         return absl::InvalidArgumentError(absl::StrCat("no chunk ", slice.chunk_key()));
       }
-      const ChunkData& chunk = *it->second;
-      if (slice.index() < 0 || slice.index() >= chunk.data().tensors_size()) {
+      const ChunkView& chunk = views[it->second];
+      if (slice.index() < 0 || static_cast<size_t>(slice.index()) >= chunk.tensors.size()) {
         return absl::InvalidArgumentError(absl::StrCat("no tensor ", slice.index()));
       }
-      const auto& proto = chunk.data().tensors(slice.index());
-      if (proto.dtype() == ::tf_reverb::tf::DT_STRING) {
+      const TensorView& tensor = chunk.tensors[slice.index()];
+      if (tensor.dtype == ::tf_reverb::tf::DT_STRING) {
         absl::StatusOr<Tensor> whole = DecompressChunkTensor(chunk, slice.index());
         if (!whole.ok()) return whole.status();
         if (slice.offset() < 0 || slice.length() < 0 ||
@@ -50,11 +61,11 @@ inline absl::Status DecodeItem(const TableItem& item, int64_t max_slice_bytes) {
         }
         continue;
       }
-      absl::StatusOr<int64_t> elem = DataTypeSize(proto.dtype());
+      absl::StatusOr<int64_t> elem = DataTypeSize(tensor.dtype);
       if (!elem.ok()) return elem.status();
       int64_t bytes = *elem;
-      for (int d = 1; d < proto.tensor_shape().dim_size(); ++d) {
-        const int64_t dim = proto.tensor_shape().dim(d).size();
+      for (size_t d = 1; d < tensor.shape.size(); ++d) {
+        const int64_t dim = tensor.shape[d];
         if (dim < 0 || __builtin_mul_overflow(bytes, dim, &bytes)) {
           return absl::DataLossError("implausible row shape");
         }
@@ -66,7 +77,7 @@ inline absl::Status DecodeItem(const TableItem& item, int64_t max_slice_bytes) {
         return absl::ResourceExhaustedError(absl::StrCat("slice of ", bytes, " bytes"));
       }
       std::string dst(static_cast<size_t>(bytes), '\0');
-      if (absl::Status s = DecompressRowsInto(proto, chunk.delta_encoded(), chunk.compression(),
+      if (absl::Status s = DecompressRowsInto(tensor, chunk.delta_encoded, chunk.compression,
                                               slice.offset(), slice.length(), dst.data());
           !s.ok()) {
         return s;

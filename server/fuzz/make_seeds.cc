@@ -29,6 +29,7 @@
 #include "server/fuzz/fuzz_files.h"
 #include "server/fuzz/fuzz_tables.h"
 #include "server/table.h"
+#include "server/table_chunk.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
 #include "struct.pb.h"
@@ -151,14 +152,15 @@ void CheckpointSeeds(SeedWriter& out) {
       tables.push_back(*table);
     }
     for (int i = 0; i < c.items; ++i) {
-      auto chunk = std::make_shared<const ChunkData>(
+      const ChunkData chunk =
           Chunk(100 + i, {Counting(tfp::DT_INT32, {3, 2}, i), Strings({"x", "yz", ""})}, i % 2 == 1,
-                c.policy));
+                c.policy);
+      std::shared_ptr<const TableChunk> stored = TableChunk::FromProto(chunk);
       for (size_t t = 0; t < tables.size(); ++t) {
         TableItem item;
         item.item = std::make_shared<const deepmind::reverb::PrioritizedItem>(
-            ItemOver(10 * i + t + 1, tables[t]->name(), *chunk, i % 2, 2, 1.5 + i));
-        item.chunks = {chunk};
+            ItemOver(10 * i + t + 1, tables[t]->name(), chunk, i % 2, 2, 1.5 + i));
+        item.chunks = {stored};
         Die(tables[t]->InsertOrAssign(std::move(item), absl::ZeroDuration()), "insert");
       }
     }

@@ -83,7 +83,7 @@ TEST(MetricsCollectorTest, ReadsTheTablesCounters) {
   EXPECT_GT(chunk_bytes, 0);
   EXPECT_EQ(values["tf_reverb_table_inserted_bytes_total"]["table=replay"], chunk_bytes);
   EXPECT_EQ(values["tf_reverb_table_chunk_uncompressed_bytes"]["table=replay"],
-            shared->data_uncompressed_size());
+            shared->uncompressed_bytes());
 
   for (uint64_t key : {3, 4, 5}) ASSERT_TRUE(Insert(*table, key).ok());
   ASSERT_TRUE(SampleOne(*table).ok());

@@ -238,7 +238,7 @@ void AddEntries(
   for (const SampledItem& item : items) {
     auto* entry = entries->Add();
     *entry->mutable_info() = SampleInfoOf(item);
-    for (const auto& chunk : item.data->chunks) *entry->add_data() = *chunk;
+    for (const auto& chunk : item.data->chunks) *entry->add_data() = chunk->ToProto();
     entry->set_end_of_sequence(true);
   }
 }

@@ -120,7 +120,7 @@ class ReverbServiceTest : public ::testing::Test {
   static std::string InsertRequest(uint64_t key, uint64_t chunk_key) {
     auto chunk = MakeChunk(chunk_key, 1, 2);
     InsertStreamRequest request;
-    *request.add_chunks() = *chunk;
+    *request.add_chunks() = chunk->ToProto();
     *request.add_items() = *MakeItem(key, 1.0, {chunk}).item;
     return request.SerializeAsString();
   }

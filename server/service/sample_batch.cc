@@ -26,15 +26,6 @@ using deepmind::reverb::SampleStreamResponse;
 // Samples decoded after one Touch (what it brings in stays in the cache).
 constexpr size_t kTouchWindow = 64;
 
-// The chunks of a stored item, found by key.
-absl::StatusOr<ChunkView> FindStoredChunk(const TableItem& item, uint64_t key) {
-  for (const auto& chunk : item.chunks) {
-    if (chunk->chunk_key() == key) return ChunkView{chunk.get(), nullptr};
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("Item ", item.item->key(), " references chunk ", key, " which it lacks."));
-}
-
 bool SameSqueeze(const FlatTrajectory& a, const FlatTrajectory& b) {
   for (int c = 0; c < a.columns_size(); ++c) {
     if (a.columns(c).squeeze() != b.columns(c).squeeze()) return false;
@@ -57,10 +48,8 @@ void Touch(const std::vector<SampledItem>& samples, size_t begin, size_t end) {
   }
   for (size_t i = begin; i < end; ++i) {
     for (const auto& chunk : samples[i].data->chunks) {
-      for (const tf::TensorProto& tensor : chunk->data().tensors()) {
-        sink += tensor.tensor_shape().dim_size();
-        __builtin_prefetch(tensor.tensor_content().data());
-      }
+      sink += chunk->wire().size();
+      __builtin_prefetch(chunk->wire().data());
     }
   }
   asm volatile("" : : "r"(sink));  // keeps the loads
@@ -105,6 +94,7 @@ absl::StatusOr<std::optional<grpc::ByteBuffer>> EncodeGroup(const std::vector<Sa
     column->mutable_tensor_content()->resize(static_cast<size_t>(row_bytes[c] * n));
     columns[c] = column->mutable_tensor_content()->data();
   }
+  ChunkViews views;
   for (size_t window = begin; window < end; window += kTouchWindow) {
     const size_t window_end = std::min(end, window + kTouchWindow);
     Touch(samples, window, window_end);
@@ -116,11 +106,11 @@ absl::StatusOr<std::optional<grpc::ByteBuffer>> EncodeGroup(const std::vector<Sa
           !SameSqueeze(trajectory, first)) {
         return std::nullopt;
       }
+      if (absl::Status s = views.Reset(item.chunks); !s.ok()) return s;
       for (size_t c = 0; c < specs.size(); ++c) {
         absl::StatusOr<bool> same = UnpackTrajectoryColumnIfSpec(
-            trajectory, static_cast<int>(c),
-            [&item](uint64_t key) { return FindStoredChunk(item, key); }, specs[c],
-            columns[c] + row_bytes[c] * static_cast<int64_t>(i - begin));
+            trajectory, static_cast<int>(c), [&views](uint64_t key) { return views.Find(key); },
+            specs[c], columns[c] + row_bytes[c] * static_cast<int64_t>(i - begin));
         if (!same.ok()) return same.status();
         if (!*same) return std::nullopt;
       }
@@ -141,9 +131,10 @@ absl::StatusOr<std::vector<grpc::ByteBuffer>> EncodeSampleBatches(
   std::vector<grpc::ByteBuffer> out;
   if (samples.empty()) return out;
   const TableItem& first = *samples.front().data;
-  absl::StatusOr<std::vector<ColumnSpec>> specs =
-      TrajectoryColumnSpecs(first.item->flat_trajectory(),
-                            [&first](uint64_t key) { return FindStoredChunk(first, key); });
+  ChunkViews views;
+  if (absl::Status s = views.Reset(first.chunks); !s.ok()) return s;
+  absl::StatusOr<std::vector<ColumnSpec>> specs = TrajectoryColumnSpecs(
+      first.item->flat_trajectory(), [&views](uint64_t key) { return views.Find(key); });
   if (!specs.ok()) return specs.status();
   int64_t sample_bytes = 0;
   for (const ColumnSpec& spec : *specs) {
@@ -152,9 +143,7 @@ absl::StatusOr<std::vector<grpc::ByteBuffer>> EncodeSampleBatches(
   }
   if (sample_bytes > kMaxBatchedSampleBytes) {
     int64_t stored = 0;
-    for (const auto& chunk : first.chunks) {
-      for (const auto& tensor : chunk->data().tensors()) stored += tensor.tensor_content().size();
-    }
+    for (const auto& chunk : first.chunks) stored += chunk->stored_bytes();
     // Never more than one response's worth per sample: entries split those.
     if (sample_bytes > kMaxSampleResponseBytes ||
         stored * 100 < kMinChunkToSamplePercent * sample_bytes) {

@@ -30,6 +30,7 @@
 #include "server/client/sample.h"
 #include "server/client/sample_stream_parser.h"
 #include "server/service/sample_response.h"
+#include "server/table_chunk.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
 #include "server/testing/sample_testing.h"
@@ -74,7 +75,7 @@ SampledItem MakeItem(uint64_t key, const std::vector<std::vector<Tensor>>& chunk
     absl::StatusOr<ChunkData> chunk =
         BuildChunk(key * 100 + c, chunk_tensors[c], 1, 0, 0, delta, codec);
     EXPECT_TRUE(chunk.ok()) << chunk.status();
-    data.chunks.push_back(std::make_shared<const ChunkData>(*std::move(chunk)));
+    data.chunks.push_back(TableChunk::FromProto(*chunk));
   }
   for (const ColumnDef& def : columns) {
     auto* column = item->mutable_flat_trajectory()->add_columns();
@@ -247,10 +248,10 @@ TEST(SampleBatchTest, SmallItemsStackIntoOneBatch) {
   // Snappy and zstd chunks, with and without delta encoding.
   EXPECT_EQ(items[0].data->chunks[0]->compression(), kSnappy);
   EXPECT_EQ(items[1].data->chunks[0]->compression(), kZstd);
-  EXPECT_FALSE(items[1].data->chunks[0]->delta_encoded());
-  EXPECT_TRUE(items[2].data->chunks[0]->delta_encoded());
+  EXPECT_FALSE(items[1].data->chunks[0]->View()->delta_encoded);
+  EXPECT_TRUE(items[2].data->chunks[0]->View()->delta_encoded);
   EXPECT_EQ(items[3].data->chunks[0]->compression(), kZstd);
-  EXPECT_TRUE(items[3].data->chunks[0]->delta_encoded());
+  EXPECT_TRUE(items[3].data->chunks[0]->View()->delta_encoded);
   // The items do differ, so that rows cannot be mixed up unnoticed.
   ASSERT_NE(Sample::FromSampledItem(items[0]).UnpackColumn(0)->data,
             Sample::FromSampledItem(items[1]).UnpackColumn(0)->data);
@@ -494,9 +495,10 @@ TEST(SampleBatchTest, ErrorsOfBrokenItems) {
   // A corrupt payload.
   SampledItem corrupt =
       MakeItem(3, {{f32}}, {{{{0, 0, 0, 2}}, false}}, CodecPolicy::kSnappy, false, {});
-  auto chunk = std::make_shared<ChunkData>(*corrupt.data->chunks[0]);
-  std::string* content = chunk->mutable_data()->mutable_tensors(0)->mutable_tensor_content();
+  ChunkData corrupted = corrupt.data->chunks[0]->ToProto();
+  std::string* content = corrupted.mutable_data()->mutable_tensors(0)->mutable_tensor_content();
   std::fill(content->begin(), content->end(), '\xff');
+  std::shared_ptr<const TableChunk> chunk = TableChunk::FromProto(corrupted);
   corrupt.data = std::make_shared<const TableItem>(TableItem{corrupt.data->item, {chunk}});
   responses = EncodeSampleBatches({fine, corrupt});
   EXPECT_FALSE(responses.ok()) << "a corrupt chunk must not be sent as a batch";

@@ -9,55 +9,16 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream.h"
 #include "grpcpp/support/slice.h"
 #include "reverb_service.pb.h"
 #include "server/chunk_codec.h"
+#include "server/table_chunk.h"
 
 namespace tf_reverb {
 namespace {
-
-using ::deepmind::reverb::SampleStreamResponse;
-
-int64_t ChunkWireBytes(const ChunkData& chunk) {
-  int64_t bytes = 0;
-  for (const auto& tensor : chunk.data().tensors()) bytes += tensor.tensor_content().size();
-  return bytes;
-}
-
-// A SampleStreamResponse whose entries borrow the (immutable, shared) chunks
-// of the sampled items instead of copying them: the chunks are added with
-// UnsafeArenaAddAllocated and released again before the response is cleared
-// or destroyed. Serializing a shared const message from several threads at
-// once is safe (protobuf's cached sizes are relaxed atomics). Borrow() keeps
-// a reference to the chunk until Clear(), so transcoded copies live exactly
-// as long as they are needed.
-class BorrowingResponse {
- public:
-  ~BorrowingResponse() { Clear(); }
-
-  SampleStreamResponse& proto() { return response_; }
-  void Borrow(SampleStreamResponse::SampleEntry* entry, std::shared_ptr<const ChunkData> chunk) {
-    entry->mutable_data()->UnsafeArenaAddAllocated(const_cast<ChunkData*>(chunk.get()));
-    borrowed_.push_back(std::move(chunk));
-  }
-  // The chunks borrowed since the last Clear(), as one owner.
-  std::shared_ptr<const void> Borrowed() const {
-    return std::make_shared<const std::vector<std::shared_ptr<const ChunkData>>>(borrowed_);
-  }
-  void Clear() {
-    for (auto& entry : *response_.mutable_entries()) {
-      while (entry.data_size() > 0) entry.mutable_data()->UnsafeArenaReleaseLast();
-    }
-    response_.Clear();
-    borrowed_.clear();
-  }
-
- private:
-  SampleStreamResponse response_;
-  std::vector<std::shared_ptr<const ChunkData>> borrowed_;
-};
 
 // A protobuf output stream into gRPC slices that aliases large byte fields
 // instead of copying them: protobuf hands every bytes field that does not fit
@@ -139,6 +100,72 @@ class AliasingSliceStream : public google::protobuf::io::ZeroCopyOutputStream {
   int64_t aliased_bytes_ = 0;
 };
 
+// One SampleStreamResponse.SampleEntry: its SampleInfo (serialized) and the
+// wire bytes of its chunks (serialized ChunkData messages).
+struct ResponseEntry {
+  std::string info;
+  bool has_info = false;
+  std::vector<absl::string_view> chunks;
+  bool end_of_sequence = false;
+};
+
+// Wire tags of the fields written (field number << 3 | wire type).
+constexpr uint32_t kEntriesTag = (1 << 3) | 2;    // SampleStreamResponse.entries
+constexpr uint32_t kInfoTag = (1 << 3) | 2;       // SampleEntry.info
+constexpr uint32_t kDataTag = (2 << 3) | 2;       // SampleEntry.data
+constexpr uint32_t kEndOfSequenceTag = (3 << 3);  // SampleEntry.end_of_sequence
+
+size_t LengthDelimitedSize(size_t size) {
+  return 1 + google::protobuf::io::CodedOutputStream::VarintSize64(size) + size;
+}
+
+size_t EntrySize(const ResponseEntry& entry) {
+  size_t size = entry.has_info ? LengthDelimitedSize(entry.info.size()) : 0;
+  for (absl::string_view chunk : entry.chunks) size += LengthDelimitedSize(chunk.size());
+  return size + (entry.end_of_sequence ? 2 : 0);
+}
+
+// A SampleStreamResponse of `entries` in protobuf's canonical encoding (what
+// serializing the message would give), the chunks' large payloads aliased as
+// SerializeAliasingLargeFields does; `owner` keeps the chunks' bytes alive.
+absl::StatusOr<grpc::ByteBuffer> SerializeEntries(const std::vector<ResponseEntry>& entries,
+                                                  std::shared_ptr<const void> owner) {
+  size_t total = 0;
+  for (const ResponseEntry& entry : entries) total += LengthDelimitedSize(EntrySize(entry));
+  if (total > static_cast<size_t>(INT32_MAX)) {
+    return absl::InternalError(absl::StrCat("A ", total, "-byte message is too large to send."));
+  }
+  AliasingSliceStream stream(std::move(owner));
+  {
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.EnableAliasing(true);
+    for (const ResponseEntry& entry : entries) {
+      coded.WriteTag(kEntriesTag);
+      coded.WriteVarint64(EntrySize(entry));
+      if (entry.has_info) {
+        coded.WriteTag(kInfoTag);
+        coded.WriteVarint64(entry.info.size());
+        coded.WriteRaw(entry.info.data(), static_cast<int>(entry.info.size()));
+      }
+      for (absl::string_view chunk : entry.chunks) {
+        coded.WriteTag(kDataTag);
+        coded.WriteVarint64(chunk.size());
+        coded.WriteRawMaybeAliased(chunk.data(), static_cast<int>(chunk.size()));
+      }
+      if (entry.end_of_sequence) {
+        coded.WriteTag(kEndOfSequenceTag);
+        coded.WriteVarint32(1);
+      }
+    }
+    if (coded.HadError()) return absl::InternalError("Serializing a message failed.");
+  }
+  if (stream.ByteCount() != static_cast<int64_t>(total)) {
+    return absl::InternalError(
+        absl::StrCat("Serialized ", stream.ByteCount(), " bytes of a ", total, "-byte message."));
+  }
+  return stream.Finish();
+}
+
 }  // namespace
 
 absl::StatusOr<grpc::ByteBuffer> SerializeAliasingLargeFields(
@@ -164,13 +191,16 @@ absl::StatusOr<grpc::ByteBuffer> SerializeAliasingLargeFields(
 absl::StatusOr<std::vector<grpc::ByteBuffer>> EncodeSampleResponses(
     const std::vector<SampledItem>& samples, bool client_accepts_zstd) {
   std::vector<grpc::ByteBuffer> out;
-  BorrowingResponse response;
+  // The response being built: its entries and what their bytes live in.
+  std::vector<ResponseEntry> entries;
+  auto owners = std::make_shared<std::vector<std::shared_ptr<const void>>>();
   int64_t bytes = 0;
-  absl::flat_hash_map<uint64_t, std::shared_ptr<const ChunkData>> transcoded;
+  // zstd chunks as Snappy, per chunk key (once per call).
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const std::string>> transcoded;
   auto flush = [&]() -> absl::Status {
-    absl::StatusOr<grpc::ByteBuffer> buffer =
-        SerializeAliasingLargeFields(response.proto(), response.Borrowed());
-    response.Clear();
+    absl::StatusOr<grpc::ByteBuffer> buffer = SerializeEntries(entries, std::move(owners));
+    entries.clear();
+    owners = std::make_shared<std::vector<std::shared_ptr<const void>>>();
     bytes = 0;
     if (!buffer.ok()) {
       return absl::InternalError(
@@ -179,35 +209,43 @@ absl::StatusOr<std::vector<grpc::ByteBuffer>> EncodeSampleResponses(
     out.push_back(*std::move(buffer));
     return absl::OkStatus();
   };
-  auto sendable = [&](const std::shared_ptr<const ChunkData>& chunk)
-      -> absl::StatusOr<std::shared_ptr<const ChunkData>> {
-    if (client_accepts_zstd || chunk->compression() == kSnappy) return chunk;
-    auto it = transcoded.find(chunk->chunk_key());
-    if (it != transcoded.end()) return it->second;
-    auto copy = std::make_shared<ChunkData>(*chunk);
-    if (absl::Status s = TranscodeChunk(copy.get(), kSnappy); !s.ok()) return s;
-    transcoded.emplace(chunk->chunk_key(), copy);
-    return copy;
+  // The wire bytes of `chunk` as the client can read them, and their owner.
+  using Sendable = std::pair<absl::string_view, std::shared_ptr<const void>>;
+  auto sendable = [&](const std::shared_ptr<const TableChunk>& chunk) -> absl::StatusOr<Sendable> {
+    if (client_accepts_zstd || chunk->compression() == kSnappy) {
+      return Sendable(chunk->wire(), chunk);
+    }
+    auto it = transcoded.find(chunk->key());
+    if (it == transcoded.end()) {
+      ChunkData copy = chunk->ToProto();
+      if (absl::Status s = TranscodeChunk(&copy, kSnappy); !s.ok()) return s;
+      auto wire = std::make_shared<const std::string>(copy.SerializeAsString());
+      it = transcoded.emplace(chunk->key(), std::move(wire)).first;
+    }
+    return Sendable(*it->second, it->second);
   };
   for (const SampledItem& sample : samples) {
-    auto* entry = response.proto().add_entries();
-    *entry->mutable_info() = SampleInfoOf(sample);
+    entries.emplace_back();
+    entries.back().info = SampleInfoOf(sample).SerializeAsString();
+    entries.back().has_info = true;
     for (const auto& stored : sample.data->chunks) {
-      absl::StatusOr<std::shared_ptr<const ChunkData>> chunk = sendable(stored);
+      absl::StatusOr<Sendable> chunk = sendable(stored);
       if (!chunk.ok()) return chunk.status();
       if (bytes >= kMaxSampleResponseBytes) {
         if (absl::Status s = flush(); !s.ok()) return s;
-        entry = response.proto().add_entries();
+        entries.emplace_back();
       }
-      bytes += ChunkWireBytes(**chunk);
-      response.Borrow(entry, *std::move(chunk));
+      // Owned by the response the bytes go in (after any flush above).
+      bytes += static_cast<int64_t>(chunk->first.size());
+      entries.back().chunks.push_back(chunk->first);
+      owners->push_back(std::move(chunk->second));
     }
-    entry->set_end_of_sequence(true);
+    entries.back().end_of_sequence = true;
     if (bytes >= kMaxSampleResponseBytes) {
       if (absl::Status s = flush(); !s.ok()) return s;
     }
   }
-  if (response.proto().entries_size() > 0) {
+  if (!entries.empty()) {
     if (absl::Status s = flush(); !s.ok()) return s;
   }
   return out;

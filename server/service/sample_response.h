@@ -4,11 +4,11 @@
 // Several items go into one response; an item's chunks are split over
 // responses once a response holds kMaxSampleResponseBytes of chunk data; the
 // first entry of an item carries its info, the last one end_of_sequence.
-// Chunks are borrowed from the table while serializing (never copied into a
-// message), and their tensor bytes are not copied either: the byte buffers'
+// A chunk goes out as the wire bytes the table keeps (TableChunk::wire()),
+// never re-encoded, and large ones are not copied either: the byte buffers'
 // slices reference them in the stored chunks, which the slices keep alive
-// (SerializeAliasingLargeFields). Unless the client announced zstd, zstd
-// chunks are transcoded to Snappy (once per chunk per call).
+// (as SerializeAliasingLargeFields does). Unless the client announced zstd,
+// zstd chunks are transcoded to Snappy (once per chunk per call).
 //
 // Contract: a pure function; thread-safe (serializing the shared, immutable
 // chunks from several threads at once is safe). DATA_LOSS for a chunk that

@@ -21,8 +21,10 @@
 #include "gtest/gtest.h"
 #include "reverb_service.pb.h"
 #include "server/chunk_codec.h"
+#include "server/chunk_view.h"
 #include "server/client/sample.h"
 #include "server/client/sample_stream_parser.h"
+#include "server/table_chunk.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
 #include "server/testing/sample_testing.h"
@@ -43,13 +45,16 @@ TEST(SerializeAliasingLargeFieldsTest, ProtobufBytesWithLargeFieldsReferenced) {
   SampledItemFixture f =
       MakeSampledItem(1, {{ByteTensor({10, 84, 84, 4}, true, 1), tensor_testing::Int32Row({1, 2})}},
                       CodecPolicy::kSnappy);
-  std::weak_ptr<const ChunkData> weak = f.chunks[0];
-  const std::string& stored = f.chunks[0]->data().tensors(0).tensor_content();
+  // The stored chunk as a message, owned by the buffer's owner.
+  auto chunk = std::make_shared<const ChunkData>(f.chunks[0]->ToProto());
+  std::weak_ptr<const ChunkData> weak = chunk;
+  const std::string& stored = chunk->data().tensors(0).tensor_content();
   ASSERT_GT(stored.size(), 200000u);
   absl::StatusOr<grpc::ByteBuffer> buffer =
-      SerializeAliasingLargeFields(*f.chunks[0], std::shared_ptr<const void>(f.chunks[0]));
+      SerializeAliasingLargeFields(*chunk, std::shared_ptr<const void>(chunk));
   ASSERT_TRUE(buffer.ok()) << buffer.status();
-  EXPECT_EQ(BufferBytes(*buffer), f.chunks[0]->SerializeAsString());
+  EXPECT_EQ(BufferBytes(*buffer), chunk->SerializeAsString());
+  EXPECT_EQ(BufferBytes(*buffer), f.chunks[0]->wire());
   std::vector<grpc::Slice> slices;
   ASSERT_TRUE(buffer->Dump(&slices).ok());
   bool aliased = false;
@@ -59,8 +64,7 @@ TEST(SerializeAliasingLargeFieldsTest, ProtobufBytesWithLargeFieldsReferenced) {
   }
   EXPECT_TRUE(aliased) << "the payload was copied";
   // The buffer keeps the chunk alive.
-  f.chunks.clear();
-  f.sampled.data.reset();
+  chunk.reset();
   slices.clear();
   EXPECT_FALSE(weak.expired());
   buffer = absl::InternalError("gone");
@@ -124,10 +128,18 @@ TEST(SampleResponsesTest, RoundTripWithoutCopyingPayloads) {
     EXPECT_TRUE(strings.payloads[1].empty()) << "string payloads are copied";
     if (slice_bytes == 0) {
       // Straight from server to client, without a transport in between: the
-      // piece is the stored chunk's own payload (no copy on either side).
+      // piece is the stored chunk's own payload, inside its wire bytes (no
+      // copy on either side).
       ASSERT_EQ(random.payloads[0].size(), 1u);
-      EXPECT_EQ(random.payloads[0][0].data(),
-                items[0].chunks[0]->data().tensors(0).tensor_content().data());
+      const absl::string_view wire = items[0].chunks[0]->wire();
+      absl::StatusOr<ChunkView> stored = items[0].chunks[0]->View();
+      ASSERT_TRUE(stored.ok()) << stored.status();
+      ASSERT_EQ(stored->tensors[0].content.size(), 1u);
+      const absl::string_view payload = stored->tensors[0].content[0];
+      ASSERT_GE(payload.data(), wire.data());
+      ASSERT_LE(payload.data() + payload.size(), wire.data() + wire.size());
+      EXPECT_EQ(random.payloads[0][0].data(), payload.data());
+      EXPECT_EQ(random.payloads[0][0].size(), payload.size());
     }
   }
 }
@@ -162,24 +174,48 @@ TEST(DecompressRowsIntoPiecesTest, MatchesContiguousDecoding) {
       for (size_t pos = 0; pos < content.size(); pos += 11) {
         pieces.emplace_back(content.data() + pos, std::min<size_t>(11, content.size() - pos));
       }
+      // The payload as the parser leaves it: in pieces, tensor_content unused.
+      TensorView in_pieces = TensorViewOf(proto);
+      in_pieces.content.assign(pieces.begin(), pieces.end());
       for (auto [offset, length] : {std::pair<int, int>{0, 6}, {2, 3}, {5, 1}}) {
         std::string want(length * 2000, '\0'), got(length * 2000, '\1');
         ASSERT_TRUE(DecompressRowsInto(proto, chunk->delta_encoded(), chunk->compression(), offset,
                                        length, want.data())
                         .ok());
-        ASSERT_TRUE(DecompressRowsInto(proto, pieces, chunk->delta_encoded(), chunk->compression(),
+        ASSERT_TRUE(DecompressRowsInto(in_pieces, chunk->delta_encoded(), chunk->compression(),
                                        offset, length, got.data())
                         .ok());
         EXPECT_TRUE(got == want);
         EXPECT_EQ(got, t.data.substr(offset * 2000, length * 2000));
       }
       // A corrupt payload is DATA_LOSS, never a crash.
-      std::vector<absl::string_view> short_pieces(pieces.begin(), pieces.end() - 1);
+      TensorView short_pieces = TensorViewOf(proto);
+      short_pieces.content.assign(pieces.begin(), pieces.end() - 1);
       std::string dst(12000, '\0');
       EXPECT_TRUE(absl::IsDataLoss(
-          DecompressRowsInto(proto, short_pieces, false, chunk->compression(), 0, 6, dst.data())));
+          DecompressRowsInto(short_pieces, false, chunk->compression(), 0, 6, dst.data())));
     }
   }
+}
+
+TEST(SampleResponsesTest, EachResponseKeepsItsChunksAlive) {
+  SampledItemFixture f = MakeSampledItem(3,
+                                         {{ByteTensor({1 << 20}, true, 3)},
+                                          {ByteTensor({1 << 20}, true, 4)},
+                                          {ByteTensor({1 << 20}, true, 5)}},
+                                         CodecPolicy::kSnappy);
+  absl::StatusOr<std::vector<grpc::ByteBuffer>> responses =
+      EncodeSampleResponses({f.sampled}, /*client_accepts_zstd=*/true);
+  ASSERT_TRUE(responses.ok()) << responses.status();
+  ASSERT_EQ(responses->size(), 2u);
+  std::vector<std::weak_ptr<const TableChunk>> weak(f.chunks.begin(), f.chunks.end());
+  const std::string second = BufferBytes((*responses)[1]);
+  f.chunks.clear();
+  f.sampled.data.reset();
+  responses->erase(responses->begin());  // the first response was sent
+  // Whatever the second response references must still be alive.
+  ASSERT_FALSE(weak[2].expired()) << "chunk 2 is sent in response 2 but only response 1 owned it";
+  EXPECT_EQ(BufferBytes((*responses)[0]), second);
 }
 
 }  // namespace

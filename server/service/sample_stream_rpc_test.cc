@@ -29,6 +29,7 @@
 #include "server/client/sampler.h"
 #include "server/service/server.h"
 #include "server/table.h"
+#include "server/table_chunk.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
 #include "server/testing/server_testing.h"
@@ -132,7 +133,7 @@ TEST(SampleStreamRpcTest, ZeroOrNegativeTimeoutMeansWaitForever) {
     ASSERT_TRUE(table
                     ->InsertOrAssign(TableItem{std::make_shared<deepmind::reverb::PrioritizedItem>(
                                                    WireItem(timeout_ms + 10, "t", 1.0, {1})),
-                                               {std::make_shared<const ChunkData>(WireChunk(1))}},
+                                               {TableChunk::FromProto(WireChunk(1))}},
                                      absl::ZeroDuration())
                     .ok());
     EXPECT_TRUE(got.WaitForNotificationWithTimeout(kUnblockTimeout));

@@ -41,11 +41,9 @@ absl::Status ServerInsertStream::Start(deepmind::reverb::InsertStreamRequest req
     if (chunks_.contains(chunk.chunk_key())) continue;
     if (absl::Status s = ValidateChunk(chunk); !s.ok()) return s;
   }
-  for (ChunkData& chunk : *request.mutable_chunks()) {
+  for (const ChunkData& chunk : request.chunks()) {
     const uint64_t key = chunk.chunk_key();
-    if (!chunks_.contains(key)) {
-      chunks_.emplace(key, std::make_shared<const ChunkData>(std::move(chunk)));
-    }
+    if (!chunks_.contains(key)) chunks_.emplace(key, TableChunk::FromProto(chunk));
   }
   request.clear_chunks();
   request_ = std::move(request);

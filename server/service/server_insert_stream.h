@@ -40,6 +40,7 @@
 #include "reverb_service.pb.h"
 #include "schema.pb.h"
 #include "server/table.h"
+#include "server/table_chunk.h"
 #include "server/table_item.h"
 
 namespace tf_reverb {
@@ -91,7 +92,7 @@ class ServerInsertStream {
   absl::Status KeepChunks();
 
   TableLookup tables_;
-  absl::flat_hash_map<uint64_t, std::shared_ptr<const ChunkData>> chunks_;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const TableChunk>> chunks_;
   // The request being handled and the index of its next item.
   deepmind::reverb::InsertStreamRequest request_;
   int next_item_ = 0;

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "reverb_service.pb.h"
 #include "server/table.h"
+#include "server/table_chunk.h"
 #include "server/table_item.h"
 #include "server/testing/table_testing.h"
 
@@ -41,11 +42,11 @@ class ServerInsertStreamTest : public ::testing::Test {
 
   // A request holding `chunks` and an item over all their rows.
   static InsertStreamRequest Request(uint64_t key,
-                                     std::vector<std::shared_ptr<const ChunkData>> chunks,
+                                     std::vector<std::shared_ptr<const TableChunk>> chunks,
                                      bool send_chunks = true) {
     InsertStreamRequest request;
     if (send_chunks) {
-      for (const auto& chunk : chunks) *request.add_chunks() = *chunk;
+      for (const auto& chunk : chunks) *request.add_chunks() = chunk->ToProto();
     }
     *request.add_items() = *MakeItem(key, 1.0, chunks).item;
     return request;
@@ -75,7 +76,7 @@ TEST_F(ServerInsertStreamTest, InsertsItemsAndKeepsOnlyTheNamedChunks) {
   EXPECT_EQ(handler_.num_chunks(), 1u);
   // A chunk-only request adds to the stream's chunks and keeps the rest.
   InsertStreamRequest chunks_only;
-  *chunks_only.add_chunks() = *b;
+  *chunks_only.add_chunks() = b->ToProto();
   ASSERT_TRUE(Handle(chunks_only).ok());
   EXPECT_EQ(handler_.num_chunks(), 2u);
   // The next item uses the kept chunk without resending it.
@@ -97,7 +98,7 @@ TEST_F(ServerInsertStreamTest, ItemOverAChunkTheStreamDoesNotHoldIsInvalidArgume
 
 TEST_F(ServerInsertStreamTest, CorruptChunkRejectsTheWholeRequestAndKeepsEarlierItems) {
   ASSERT_TRUE(Handle(Request(10, {MakeChunk(1, 1)})).ok());
-  ChunkData corrupt = *MakeChunk(2, 1, 4);
+  ChunkData corrupt = MakeChunk(2, 1, 4)->ToProto();
   corrupt.mutable_data()->mutable_tensors(0)->mutable_tensor_shape()->mutable_dim(0)->set_size(
       int64_t{1} << 40);
   InsertStreamRequest request = Request(11, {MakeChunk(3, 1)});

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "server/chunk_codec.h"
 #include "server/client/sample.h"
+#include "server/table_chunk.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
 #include "tensor.pb.h"
@@ -64,7 +65,7 @@ SampledItemFixture MakeSampledItem(uint64_t key, std::vector<std::vector<Tensor>
     absl::StatusOr<ChunkData> chunk =
         BuildChunk(chunk_key, f.chunk_columns[c], 1, 0, 0, false, codec);
     EXPECT_TRUE(chunk.ok()) << chunk.status();
-    f.chunks.push_back(std::make_shared<const ChunkData>(*std::move(chunk)));
+    f.chunks.push_back(TableChunk::FromProto(*chunk));
     for (size_t t = 0; t < f.chunk_columns[c].size(); ++t) {
       auto* slice = item->mutable_flat_trajectory()->add_columns()->add_chunk_slices();
       slice->set_chunk_key(chunk_key);

@@ -18,6 +18,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "server/chunk_codec.h"
 #include "server/client/sample.h"
+#include "server/table_chunk.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
 
@@ -39,7 +40,7 @@ grpc::ByteBuffer Reslice(const std::string& bytes, size_t size);
 // a table of 4.
 struct SampledItemFixture {
   std::vector<std::vector<Tensor>> chunk_columns;  // per chunk
-  std::vector<std::shared_ptr<const ChunkData>> chunks;
+  std::vector<std::shared_ptr<const TableChunk>> chunks;
   SampledItem sampled;
 };
 // Chunk c of the item has key key * 100 + c and the tensors

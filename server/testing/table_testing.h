@@ -22,6 +22,7 @@
 #include "server/rate_limiter.h"
 #include "server/selectors/selector.h"
 #include "server/table.h"
+#include "server/table_chunk.h"
 #include "server/table_extension.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
@@ -84,8 +85,8 @@ inline std::shared_ptr<Table> MakeTable(
 }
 
 // A one-column chunk of `rows` int64 steps (value = chunk_key * 100 + row).
-inline std::shared_ptr<const ChunkData> MakeChunk(uint64_t chunk_key, uint64_t episode_id,
-                                                  int rows = 1) {
+inline std::shared_ptr<const TableChunk> MakeChunk(uint64_t chunk_key, uint64_t episode_id,
+                                                   int rows = 1) {
   Tensor column;
   column.dtype = ::tf_reverb::tf::DT_INT64;
   column.shape = {rows};
@@ -95,12 +96,12 @@ inline std::shared_ptr<const ChunkData> MakeChunk(uint64_t chunk_key, uint64_t e
   }
   absl::StatusOr<ChunkData> chunk = BuildChunk(chunk_key, {column}, episode_id, 0, rows - 1, false);
   EXPECT_TRUE(chunk.ok()) << chunk.status();
-  return std::make_shared<const ChunkData>(*std::move(chunk));
+  return TableChunk::FromProto(*chunk);
 }
 
 // An item with one column referencing every row of each chunk in order.
 inline TableItem MakeItem(uint64_t key, double priority,
-                          std::vector<std::shared_ptr<const ChunkData>> chunks) {
+                          std::vector<std::shared_ptr<const TableChunk>> chunks) {
   auto item = std::make_shared<PrioritizedItem>();
   item->set_key(key);
   item->set_table("t");
@@ -108,9 +109,9 @@ inline TableItem MakeItem(uint64_t key, double priority,
   auto* column = item->mutable_flat_trajectory()->add_columns();
   for (const auto& chunk : chunks) {
     auto* slice = column->add_chunk_slices();
-    slice->set_chunk_key(chunk->chunk_key());
+    slice->set_chunk_key(chunk->key());
     slice->set_offset(0);
-    slice->set_length(static_cast<int32_t>(chunk->data().tensors(0).tensor_shape().dim(0).size()));
+    slice->set_length(static_cast<int32_t>(chunk->View()->tensors[0].shape[0]));
     slice->set_index(0);
   }
   return TableItem{std::move(item), std::move(chunks)};

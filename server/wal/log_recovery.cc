@@ -12,6 +12,7 @@
 #include "schema.pb.h"
 #include "server/chunk_validation.h"
 #include "server/logging/event_log.h"
+#include "server/table_chunk.h"
 #include "server/table_item.h"
 
 namespace tf_reverb {
@@ -21,19 +22,37 @@ absl::Status ReplayLog(WriteAheadLog& log, const std::vector<std::shared_ptr<Tab
   const absl::Time start = absl::Now();
   absl::flat_hash_map<std::string, Table*> by_name;
   for (const auto& table : tables) by_name[table->name()] = table.get();
-  absl::flat_hash_map<uint64_t, std::shared_ptr<const ChunkData>> chunks;
+  // The log must hold every record after the oldest table position (a
+  // checkpoint deletes only the segments it covers), and new records must
+  // number after every position, or a later recovery would skip them.
+  uint64_t oldest = UINT64_MAX;
+  uint64_t newest = 0;
+  for (const auto& [name, position] : positions) {
+    oldest = std::min(oldest, position);
+    newest = std::max(newest, position);
+  }
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const TableChunk>> chunks;
   int64_t applied = 0;
+  bool first = true;
   auto apply = [&](deepmind::reverb::WalRecord& record) -> absl::Status {
     const uint64_t sequence = record.sequence();
+    // Checked before the first record is applied: a gap is the cause of
+    // whatever later records would fail on (an item of a lost chunk).
+    if (first && oldest != UINT64_MAX && sequence > oldest + 1) {
+      return absl::DataLossError(absl::StrCat(
+          "Write-ahead log in ", log.dir(), " starts at record ", sequence,
+          " but the checkpoint restored needs every record after ", oldest,
+          ": segments are missing (restored from an older checkpoint than the log was truncated "
+          "for?)"));
+    }
+    first = false;
     if (record.change_case() == deepmind::reverb::WalRecord::kChunk) {
       if (absl::Status valid = ValidateChunk(record.chunk()); !valid.ok()) {
         return absl::DataLossError(absl::StrCat("Write-ahead log in ", log.dir(), ": record ",
                                                 sequence, ": ", valid.message()));
       }
       const uint64_t key = record.chunk().chunk_key();
-      if (!chunks.contains(key)) {
-        chunks.emplace(key, std::make_shared<const ChunkData>(std::move(*record.mutable_chunk())));
-      }
+      if (!chunks.contains(key)) chunks.emplace(key, TableChunk::FromProto(record.chunk()));
       return absl::OkStatus();
     }
     auto table = by_name.find(record.table());
@@ -80,22 +99,6 @@ absl::Status ReplayLog(WriteAheadLog& log, const std::vector<std::shared_ptr<Tab
   };
   absl::StatusOr<WalReplayReport> report = log.Replay(apply);
   if (!report.ok()) return report.status();
-  // The log must hold every record after the oldest table position (a
-  // checkpoint deletes only the segments it covers), and new records must
-  // number after every position, or a later recovery would skip them.
-  uint64_t oldest = UINT64_MAX;
-  uint64_t newest = 0;
-  for (const auto& [name, position] : positions) {
-    oldest = std::min(oldest, position);
-    newest = std::max(newest, position);
-  }
-  if (report->segments > 0 && oldest != UINT64_MAX && report->first_sequence > oldest + 1) {
-    return absl::DataLossError(absl::StrCat(
-        "Write-ahead log in ", log.dir(), " starts at record ", report->first_sequence,
-        " but the checkpoint restored needs every record after ", oldest,
-        ": segments are missing (restored from an older checkpoint than the log was truncated "
-        "for?)"));
-  }
   if (report->segments == 0 && newest > 0) {
     LogEvent("wal", "empty",
              {{"dir", log.dir()},

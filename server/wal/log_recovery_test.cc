@@ -99,7 +99,7 @@ std::string State(Table& table) {
     proto.clear_times_sampled();
     state += proto.SerializeAsString();
     state += absl::StrCat("|", item.priority, "|", item.times_sampled, "|");
-    for (const auto& chunk : item.data->chunks) state += chunk->SerializeAsString();
+    for (const auto& chunk : item.data->chunks) absl::StrAppend(&state, chunk->wire());
   }
   return state;
 }

@@ -12,7 +12,7 @@ TableJournal::TableJournal(std::shared_ptr<WriteAheadLog> log, std::string table
 
 void TableJournal::OnInsert(const ExtensionItem& item) {
   for (const auto& chunk : item.data.chunks) {
-    if (!logged_chunks_.insert(chunk->chunk_key()).second) continue;
+    if (!logged_chunks_.insert(chunk->key()).second) continue;
     WalChange change;
     change.kind = WalChange::Kind::kChunk;
     change.chunk = chunk;

@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "server/checkpointing/record_io.h"
 
@@ -343,7 +344,13 @@ void WriteAheadLog::Serialize(const std::vector<Pending>& batch, std::string* ou
   // Each record is serialized straight into `out`: its small fields as a
   // WalRecord, then its chunk or item appended as the length-delimited field
   // it is (3 or 4), the same bytes as if it were set, without copying it
-  // into the record first.
+  // into the record first. A chunk's field holds its wire bytes (a
+  // serialized ChunkData) as they are.
+  auto append_field = [out](int field, absl::string_view bytes) {
+    out->push_back(static_cast<char>((field << 3) | 2));
+    AppendVarint(bytes.size(), out);
+    out->append(bytes.data(), bytes.size());
+  };
   auto append_message = [out](int field, const google::protobuf::MessageLite& message) {
     out->push_back(static_cast<char>((field << 3) | 2));
     AppendVarint(message.ByteSizeLong(), out);
@@ -378,7 +385,7 @@ void WriteAheadLog::Serialize(const std::vector<Pending>& batch, std::string* ou
     const size_t begin = BeginRecordFrame(out);
     record.AppendToString(out);
     if (change.kind == WalChange::Kind::kChunk) {
-      append_message(WalRecord::kChunkFieldNumber, *change.chunk);
+      append_field(WalRecord::kChunkFieldNumber, change.chunk->wire());
     } else if (change.kind == WalChange::Kind::kInsert) {
       append_message(WalRecord::kInsertFieldNumber, *change.item);
     }

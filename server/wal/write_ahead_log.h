@@ -57,6 +57,7 @@
 #include "checkpoint.pb.h"
 #include "schema.pb.h"
 #include "server/metrics/wal_metrics.h"
+#include "server/table_chunk.h"
 
 namespace tf_reverb {
 
@@ -78,12 +79,13 @@ struct WalOptions {
 };
 
 // One change of a table, as appended: shared parts are serialized by the
-// writer thread, so appending copies no data.
+// writer thread (a chunk's record field is its wire bytes as they are), so
+// appending copies no data.
 struct WalChange {
   enum class Kind { kChunk, kInsert, kUpdate, kDelete, kSample, kReset, kPolicyVersion };
   Kind kind = Kind::kChunk;
   std::string table;                                              // all kinds but kChunk
-  std::shared_ptr<const deepmind::reverb::ChunkData> chunk;       // kChunk
+  std::shared_ptr<const TableChunk> chunk;                        // kChunk
   std::shared_ptr<const deepmind::reverb::PrioritizedItem> item;  // kInsert
   uint64_t key = 0;                                               // kUpdate, kDelete, kSample
   double priority = 0;                                            // kUpdate

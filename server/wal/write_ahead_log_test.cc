@@ -30,6 +30,7 @@
 #include "gtest/gtest.h"
 #include "schema.pb.h"
 #include "server/checkpointing/record_io.h"
+#include "server/table_chunk.h"
 
 namespace tf_reverb {
 namespace {
@@ -102,14 +103,20 @@ void WriteFile(const std::string& path, const std::string& bytes) {
 
 // --- Changes of every kind. ---
 
+// The log neither decodes nor validates the chunks it writes: a chunk of
+// one bare tensor whose payload is `bytes` stands in for a real one.
+ChunkData ChunkProto(uint64_t key, std::string bytes) {
+  ChunkData chunk;
+  chunk.set_chunk_key(key);
+  chunk.mutable_data()->add_tensors()->set_tensor_content(std::move(bytes));
+  chunk.set_data_tensors_len(1);
+  return chunk;
+}
+
 WalChange Chunk(uint64_t key, std::string bytes) {
-  auto chunk = std::make_shared<ChunkData>();
-  chunk->set_chunk_key(key);
-  chunk->mutable_data()->add_tensors()->set_tensor_content(std::move(bytes));
-  chunk->set_data_tensors_len(1);
   WalChange change;
   change.kind = WalChange::Kind::kChunk;
-  change.chunk = std::move(chunk);
+  change.chunk = TableChunk::FromProto(ChunkProto(key, std::move(bytes)));
   return change;
 }
 
@@ -304,6 +311,32 @@ TEST(WriteAheadLogTest, AppendStartReplayRoundTrip) {
   EXPECT_EQ(records[kN].chunk().chunk_key(), 102u);
   EXPECT_EQ(records[kN + 1].insert().key(), 9u);
   EXPECT_EQ(records[kN + 2].delete_key(), 9u);
+}
+
+// A segment holds exactly the framed WalRecords, a chunk's record exactly as
+// if the chunk were set in its chunk field (the format a log written before
+// chunks were kept as wire bytes has).
+TEST(WriteAheadLogTest, SegmentBytesAreFramedWalRecords) {
+  ScratchDir dir;
+  {
+    std::unique_ptr<WriteAheadLog> log = OpenLog(dir.path());
+    ASSERT_NE(log, nullptr);
+    ASSERT_TRUE(log->Start().ok());
+    log->Append(Chunk(100, "chunk-bytes-1"));
+    log->Append(Insert("table_a", 7, 1.5, 100));
+    ASSERT_TRUE(log->WaitConfirmed(2).ok());
+  }
+  std::string expected;
+  WalRecord chunk;
+  chunk.set_sequence(1);
+  *chunk.mutable_chunk() = ChunkProto(100, "chunk-bytes-1");
+  AppendRecordFrame(chunk.SerializeAsString(), &expected);
+  WalRecord insert;
+  insert.set_sequence(2);
+  insert.set_table("table_a");
+  *insert.mutable_insert() = *Insert("table_a", 7, 1.5, 100).item;
+  AppendRecordFrame(insert.SerializeAsString(), &expected);
+  EXPECT_EQ(ReadFile(dir.Sub(SegmentName(1))), expected);
 }
 
 // Replaying an empty directory finds nothing, and an error from the visitor

@@ -1,0 +1,67 @@
+// ChunkView: a chunk's tensors as a decoder reads them, wherever the chunk
+// lives — a ChunkData proto (a writer's, or one received over gRPC whose
+// large payloads are still in the slices they arrived in) or a table's
+// TableChunk (server/table_chunk.h), which keeps only the chunk's wire bytes.
+// The chunk codec (chunk_codec.h) decodes TensorViews, so every holder of a
+// chunk shares one decoder.
+//
+// Contract: plain values that borrow: a view points into the proto, the
+// payload pieces or the wire bytes it was made from, which must outlive it
+// and stay unchanged. Errors: ChunkViewOfWire returns DATA_LOSS for bytes
+// that are not a well-formed ChunkData.
+#ifndef TF_REVERB_SERVER_CHUNK_VIEW_H_
+#define TF_REVERB_SERVER_CHUNK_VIEW_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "schema.pb.h"
+#include "server/tensor.h"
+#include "tensor.pb.h"
+
+namespace tf_reverb {
+
+using ChunkCompression = ::deepmind::reverb::ChunkData::Compression;
+
+// One TensorProto of a chunk: its dtype, its shape, its payload
+// (tensor_content) as pieces in order (one piece when contiguous, none when
+// empty) and, for DT_STRING tensors in TensorFlow's other layout, its
+// string_val elements.
+struct TensorView {
+  DataType dtype = ::tf_reverb::tf::DT_INVALID;
+  absl::InlinedVector<int64_t, 4> shape;
+  absl::InlinedVector<absl::string_view, 1> content;
+  std::vector<absl::string_view> string_val;
+  bool unknown_rank = false;
+
+  // Bytes of the payload over all pieces.
+  size_t content_size() const;
+};
+
+struct ChunkView {
+  uint64_t key = 0;
+  bool delta_encoded = false;
+  ChunkCompression compression = ::deepmind::reverb::ChunkData::COMPRESSION_SNAPPY;
+  absl::InlinedVector<TensorView, 1> tensors;  // ChunkData.data.tensors
+};
+
+TensorView TensorViewOf(const ::tf_reverb::tf::TensorProto& tensor);
+
+// A view of `chunk`. With `payloads` (empty, or one entry per tensor: empty
+// when the tensor's payload is its tensor_content, else the payload's pieces
+// in order), a tensor's payload is taken from there instead.
+ChunkView ChunkViewOf(const deepmind::reverb::ChunkData& chunk,
+                      const std::vector<std::vector<absl::string_view>>* payloads = nullptr);
+
+// A view of the serialized ChunkData `wire` (fields it does not use are
+// skipped; the chunk's sequence range is not read). DATA_LOSS when `wire` is
+// not a well-formed encoding.
+absl::StatusOr<ChunkView> ChunkViewOfWire(absl::string_view wire);
+
+}  // namespace tf_reverb
+
+#endif  // TF_REVERB_SERVER_CHUNK_VIEW_H_

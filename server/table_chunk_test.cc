@@ -1,0 +1,73 @@
+#include "server/table_chunk.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gtest/gtest.h"
+#include "schema.pb.h"
+#include "server/chunk_codec.h"
+#include "server/chunk_view.h"
+#include "server/tensor.h"
+#include "server/testing/tensor_testing.h"
+#include "tensor.pb.h"
+
+namespace tf_reverb {
+namespace {
+
+using ::tf_reverb::tensor_testing::FromValues;
+namespace tfp = ::tf_reverb::tf;
+
+ChunkData FloatChunk(CodecPolicy codec) {
+  std::vector<float> values;
+  for (int i = 0; i < 4 * 64; ++i) values.push_back(static_cast<float>(i % 7));
+  absl::StatusOr<ChunkData> chunk = BuildChunk(
+      12345, {FromValues<float>(tfp::DT_FLOAT, {4, 64}, values)}, 99, 3, 6, false, codec);
+  EXPECT_TRUE(chunk.ok()) << chunk.status();
+  return *chunk;
+}
+
+TEST(TableChunkTest, KeepsTheWireEncodingAndTheFieldsTablesRead) {
+  for (CodecPolicy codec : {CodecPolicy::kSnappy, CodecPolicy::kZstd}) {
+    const ChunkData proto = FloatChunk(codec);
+    std::shared_ptr<const TableChunk> chunk = TableChunk::FromProto(proto);
+    EXPECT_EQ(chunk->key(), 12345u);
+    EXPECT_EQ(chunk->episode_id(), 99u);
+    EXPECT_EQ(chunk->compression(), proto.compression());
+    EXPECT_EQ(chunk->stored_bytes(),
+              static_cast<int64_t>(proto.data().tensors(0).tensor_content().size()));
+    EXPECT_EQ(chunk->uncompressed_bytes(), 4 * 64 * 4);
+    EXPECT_EQ(chunk->wire(), proto.SerializeAsString());
+    EXPECT_EQ(chunk->ToProto().SerializeAsString(), proto.SerializeAsString());
+    absl::StatusOr<ChunkView> view = chunk->View();
+    ASSERT_TRUE(view.ok()) << view.status();
+    absl::StatusOr<Tensor> decoded = DecompressChunkTensor(*view, 0);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ(decoded->data, DecompressChunkTensor(proto, 0)->data);
+  }
+}
+
+TEST(TableChunkTest, FromWireValidates) {
+  const ChunkData proto = FloatChunk(CodecPolicy::kSnappy);
+  absl::StatusOr<std::shared_ptr<const TableChunk>> chunk =
+      TableChunk::FromWire(proto.SerializeAsString());
+  ASSERT_TRUE(chunk.ok()) << chunk.status();
+  EXPECT_EQ((*chunk)->key(), 12345u);
+  EXPECT_EQ((*chunk)->wire(), proto.SerializeAsString());
+
+  EXPECT_EQ(TableChunk::FromWire(std::string("\x0a\xff", 2)).status().code(),
+            absl::StatusCode::kDataLoss);
+  ChunkData empty;
+  empty.set_chunk_key(1);
+  EXPECT_EQ(TableChunk::FromWire(empty.SerializeAsString()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ChunkData corrupt = proto;
+  corrupt.mutable_data()->mutable_tensors(0)->set_tensor_content("not snappy");
+  EXPECT_FALSE(TableChunk::FromWire(corrupt.SerializeAsString()).ok());
+}
+
+}  // namespace
+}  // namespace tf_reverb
