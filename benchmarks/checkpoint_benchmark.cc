@@ -33,6 +33,7 @@
 #include "schema.pb.h"
 #include "server/checkpointing/checkpointer.h"
 #include "server/chunk_codec.h"
+#include "server/item_record.h"
 #include "server/rate_limiter.h"
 #include "server/selectors/selector.h"
 #include "server/table.h"
@@ -77,7 +78,7 @@ TableItem MakeItem(uint64_t key, const std::string& payload) {
   auto* slice = item->mutable_flat_trajectory()->add_columns()->add_chunk_slices();
   slice->set_chunk_key(key);
   slice->set_length(1);
-  return TableItem{std::move(item), {std::move(chunk)}};
+  return TableItem{ItemRecord::FromProto(*item), {std::move(chunk)}};
 }
 
 int64_t DirectoryBytes(const std::string& path) {
@@ -200,9 +201,9 @@ int CheckLargeCheckpoint(const std::string& root, int64_t items, int64_t bytes) 
   std::mt19937_64 rng(3);
   for (int64_t i = 0; i < items; ++i) {
     TableItem item = MakeFrameItem(i + 1, bytes, rng);
-    auto proto = std::make_shared<PrioritizedItem>(*item.item);
-    proto->set_priority(1.0 + static_cast<double>(i % 1000));
-    item.item = std::move(proto);
+    PrioritizedItem proto = item.item.ToProto();
+    proto.set_priority(1.0 + static_cast<double>(i % 1000));
+    item.item = ItemRecord::FromProto(proto);
     (void)table->InsertOrAssign(std::move(item), absl::InfiniteDuration());
   }
   Checkpointer checkpointer(root, {});
@@ -230,7 +231,7 @@ int CheckLargeCheckpoint(const std::string& root, int64_t items, int64_t bytes) 
   for (size_t i = 0; i < std::min(want.items.size(), got.items.size()); ++i) {
     const Table::CheckpointItem& a = want.items[i];
     const Table::CheckpointItem& b = got.items[i];
-    const bool same = a.data->item->key() == b.data->item->key() && a.priority == b.priority &&
+    const bool same = a.data->item.key() == b.data->item.key() && a.priority == b.priority &&
                       a.times_sampled == b.times_sampled &&
                       a.data->chunks[0]->wire() == b.data->chunks[0]->wire();
     differences += same ? 0 : 1;

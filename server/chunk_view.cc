@@ -5,86 +5,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/wire_reader.h"
 
 namespace tf_reverb {
 namespace {
-
-// Protocol-buffer wire types.
-constexpr int kVarint = 0;
-constexpr int kFixed64 = 1;
-constexpr int kLengthDelimited = 2;
-constexpr int kFixed32 = 5;
-
-// Reads fields off the front of a serialized message.
-class WireReader {
- public:
-  explicit WireReader(absl::string_view bytes) : rest_(bytes) {}
-
-  bool done() const { return rest_.empty(); }
-  bool ok() const { return ok_; }
-
-  // The next field's number and wire type.
-  bool NextTag(int* field, int* wire_type) {
-    uint64_t tag = 0;
-    if (!Varint(&tag) || (tag >> 3) == 0 || (tag >> 3) > (uint64_t{1} << 29)) return Fail();
-    *field = static_cast<int>(tag >> 3);
-    *wire_type = static_cast<int>(tag & 7);
-    return true;
-  }
-  bool Varint(uint64_t* value) {
-    uint64_t result = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (rest_.empty()) return Fail();
-      const uint8_t byte = static_cast<uint8_t>(rest_.front());
-      rest_.remove_prefix(1);
-      result |= uint64_t{byte & 0x7fu} << shift;
-      if ((byte & 0x80u) == 0) {
-        *value = result;
-        return true;
-      }
-    }
-    return Fail();
-  }
-  bool Bytes(absl::string_view* out) {
-    uint64_t size = 0;
-    if (!Varint(&size) || size > rest_.size()) return Fail();
-    *out = rest_.substr(0, size);
-    rest_.remove_prefix(size);
-    return true;
-  }
-  // Skips a field of `wire_type` (groups are not used by these messages).
-  bool Skip(int wire_type) {
-    uint64_t ignored = 0;
-    absl::string_view skipped;
-    switch (wire_type) {
-      case kVarint:
-        return Varint(&ignored);
-      case kFixed64:
-        return Advance(8);
-      case kLengthDelimited:
-        return Bytes(&skipped);
-      case kFixed32:
-        return Advance(4);
-      default:
-        return Fail();
-    }
-  }
-
- private:
-  bool Advance(size_t n) {
-    if (n > rest_.size()) return Fail();
-    rest_.remove_prefix(n);
-    return true;
-  }
-  bool Fail() {
-    ok_ = false;
-    rest_ = {};
-    return false;
-  }
-
-  absl::string_view rest_;
-  bool ok_ = true;
-};
 
 absl::Status Corrupt(absl::string_view what) {
   return absl::DataLossError(absl::StrCat("Corrupt stored chunk: ", what, "."));
@@ -94,14 +18,14 @@ absl::Status ReadShape(absl::string_view bytes, TensorView* out) {
   WireReader shape(bytes);
   int field = 0, type = 0;
   while (!shape.done() && shape.NextTag(&field, &type)) {
-    if (field == 2 && type == kLengthDelimited) {  // dim
+    if (field == 2 && type == WireReader::kLengthDelimited) {  // dim
       absl::string_view dim_bytes;
       if (!shape.Bytes(&dim_bytes)) break;
       WireReader dim(dim_bytes);
       int64_t size = 0;
       while (!dim.done() && dim.NextTag(&field, &type)) {
         uint64_t value = 0;
-        if (field == 1 && type == kVarint) {
+        if (field == 1 && type == WireReader::kVarint) {
           if (dim.Varint(&value)) size = static_cast<int64_t>(value);
         } else {
           dim.Skip(type);
@@ -109,7 +33,7 @@ absl::Status ReadShape(absl::string_view bytes, TensorView* out) {
       }
       if (!dim.ok()) return Corrupt("unreadable dimension");
       out->shape.push_back(size);
-    } else if (field == 3 && type == kVarint) {  // unknown_rank
+    } else if (field == 3 && type == WireReader::kVarint) {  // unknown_rank
       uint64_t value = 0;
       if (shape.Varint(&value)) out->unknown_rank = value != 0;
     } else {
@@ -125,16 +49,16 @@ absl::Status ReadTensor(absl::string_view bytes, TensorView* out) {
   while (!tensor.done() && tensor.NextTag(&field, &type)) {
     absl::string_view value;
     uint64_t number = 0;
-    if (field == 1 && type == kVarint) {
+    if (field == 1 && type == WireReader::kVarint) {
       if (tensor.Varint(&number)) out->dtype = static_cast<DataType>(number);
-    } else if (field == 2 && type == kLengthDelimited) {
+    } else if (field == 2 && type == WireReader::kLengthDelimited) {
       if (!tensor.Bytes(&value)) break;
       if (absl::Status s = ReadShape(value, out); !s.ok()) return s;
-    } else if (field == 4 && type == kLengthDelimited) {
+    } else if (field == 4 && type == WireReader::kLengthDelimited) {
       if (!tensor.Bytes(&value)) break;
       out->content.clear();
       if (!value.empty()) out->content.push_back(value);
-    } else if (field == 8 && type == kLengthDelimited) {
+    } else if (field == 8 && type == WireReader::kLengthDelimited) {
       if (tensor.Bytes(&value)) out->string_val.push_back(value);
     } else {
       tensor.Skip(type);
@@ -185,19 +109,19 @@ absl::StatusOr<ChunkView> ChunkViewOfWire(absl::string_view wire) {
   int field = 0, type = 0;
   while (!chunk.done() && chunk.NextTag(&field, &type)) {
     uint64_t number = 0;
-    if (field == 1 && type == kVarint) {
+    if (field == 1 && type == WireReader::kVarint) {
       if (chunk.Varint(&number)) view.key = number;
-    } else if (field == 4 && type == kVarint) {
+    } else if (field == 4 && type == WireReader::kVarint) {
       if (chunk.Varint(&number)) view.delta_encoded = number != 0;
-    } else if (field == 1000 && type == kVarint) {
+    } else if (field == 1000 && type == WireReader::kVarint) {
       if (chunk.Varint(&number)) view.compression = static_cast<ChunkCompression>(number);
-    } else if (field == 5 && type == kLengthDelimited) {  // data
+    } else if (field == 5 && type == WireReader::kLengthDelimited) {  // data
       absl::string_view data_bytes;
       if (!chunk.Bytes(&data_bytes)) break;
       WireReader data(data_bytes);
       while (!data.done() && data.NextTag(&field, &type)) {
         absl::string_view tensor_bytes;
-        if (field == 1 && type == kLengthDelimited) {
+        if (field == 1 && type == WireReader::kLengthDelimited) {
           if (!data.Bytes(&tensor_bytes)) break;
           view.tensors.emplace_back();
           if (absl::Status s = ReadTensor(tensor_bytes, &view.tensors.back()); !s.ok()) return s;

@@ -169,9 +169,9 @@ absl::Status Table::CheckItem(const TableItem& item) const {
       !s.ok()) {
     return s;
   }
-  if (item.item->has_policy_version() && item.item->policy_version() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("Item ", item.item->key(), ": policy_version (",
-                                                   item.item->policy_version(), ") must be >= 0"));
+  if (item.item.has_policy_version() && item.item.policy_version() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Item ", item.item.key(), ": policy_version (",
+                                                   item.item.policy_version(), ") must be >= 0"));
   }
   if (signature != nullptr) {
     if (absl::Status s = CheckItemColumns(name_, *signature, columns); !s.ok()) return s;
@@ -182,8 +182,8 @@ absl::Status Table::CheckItem(const TableItem& item) const {
 absl::Status Table::InsertOrAssign(TableItem item, absl::Duration timeout,
                                    const std::function<bool()>& cancelled) {
   if (absl::Status s = CheckItem(item); !s.ok()) return s;
-  const uint64_t key = item.item->key();
-  const double priority = item.item->priority();
+  const uint64_t key = item.item.key();
+  const double priority = item.item.priority();
   WakeList wake;
   absl::MutexLock lock(&mu_);
   if (closed_) return absl::CancelledError(kTableClosedMessage);
@@ -207,8 +207,8 @@ absl::Status Table::InsertOrAssign(TableItem item, absl::Duration timeout,
 
 absl::StatusOr<bool> Table::TryInsertOrAssign(TableItem& item, const std::shared_ptr<Waker>& wake) {
   if (absl::Status s = CheckItem(item); !s.ok()) return s;
-  const uint64_t key = item.item->key();
-  const double priority = item.item->priority();
+  const uint64_t key = item.item.key();
+  const double priority = item.item.priority();
   WakeList wakers;
   absl::MutexLock lock(&mu_);
   if (closed_) return absl::CancelledError(kTableClosedMessage);
@@ -228,17 +228,9 @@ absl::StatusOr<bool> Table::TryInsertOrAssign(TableItem& item, const std::shared
 }
 
 absl::Status Table::InsertLocked(TableItem item) {
-  auto proto = std::make_shared<PrioritizedItem>(*item.item);
-  const absl::Time now = absl::Now();
-  const int64_t seconds = absl::ToUnixSeconds(now);
-  proto->mutable_inserted_at()->set_seconds(seconds);
-  proto->mutable_inserted_at()->set_nanos(
-      static_cast<int32_t>(absl::ToInt64Nanoseconds(now - absl::FromUnixSeconds(seconds))));
-  proto->set_times_sampled(0);
-  if (!proto->has_policy_version()) proto->set_policy_version(policy_version_);
-  const uint64_t key = proto->key();
-  const double priority = proto->priority();
-  item.item = std::move(proto);
+  item.item = item.item.Inserted(absl::Now(), policy_version_);
+  const uint64_t key = item.item.key();
+  const double priority = item.item.priority();
   if (absl::Status s = AddLocked(std::make_shared<const TableItem>(std::move(item)), priority, 0,
                                  /*inserted=*/true);
       !s.ok()) {
@@ -263,22 +255,20 @@ absl::Status Table::InsertLocked(TableItem item) {
 
 absl::Status Table::AddLocked(std::shared_ptr<const TableItem> item, double priority,
                               int32_t times_sampled, bool inserted) {
-  const uint64_t key = item->item->key();
-  if (item->item->has_policy_version() && item->item->policy_version() < 0) {
+  const uint64_t key = item->item.key();
+  if (item->item.has_policy_version() && item->item.policy_version() < 0) {
     return absl::InvalidArgumentError(absl::StrCat("Item ", key, ": policy_version (",
-                                                   item->item->policy_version(), ") must be >= 0"));
+                                                   item->item.policy_version(), ") must be >= 0"));
   }
   // Items of checkpoints without versions (dm-reverb's) are of the current
   // one; the stored proto says so too (snapshots, samples and lookups read
   // the version from it).
-  if (!item->item->has_policy_version()) {
-    auto proto = std::make_shared<PrioritizedItem>(*item->item);
-    proto->set_policy_version(policy_version_);
+  if (!item->item.has_policy_version()) {
     auto versioned = std::make_shared<TableItem>(*item);
-    versioned->item = std::move(proto);
+    versioned->item = item->item.WithPolicyVersion(policy_version_);
     item = std::move(versioned);
   }
-  const int64_t version = item->item->policy_version();
+  const int64_t version = item->item.policy_version();
   const bool stale = IsStaleLocked(version);
   if (!stale) {
     if (absl::Status s = sampler_->Insert(key, priority); !s.ok()) return s;
@@ -528,8 +518,8 @@ void Table::AddExtension(std::shared_ptr<TableExtension> extension) {
 absl::Status Table::ReplayInsert(std::shared_ptr<const TableItem> item) {
   WakeList wake;
   absl::MutexLock lock(&mu_);
-  const uint64_t key = item->item->key();
-  const double priority = item->item->priority();
+  const uint64_t key = item->item.key();
+  const double priority = item->item.priority();
   if (absl::Status s = ValidatePriority(priority); !s.ok()) return s;
   if (items_.contains(key)) return UpdateLocked(key, priority);
   if (absl::Status s = AddLocked(std::move(item), priority, 0, /*inserted=*/true); !s.ok()) {
@@ -708,7 +698,7 @@ absl::StatusOr<std::vector<std::string>> Table::Restore(
     if (absl::Status s = ValidateTableItem(*item.data); !s.ok()) {
       ClearLocked();
       return absl::InvalidArgumentError(
-          absl::StrCat("Item ", item.data->item->key(), " of table ", name_, ": ", s.message()));
+          absl::StrCat("Item ", item.data->item.key(), " of table ", name_, ": ", s.message()));
     }
     if (absl::Status s = AddLocked(std::move(item.data), item.priority, item.times_sampled);
         !s.ok()) {
@@ -807,9 +797,7 @@ deepmind::reverb::TableStatsResponse Table::Stats() const {
     stats.set_min_priority(first ? entry.priority : std::min(stats.min_priority(), entry.priority));
     stats.set_max_priority(first ? entry.priority : std::max(stats.max_priority(), entry.priority));
     ++(*stats.mutable_times_sampled())[entry.times_sampled];
-    const auto& inserted = entry.data->item->inserted_at();
-    const double age = absl::ToDoubleSeconds(
-        now - (absl::FromUnixSeconds(inserted.seconds()) + absl::Nanoseconds(inserted.nanos())));
+    const double age = absl::ToDoubleSeconds(now - entry.data->item.inserted_at());
     stats.set_min_age_seconds(first ? age : std::min(stats.min_age_seconds(), age));
     stats.set_max_age_seconds(first ? age : std::max(stats.max_age_seconds(), age));
     size_t bucket = 0;

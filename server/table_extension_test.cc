@@ -34,8 +34,8 @@ class RecordingExtension : public TableExtension {
 
  private:
   void Record(const char* hook, const ExtensionItem& item) {
-    events.push_back(absl::StrCat(hook, ":", item.data.item->key(), ":", item.priority, ":",
-                                  item.times_sampled));
+    events.push_back(
+        absl::StrCat(hook, ":", item.data.item.key(), ":", item.priority, ":", item.times_sampled));
   }
 };
 

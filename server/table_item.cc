@@ -1,25 +1,63 @@
 #include "server/table_item.h"
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 #include <utility>
 
+#include "absl/base/casts.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "server/chunk_view.h"
 
 namespace tf_reverb {
 
 deepmind::reverb::SampleInfo SampleInfoOf(const SampledItem& sampled) {
   deepmind::reverb::SampleInfo info;
-  *info.mutable_item() = *sampled.data->item;
+  const absl::string_view wire = sampled.data->item.wire();
+  info.mutable_item()->ParseFromArray(wire.data(), static_cast<int>(wire.size()));
   info.mutable_item()->set_priority(sampled.priority);
   info.mutable_item()->set_times_sampled(sampled.times_sampled);
   info.set_probability(sampled.probability);
   info.set_table_size(sampled.table_size);
   info.set_rate_limited(sampled.rate_limited);
   return info;
+}
+
+std::string SampleInfoWire(const SampledItem& sampled) {
+  using google::protobuf::io::CodedOutputStream;
+  using Info = deepmind::reverb::SampleInfo;
+  constexpr uint32_t kFixed64 = 1, kLengthDelimited = 2;
+  const absl::string_view item = sampled.data->item.wire();
+  // The fields appended to the item: priority and times_sampled.
+  const size_t extra =
+      1 + 8 + 1 + CodedOutputStream::VarintSize32SignExtended(sampled.times_sampled);
+  const size_t item_size = item.size() + extra;
+  std::string out;
+  out.reserve(1 + CodedOutputStream::VarintSize64(item_size) + item_size + 32);
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    CodedOutputStream coded(&stream);
+    coded.WriteTag((Info::kItemFieldNumber << 3) | kLengthDelimited);
+    coded.WriteVarint64(item_size);
+    coded.WriteRaw(item.data(), static_cast<int>(item.size()));
+    coded.WriteTag((PrioritizedItem::kPriorityFieldNumber << 3) | kFixed64);
+    coded.WriteLittleEndian64(absl::bit_cast<uint64_t>(sampled.priority));
+    coded.WriteTag(PrioritizedItem::kTimesSampledFieldNumber << 3);
+    coded.WriteVarint32SignExtended(sampled.times_sampled);
+    coded.WriteTag((Info::kProbabilityFieldNumber << 3) | kFixed64);
+    coded.WriteLittleEndian64(absl::bit_cast<uint64_t>(sampled.probability));
+    coded.WriteTag(Info::kTableSizeFieldNumber << 3);
+    coded.WriteVarint64(static_cast<uint64_t>(sampled.table_size));
+    coded.WriteTag(Info::kRateLimitedFieldNumber << 3);
+    coded.WriteVarint32(sampled.rate_limited ? 1 : 0);
+  }
+  return out;
 }
 
 std::vector<uint64_t> UniqueChunkKeys(const deepmind::reverb::FlatTrajectory& t) {
@@ -60,7 +98,8 @@ absl::Status ValidateTableItem(const TableItem& item, std::vector<ItemColumn>* c
   // would be stored but could never be unpacked by a sampler.
   std::vector<ItemColumn> local_columns;
   if (columns == nullptr) columns = &local_columns;
-  const auto& trajectory = item.item->flat_trajectory();
+  deepmind::reverb::FlatTrajectory trajectory;
+  if (absl::Status s = item.item.Trajectory(&trajectory); !s.ok()) return s;
   if (trajectory.columns_size() == 0 || trajectory.columns(0).chunk_slices_size() == 0) {
     return absl::InvalidArgumentError("Item trajectory must not be empty.");
   }

@@ -1,9 +1,10 @@
 // TableItem and SampledItem: what a table stores and what a sample returns.
 //
-// An item's trajectory (PrioritizedItem with FlatTrajectory) and its chunks
-// (TableChunk, table_chunk.h) are immutable once inserted and shared by pointer between the table,
-// the in-flight samples and the insert streams; only priority and times_sampled change, and those
-// are kept by the table beside the shared part.
+// An item (ItemRecord, item_record.h: its PrioritizedItem as wire bytes) and
+// its chunks (TableChunk, table_chunk.h) are immutable once inserted and
+// shared by pointer between the table, the in-flight samples and the insert
+// streams; only priority and times_sampled change, and those are kept by the
+// table beside the shared part.
 //
 // Contract: plain values; the shared parts are immutable, so copies may be
 // read from any thread.
@@ -12,21 +13,22 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "schema.pb.h"
+#include "server/item_record.h"
 #include "server/signature.h"
 #include "server/table_chunk.h"
 
 namespace tf_reverb {
 
-using PrioritizedItem = deepmind::reverb::PrioritizedItem;
-
 struct TableItem {
-  // Key, table, flat_trajectory and inserted_at; priority and times_sampled
-  // in here are those at insertion and are not kept up to date.
-  std::shared_ptr<const PrioritizedItem> item;
+  // Key, table, flat_trajectory, inserted_at and policy_version; priority
+  // and times_sampled in here are those at insertion and are not kept up to
+  // date.
+  ItemRecord item;
   // Every chunk the trajectory references, each once, in order of first
   // appearance over columns and slices.
   std::vector<std::shared_ptr<const TableChunk>> chunks;
@@ -44,6 +46,10 @@ struct SampledItem {
 // The SampleInfo clients receive for `sampled`: its item with the current
 // priority and times sampled, its probability and the table's size.
 deepmind::reverb::SampleInfo SampleInfoOf(const SampledItem& sampled);
+// The same SampleInfo serialized, without parsing the item: its stored wire
+// bytes followed by the current priority and times sampled (a parser takes
+// the last occurrence of a field), so not protobuf's canonical encoding.
+std::string SampleInfoWire(const SampledItem& sampled);
 
 // Unique chunk keys of a trajectory, in order of first appearance.
 std::vector<uint64_t> UniqueChunkKeys(const deepmind::reverb::FlatTrajectory& t);

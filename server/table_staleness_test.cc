@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "schema.pb.h"
+#include "server/item_record.h"
 #include "server/selectors/selector.h"
 #include "server/table.h"
 #include "server/table_item.h"
@@ -62,9 +63,9 @@ std::shared_ptr<Table> StalenessTable(std::optional<int64_t> max_staleness, bool
 // An item of `key` with policy version `version` (nullopt: none given).
 TableItem VersionedItem(uint64_t key, std::optional<int64_t> version, double priority = 1.0) {
   TableItem item = MakeItem(key, priority);
-  auto proto = std::make_shared<PrioritizedItem>(*item.item);
-  if (version.has_value()) proto->set_policy_version(*version);
-  item.item = std::move(proto);
+  PrioritizedItem proto = item.item.ToProto();
+  if (version.has_value()) proto.set_policy_version(*version);
+  item.item = ItemRecord::FromProto(proto);
   return item;
 }
 
@@ -107,8 +108,8 @@ TEST(TableStalenessTest, ItemsWithoutAVersionTakeTheCurrentOne) {
   std::vector<uint64_t> missing;
   table->Lookup({1, 2}, &found, &missing);
   ASSERT_EQ(found.size(), 2u);
-  EXPECT_EQ(found[0].data->item->policy_version(), 7);
-  EXPECT_EQ(found[1].data->item->policy_version(), 3);
+  EXPECT_EQ(found[0].data->item.policy_version(), 7);
+  EXPECT_EQ(found[1].data->item.policy_version(), 3);
   EXPECT_EQ(SampleInfoOf(found[1]).item().policy_version(), 3);
   // Without a limit nothing is stale, however old.
   ASSERT_TRUE(table->SetPolicyVersion(1000).ok());
@@ -153,7 +154,7 @@ TEST(TableStalenessTest, SamplingWaitsForAFreshItem) {
   absl::StatusOr<SampledItem> sample = SampleOne(*table, kUnblockTimeout);
   writer.join();
   ASSERT_TRUE(sample.ok()) << sample.status();
-  EXPECT_EQ(sample->data->item->key(), 2u);
+  EXPECT_EQ(sample->data->item.key(), 2u);
   EXPECT_EQ(sample->table_size, 2);  // the stale item still counts in the size
 }
 
@@ -237,7 +238,7 @@ TEST(TableStalenessTest, PrioritizedProbabilitiesAreOverFreshItems) {
   for (int i = 0; i < 50; ++i) {
     absl::StatusOr<SampledItem> sample = SampleOne(*table);
     ASSERT_TRUE(sample.ok());
-    const uint64_t key = sample->data->item->key();
+    const uint64_t key = sample->data->item.key();
     ASSERT_NE(key, 1u);
     EXPECT_DOUBLE_EQ(sample->probability, key == 2 ? 0.25 : 0.75);
   }
@@ -250,10 +251,10 @@ TEST(TableStalenessTest, RestoredItemsWithoutAVersionKeepTheOneTheyGot) {
   for (uint64_t key = 1; key <= 3; ++key) ASSERT_TRUE(InsertVersioned(*plain, key, 0).ok());
   Table::Snapshot snapshot = plain->TakeSnapshot();
   for (Table::CheckpointItem& item : snapshot.items) {
-    auto proto = std::make_shared<PrioritizedItem>(*item.data->item);
-    proto->clear_policy_version();
+    PrioritizedItem proto = item.data->item.ToProto();
+    proto.clear_policy_version();
     auto data = std::make_shared<TableItem>(*item.data);
-    data->item = std::move(proto);
+    data->item = ItemRecord::FromProto(proto);
     item.data = std::move(data);
   }
   auto table = StalenessTable(1, false);
@@ -264,8 +265,8 @@ TEST(TableStalenessTest, RestoredItemsWithoutAVersionKeepTheOneTheyGot) {
   std::vector<uint64_t> missing;
   table->Lookup({1}, &found, &missing);
   ASSERT_EQ(found.size(), 1u);
-  EXPECT_TRUE(found[0].data->item->has_policy_version());
-  EXPECT_EQ(found[0].data->item->policy_version(), 0);
+  EXPECT_TRUE(found[0].data->item.has_policy_version());
+  EXPECT_EQ(found[0].data->item.policy_version(), 0);
   ASSERT_TRUE(table->SetPolicyVersion(5).ok());
   EXPECT_EQ(table->num_stale(), 3);
   // A checkpoint round trip keeps them stale.
@@ -276,10 +277,10 @@ TEST(TableStalenessTest, RestoredItemsWithoutAVersionKeepTheOneTheyGot) {
   EXPECT_EQ(restored->num_stale(), 3);
   // A negative version in a checkpoint fails the restore.
   Table::Snapshot bad = plain->TakeSnapshot();
-  auto proto = std::make_shared<PrioritizedItem>(*bad.items[0].data->item);
-  proto->set_policy_version(-5);
+  PrioritizedItem proto = bad.items[0].data->item.ToProto();
+  proto.set_policy_version(-5);
   auto data = std::make_shared<TableItem>(*bad.items[0].data);
-  data->item = std::move(proto);
+  data->item = ItemRecord::FromProto(proto);
   bad.items[0].data = std::move(data);
   EXPECT_TRUE(
       absl::IsInvalidArgument(StalenessTable(1, false)
@@ -317,7 +318,7 @@ TEST(TableStalenessTest, StaleItemsDoNotBlockAQueue) {
     for (int i = 0; i < 4; ++i) {
       absl::StatusOr<SampledItem> sample = SampleOne(queue);
       ASSERT_TRUE(sample.ok()) << sample.status();
-      sampled.insert(sample->data->item->key());
+      sampled.insert(sample->data->item.key());
     }
     EXPECT_EQ(sampled, (std::set<uint64_t>{5, 6, 7, 8})) << "evict=" << evict;
     // The reported counts are as without a limit.
@@ -368,7 +369,7 @@ TEST(TableStalenessTest, ConcurrentVersionBumpsNeverLetAStaleSampleOut) {
       continue;
     }
     // The version can only have grown since `before` was read.
-    EXPECT_GE(out[0].data->item->policy_version(), before - 2);
+    EXPECT_GE(out[0].data->item.policy_version(), before - 2);
     ++checked;
   }
   learner.join();

@@ -28,6 +28,7 @@
 #include "reverb_service.pb.h"
 #include "schema.pb.h"
 #include "server/chunk_codec.h"
+#include "server/item_record.h"
 #include "server/selectors/selector.h"
 #include "server/signature.h"
 #include "server/table_chunk.h"
@@ -56,7 +57,7 @@ constexpr absl::Duration kBlockCheck = absl::Milliseconds(150);
 // loaded the machine.
 constexpr absl::Duration kUnblockTimeout = absl::Seconds(120);
 
-uint64_t KeyOf(const SampledItem& s) { return s.data->item->key(); }
+uint64_t KeyOf(const SampledItem& s) { return s.data->item.key(); }
 
 // Keys present in `table`, found by deleting each candidate (destructive).
 std::set<uint64_t> DrainKeys(Table& table, const std::vector<uint64_t>& candidates) {
@@ -114,9 +115,9 @@ TEST(TableTest, InsertAndSample) {
   EXPECT_DOUBLE_EQ(s->probability, 1.0 / 3);
   EXPECT_EQ(s->table_size, 3);
   EXPECT_FALSE(s->rate_limited);
-  EXPECT_EQ(s->data->item->table(), "t");
-  EXPECT_GT(s->data->item->inserted_at().seconds(), 0);
-  EXPECT_EQ(s->data->item->times_sampled(), 0);
+  EXPECT_EQ(s->data->item.ToProto().table(), "t");
+  EXPECT_GT(absl::ToUnixSeconds(s->data->item.inserted_at()), 0);
+  EXPECT_EQ(s->data->item.ToProto().times_sampled(), 0);
   ASSERT_EQ(s->data->chunks.size(), 1u);
   EXPECT_EQ(s->data->chunks[0]->key(), key + 1000000000);
   // Sampling does not remove without max_times_sampled.
@@ -131,18 +132,18 @@ TEST(TableTest, InsertAndSample) {
 TEST(TableTest, InsertInvalidItemIsRejectedWithoutCharge) {
   auto table = MakeTable(Uniform(), Fifo(), 10, 0, MinSize(1));
   TableItem empty;
-  empty.item = std::make_shared<PrioritizedItem>();
+  empty.item = ItemRecord::FromProto(PrioritizedItem());
   EXPECT_EQ(table->InsertOrAssign(empty, kNoWait).code(), absl::StatusCode::kInvalidArgument);
   TableItem out_of_range = MakeItem(1);
-  auto proto = std::make_shared<PrioritizedItem>(*out_of_range.item);
-  proto->mutable_flat_trajectory()->mutable_columns(0)->mutable_chunk_slices(0)->set_length(2);
-  out_of_range.item = proto;
+  PrioritizedItem proto = out_of_range.item.ToProto();
+  proto.mutable_flat_trajectory()->mutable_columns(0)->mutable_chunk_slices(0)->set_length(2);
+  out_of_range.item = ItemRecord::FromProto(proto);
   EXPECT_EQ(table->InsertOrAssign(out_of_range, kNoWait).code(),
             absl::StatusCode::kInvalidArgument);
   TableItem empty_second_column = MakeItem(3);
-  auto two_columns = std::make_shared<PrioritizedItem>(*empty_second_column.item);
-  two_columns->mutable_flat_trajectory()->add_columns();
-  empty_second_column.item = two_columns;
+  PrioritizedItem two_columns = empty_second_column.item.ToProto();
+  two_columns.mutable_flat_trajectory()->add_columns();
+  empty_second_column.item = ItemRecord::FromProto(two_columns);
   absl::Status no_slices = table->InsertOrAssign(empty_second_column, kNoWait);
   EXPECT_EQ(no_slices.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(no_slices.message()), HasSubstr("Column 1"));
@@ -243,7 +244,7 @@ TEST(TableTest, InsertOfExistingKeyOnlyUpdatesPriority) {
   absl::StatusOr<SampledItem> first = SampleOne(*table);
   ASSERT_TRUE(first.ok());
   EXPECT_EQ(first->times_sampled, 1);
-  const auto inserted_at = first->data->item->inserted_at();
+  const absl::Time inserted_at = first->data->item.inserted_at();
 
   // Same key, different chunk and priority: accepted without waiting, even
   // though the limiter forbids a new insert.
@@ -259,8 +260,7 @@ TEST(TableTest, InsertOfExistingKeyOnlyUpdatesPriority) {
   EXPECT_EQ(KeyOf(*s), 7u);
   EXPECT_DOUBLE_EQ(s->priority, 42.0);
   EXPECT_EQ(s->times_sampled, 2);  // not reset
-  EXPECT_EQ(s->data->item->inserted_at().seconds(), inserted_at.seconds());
-  EXPECT_EQ(s->data->item->inserted_at().nanos(), inserted_at.nanos());
+  EXPECT_EQ(s->data->item.inserted_at(), inserted_at);
   ASSERT_EQ(s->data->chunks.size(), 1u);
   EXPECT_EQ(s->data->chunks[0]->key(), 7u + 1000000000);  // trajectory kept
   // Episode 9 of the ignored chunk was never counted.
@@ -811,9 +811,9 @@ TEST(TableSignatureTest, SqueezedColumnsAreCheckedWithoutTheTimeDimension) {
   auto table = SignatureTable(TupleSignature({{tfp::DT_INT64, {}}}));
   ASSERT_TRUE(table.ok()) << table.status();
   TableItem item = MakeItem(1);
-  auto proto = std::make_shared<PrioritizedItem>(*item.item);
-  proto->mutable_flat_trajectory()->mutable_columns(0)->set_squeeze(true);
-  item.item = proto;
+  PrioritizedItem proto = item.item.ToProto();
+  proto.mutable_flat_trajectory()->mutable_columns(0)->set_squeeze(true);
+  item.item = ItemRecord::FromProto(proto);
   EXPECT_TRUE((*table)->InsertOrAssign(item, kNoWait).ok());
 
   auto trajectory = SignatureTable(TupleSignature({{tfp::DT_INT64, {1}}}));
@@ -941,7 +941,7 @@ TEST(TableLookTest, LookupScanAndStatsAreNotSamples) {
   std::vector<uint64_t> missing;
   table->Lookup({3, 99, 5}, &found, &missing);
   ASSERT_EQ(found.size(), 2u);
-  EXPECT_EQ(found[0].data->item->key(), 3u);
+  EXPECT_EQ(found[0].data->item.key(), 3u);
   EXPECT_EQ(found[0].priority, 3.0);
   EXPECT_EQ(found[0].table_size, 7);
   EXPECT_EQ(missing, std::vector<uint64_t>{99});
@@ -954,11 +954,11 @@ TEST(TableLookTest, LookupScanAndStatsAreNotSamples) {
   ASSERT_TRUE(table->MutateItems({}, {4, 7}).ok());  // one ahead of the cursor, the last
   ASSERT_TRUE(Insert(*table, 8).ok());
   std::vector<uint64_t> keys;
-  for (const auto& item : batch) keys.push_back(item.data->item->key());
+  for (const auto& item : batch) keys.push_back(item.data->item.key());
   while (!done) {
     batch.clear();
     next = table->Scan(next, 3, &batch, &done);
-    for (const auto& item : batch) keys.push_back(item.data->item->key());
+    for (const auto& item : batch) keys.push_back(item.data->item.key());
   }
   EXPECT_EQ(keys, (std::vector<uint64_t>{1, 2, 3, 5, 6, 8}));
 

@@ -36,6 +36,7 @@
 #include "server/checkpointing/record_io.h"
 #include "server/chunk_codec.h"
 #include "server/chunk_view.h"
+#include "server/item_record.h"
 #include "server/logging/event_log.h"
 #include "server/table.h"
 #include "server/table_chunk.h"
@@ -312,7 +313,7 @@ absl::StatusOr<std::string> Checkpointer::SaveLocked(
     if (absl::Status s = (*tables_file)->WriteMessage(snapshot.config); !s.ok()) return s;
     int64_t items = 0;
     for (const Table::CheckpointItem& item : snapshot.items) {
-      PrioritizedItem proto = *item.data->item;
+      PrioritizedItem proto = item.data->item.ToProto();
       proto.set_table(table->name());  // items are grouped by it on load
       proto.set_priority(item.priority);
       proto.set_times_sampled(item.times_sampled);
@@ -655,7 +656,7 @@ absl::Status Checkpointer::LoadImpl(const std::string& path,
     const double priority = proto.priority();
     const int32_t times_sampled = proto.times_sampled();
     std::string table = proto.table();
-    data.item = std::make_shared<const PrioritizedItem>(std::move(proto));
+    data.item = ItemRecord::FromProto(proto);
     items[table].push_back(Table::CheckpointItem{std::make_shared<const TableItem>(std::move(data)),
                                                  priority, times_sampled});
     if (++num_items % kProgressEvery == 0) {

@@ -20,6 +20,7 @@
 #include "schema.pb.h"
 #include "server/checkpointing/record_io.h"
 #include "server/chunk_codec.h"
+#include "server/item_record.h"
 #include "server/table.h"
 #include "server/table_chunk.h"
 #include "server/table_item.h"
@@ -71,7 +72,7 @@ TEST(CheckpointerTest, RoundTripKeepsOrderPrioritiesCountersAndSharedChunks) {
   // FIFO resumes at the same head, with its times_sampled and priority.
   absl::StatusOr<SampledItem> head = SampleOne(*fifo2);
   ASSERT_TRUE(head.ok());
-  EXPECT_EQ(head->data->item->key(), 5u);
+  EXPECT_EQ(head->data->item.key(), 5u);
   EXPECT_EQ(head->times_sampled, 3);
   EXPECT_EQ(head->priority, 5.0);
   // The heap still yields its lowest priority (key 9 has priority 1).
@@ -140,12 +141,12 @@ TEST(CheckpointerTest, DifferentChunksUnderOneKeyFromTwoStreamsBothSurvive) {
   four_rows_proto.set_chunk_key(7);
   auto four_rows = TableChunk::FromProto(four_rows_proto);
   TableItem last_row = MakeItem(2, 1.0, {four_rows});
-  auto* slice = std::const_pointer_cast<PrioritizedItem>(last_row.item)
-                    ->mutable_flat_trajectory()
-                    ->mutable_columns(0)
-                    ->mutable_chunk_slices(0);
+  PrioritizedItem last_row_proto = last_row.item.ToProto();
+  auto* slice =
+      last_row_proto.mutable_flat_trajectory()->mutable_columns(0)->mutable_chunk_slices(0);
   slice->set_offset(3);
   slice->set_length(1);
+  last_row.item = ItemRecord::FromProto(last_row_proto);
   ASSERT_TRUE(table->InsertOrAssign(MakeItem(1, 1.0, {one_row}), kNoWait).ok());
   ASSERT_TRUE(table->InsertOrAssign(std::move(last_row), kNoWait).ok());
   // The same chunk data sent again under the same key is stored once.
@@ -162,7 +163,8 @@ TEST(CheckpointerTest, DifferentChunksUnderOneKeyFromTwoStreamsBothSurvive) {
   ASSERT_EQ(samples.size(), 3u);
   EXPECT_EQ(samples[0].data->chunks[0]->key(), 7u);
   EXPECT_NE(samples[1].data->chunks[0]->key(), 7u);  // renamed on save
-  EXPECT_EQ(samples[1].data->item->flat_trajectory().columns(0).chunk_slices(0).chunk_key(),
+  const PrioritizedItem renamed = samples[1].data->item.ToProto();
+  EXPECT_EQ(renamed.flat_trajectory().columns(0).chunk_slices(0).chunk_key(),
             samples[1].data->chunks[0]->key());
   EXPECT_EQ(samples[1].data->chunks[0]->View()->tensors[0].shape[0], 4);
   EXPECT_EQ(samples[2].data->chunks[0].get(), samples[0].data->chunks[0].get());
@@ -411,7 +413,7 @@ std::vector<std::string> Contents(Table& table) {
   std::vector<std::string> out;
   for (const Table::CheckpointItem& item : table.TakeSnapshot().items) {
     std::string line =
-        absl::StrCat(item.data->item->key(), " ", item.priority, " ", item.times_sampled);
+        absl::StrCat(item.data->item.key(), " ", item.priority, " ", item.times_sampled);
     for (const auto& chunk : item.data->chunks) {
       absl::StatusOr<Tensor> tensor = DecompressChunkTensor(*chunk->View(), 0);
       EXPECT_TRUE(tensor.ok()) << tensor.status();

@@ -50,7 +50,7 @@ TEST(SampleStreamParserTest, ReadsWhatProtobufWrites) {
   auto* entry = response.add_entries();
   entry->mutable_info()->mutable_item()->set_key(7);
   *entry->mutable_info()->mutable_item()->mutable_flat_trajectory() =
-      f.sampled.data->item->flat_trajectory();
+      f.sampled.data->item.ToProto().flat_trajectory();
   *entry->add_data() = f.chunks[0]->ToProto();
   entry->set_end_of_sequence(true);
   std::string bytes = response.SerializeAsString();

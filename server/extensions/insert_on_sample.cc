@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "server/item_record.h"
 #include "server/table_item.h"
 
 namespace tf_reverb {
@@ -31,15 +32,15 @@ void InsertOnSampleExtension::OnSample(const ExtensionItem& item) {
     std::fprintf(stderr,
                  "InsertOnSampleExtension: dropped the copy of item %llu for table "
                  "%s (%lld copies already pending)\n",
-                 static_cast<unsigned long long>(item.data.item->key()), target_->name().c_str(),
+                 static_cast<unsigned long long>(item.data.item.key()), target_->name().c_str(),
                  static_cast<long long>(pending_.size()));
     return;
   }
-  auto copy = std::make_shared<PrioritizedItem>(*item.data.item);
-  copy->set_table(target_->name());
-  copy->set_priority(item.priority);
-  copy->clear_inserted_at();
-  pending_.push_back(TableItem{std::move(copy), item.data.chunks});
+  PrioritizedItem copy = item.data.item.ToProto();
+  copy.set_table(target_->name());
+  copy.set_priority(item.priority);
+  copy.clear_inserted_at();
+  pending_.push_back(TableItem{ItemRecord::FromProto(copy), item.data.chunks});
 }
 
 void InsertOnSampleExtension::Work() {
@@ -58,7 +59,7 @@ void InsertOnSampleExtension::Work() {
       pending_.pop_front();
       busy_ = true;
     }
-    const uint64_t key = item.item->key();
+    const uint64_t key = item.item.key();
     const absl::Status status = target_->InsertOrAssign(std::move(item), timeout_);
     absl::MutexLock lock(&mu_);
     if (status.ok()) {

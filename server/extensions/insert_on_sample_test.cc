@@ -30,8 +30,8 @@ TEST(InsertOnSampleExtensionTest, CopiesAnItemOnItsFirstSampleOnly) {
   EXPECT_EQ(target->size(), 1);
   absl::StatusOr<SampledItem> copy = SampleOne(*target);
   ASSERT_TRUE(copy.ok()) << copy.status();
-  EXPECT_EQ(copy->data->item->key(), 7u);
-  EXPECT_EQ(copy->data->item->table(), "target");
+  EXPECT_EQ(copy->data->item.key(), 7u);
+  EXPECT_EQ(copy->data->item.ToProto().table(), "target");
   EXPECT_EQ(copy->priority, 2.5);
   EXPECT_EQ(copy->times_sampled, 1);
   // The copy shares the chunks of the original instead of duplicating them.

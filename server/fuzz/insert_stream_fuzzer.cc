@@ -81,7 +81,7 @@ bool ParseRequests(const uint8_t* data, size_t size, std::vector<InsertStreamReq
 
 // Reads `item` back as a client would; aborts on any failure.
 void CheckReadable(const std::string& table, const SampledItem& sampled) {
-  const uint64_t key = sampled.data->item->key();
+  const uint64_t key = sampled.data->item.key();
   const std::string where = absl::StrCat("accepted item ", key, " of table ", table);
   FUZZ_CHECK_OK(ValidateTableItem(*sampled.data));
   for (const auto& chunk : sampled.data->chunks) {
@@ -168,8 +168,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const Table::Snapshot snapshot = table->TakeSnapshot();
     if (verbose) std::fprintf(stderr, "table %s: %zu items\n", name.c_str(), snapshot.items.size());
     for (const Table::CheckpointItem& item : snapshot.items) {
-      FUZZ_CHECK(confirmed_keys.contains(item.data->item->key()),
-                 absl::StrCat("table ", name, " holds item ", item.data->item->key(),
+      FUZZ_CHECK(confirmed_keys.contains(item.data->item.key()),
+                 absl::StrCat("table ", name, " holds item ", item.data->item.key(),
                               " that was never confirmed"));
       SampledItem sampled;
       sampled.data = item.data;

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "schema.pb.h"
 #include "server/chunk_codec.h"
 #include "server/chunk_view.h"
 #include "server/table_item.h"
@@ -41,7 +42,9 @@ inline absl::Status DecodeItem(const TableItem& item, int64_t max_slice_bytes) {
     by_key.emplace(chunk->key(), views.size());
     views.push_back(*std::move(view));
   }
-  for (const auto& column : item.item->flat_trajectory().columns()) {
+  deepmind::reverb::FlatTrajectory trajectory;
+  if (absl::Status s = item.item.Trajectory(&trajectory); !s.ok()) return s;
+  for (const auto& column : trajectory.columns()) {
     for (const auto& slice : column.chunk_slices()) {
       auto it = by_key.find(slice.chunk_key());
       if (it == by_key.end()) {

@@ -28,6 +28,7 @@
 #include "server/chunk_codec.h"
 #include "server/fuzz/fuzz_files.h"
 #include "server/fuzz/fuzz_tables.h"
+#include "server/item_record.h"
 #include "server/table.h"
 #include "server/table_chunk.h"
 #include "server/table_item.h"
@@ -158,7 +159,7 @@ void CheckpointSeeds(SeedWriter& out) {
       std::shared_ptr<const TableChunk> stored = TableChunk::FromProto(chunk);
       for (size_t t = 0; t < tables.size(); ++t) {
         TableItem item;
-        item.item = std::make_shared<const deepmind::reverb::PrioritizedItem>(
+        item.item = ItemRecord::FromProto(
             ItemOver(10 * i + t + 1, tables[t]->name(), chunk, i % 2, 2, 1.5 + i));
         item.chunks = {stored};
         Die(tables[t]->InsertOrAssign(std::move(item), absl::ZeroDuration()), "insert");

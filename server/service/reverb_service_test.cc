@@ -121,7 +121,7 @@ class ReverbServiceTest : public ::testing::Test {
     auto chunk = MakeChunk(chunk_key, 1, 2);
     InsertStreamRequest request;
     *request.add_chunks() = chunk->ToProto();
-    *request.add_items() = *MakeItem(key, 1.0, {chunk}).item;
+    *request.add_items() = MakeItem(key, 1.0, {chunk}).item.ToProto();
     return request.SerializeAsString();
   }
 

@@ -33,8 +33,8 @@ bool SameSqueeze(const FlatTrajectory& a, const FlatTrajectory& b) {
   return true;
 }
 
-// Reads what decoding samples [begin, end) reads of their trajectories and
-// chunks (metadata, and the first line of each payload) before decoding, in
+// Reads what decoding samples [begin, end) reads of their items and chunks
+// (the records, and the first line of their wire bytes) before decoding, in
 // short loops whose loads of different samples are independent: the CPU
 // overlaps their cache misses, where decoding the samples one after another
 // waits for each miss in turn (a table's items are spread over memory: these
@@ -42,9 +42,8 @@ bool SameSqueeze(const FlatTrajectory& a, const FlatTrajectory& b) {
 void Touch(const std::vector<SampledItem>& samples, size_t begin, size_t end) {
   uintptr_t sink = 0;
   for (size_t i = begin; i < end; ++i) {
-    for (const auto& column : samples[i].data->item->flat_trajectory().columns()) {
-      for (const auto& slice : column.chunk_slices()) sink += slice.chunk_key();
-    }
+    sink += samples[i].data->item.wire().size();
+    __builtin_prefetch(samples[i].data->item.wire().data());
   }
   for (size_t i = begin; i < end; ++i) {
     for (const auto& chunk : samples[i].data->chunks) {
@@ -73,15 +72,16 @@ absl::StatusOr<std::optional<grpc::ByteBuffer>> EncodeGroup(const std::vector<Sa
   batch->mutable_rate_limited()->Reserve(n);
   for (size_t i = begin; i < end; ++i) {
     const SampledItem& sample = samples[i];
-    batch->add_keys(sample.data->item->key());
+    batch->add_keys(sample.data->item.key());
     batch->add_priorities(sample.priority);
     batch->add_times_sampled(sample.times_sampled);
     batch->add_probabilities(sample.probability);
     batch->add_table_sizes(sample.table_size);
     batch->add_rate_limited(sample.rate_limited);
-    if (versions) batch->add_policy_versions(sample.data->item->policy_version());
+    if (versions) batch->add_policy_versions(sample.data->item.policy_version());
   }
-  const FlatTrajectory& first = samples[begin].data->item->flat_trajectory();
+  FlatTrajectory first;
+  if (absl::Status s = samples[begin].data->item.Trajectory(&first); !s.ok()) return s;
   std::vector<char*> columns(specs.size());
   std::vector<int64_t> row_bytes(specs.size());
   for (size_t c = 0; c < specs.size(); ++c) {
@@ -95,13 +95,14 @@ absl::StatusOr<std::optional<grpc::ByteBuffer>> EncodeGroup(const std::vector<Sa
     columns[c] = column->mutable_tensor_content()->data();
   }
   ChunkViews views;
+  FlatTrajectory trajectory;
   for (size_t window = begin; window < end; window += kTouchWindow) {
     const size_t window_end = std::min(end, window + kTouchWindow);
     Touch(samples, window, window_end);
     for (size_t i = window; i < window_end; ++i) {
       const TableItem& item = *samples[i].data;
-      const FlatTrajectory& trajectory = item.item->flat_trajectory();
-      if (item.item->has_policy_version() != versions ||
+      if (absl::Status s = item.item.Trajectory(&trajectory); !s.ok()) return s;
+      if (item.item.has_policy_version() != versions ||
           trajectory.columns_size() != static_cast<int>(specs.size()) ||
           !SameSqueeze(trajectory, first)) {
         return std::nullopt;
@@ -133,8 +134,10 @@ absl::StatusOr<std::vector<grpc::ByteBuffer>> EncodeSampleBatches(
   const TableItem& first = *samples.front().data;
   ChunkViews views;
   if (absl::Status s = views.Reset(first.chunks); !s.ok()) return s;
-  absl::StatusOr<std::vector<ColumnSpec>> specs = TrajectoryColumnSpecs(
-      first.item->flat_trajectory(), [&views](uint64_t key) { return views.Find(key); });
+  FlatTrajectory trajectory;
+  if (absl::Status s = first.item.Trajectory(&trajectory); !s.ok()) return s;
+  absl::StatusOr<std::vector<ColumnSpec>> specs =
+      TrajectoryColumnSpecs(trajectory, [&views](uint64_t key) { return views.Find(key); });
   if (!specs.ok()) return specs.status();
   int64_t sample_bytes = 0;
   for (const ColumnSpec& spec : *specs) {
@@ -150,7 +153,7 @@ absl::StatusOr<std::vector<grpc::ByteBuffer>> EncodeSampleBatches(
       return out;
     }
   }
-  const bool versions = first.item->has_policy_version();
+  const bool versions = first.item.has_policy_version();
   const size_t per_response = static_cast<size_t>(
       std::max<int64_t>(1, kMaxSampleResponseBytes / std::max<int64_t>(1, sample_bytes)));
   for (size_t begin = 0; begin < samples.size(); begin += per_response) {

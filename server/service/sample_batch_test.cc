@@ -29,6 +29,7 @@
 #include "server/chunk_codec.h"
 #include "server/client/sample.h"
 #include "server/client/sample_stream_parser.h"
+#include "server/item_record.h"
 #include "server/service/sample_response.h"
 #include "server/table_chunk.h"
 #include "server/table_item.h"
@@ -65,10 +66,10 @@ struct ColumnDef {
 SampledItem MakeItem(uint64_t key, const std::vector<std::vector<Tensor>>& chunk_tensors,
                      const std::vector<ColumnDef>& columns, CodecPolicy codec, bool delta,
                      std::optional<int64_t> policy_version) {
-  auto item = std::make_shared<PrioritizedItem>();
-  item->set_key(key);
-  item->set_table("t");
-  if (policy_version.has_value()) item->set_policy_version(*policy_version);
+  PrioritizedItem item;
+  item.set_key(key);
+  item.set_table("t");
+  if (policy_version.has_value()) item.set_policy_version(*policy_version);
   SampledItem sampled;
   TableItem data;
   for (size_t c = 0; c < chunk_tensors.size(); ++c) {
@@ -78,7 +79,7 @@ SampledItem MakeItem(uint64_t key, const std::vector<std::vector<Tensor>>& chunk
     data.chunks.push_back(TableChunk::FromProto(*chunk));
   }
   for (const ColumnDef& def : columns) {
-    auto* column = item->mutable_flat_trajectory()->add_columns();
+    auto* column = item.mutable_flat_trajectory()->add_columns();
     column->set_squeeze(def.squeeze);
     for (const SliceDef& s : def.slices) {
       auto* slice = column->add_chunk_slices();
@@ -88,7 +89,7 @@ SampledItem MakeItem(uint64_t key, const std::vector<std::vector<Tensor>>& chunk
       slice->set_length(s.length);
     }
   }
-  data.item = item;
+  data.item = ItemRecord::FromProto(item);
   sampled.data = std::make_shared<const TableItem>(std::move(data));
   sampled.priority = 0.5 * static_cast<double>(key);
   sampled.times_sampled = static_cast<int32_t>(key) + 1;
@@ -169,7 +170,7 @@ grpc::ByteBuffer UnevenReslice(const std::string& bytes) {
 // Checks that `batch`'s row `row` is `sampled` as the reference decodes it.
 void ExpectBatchRow(const SampleBatch& batch, int row, const SampledItem& sampled) {
   SCOPED_TRACE(row);
-  EXPECT_EQ(batch.keys(row), sampled.data->item->key());
+  EXPECT_EQ(batch.keys(row), sampled.data->item.key());
   EXPECT_EQ(batch.priorities(row), sampled.priority);
   EXPECT_EQ(batch.times_sampled(row), sampled.times_sampled);
   EXPECT_EQ(batch.probabilities(row), sampled.probability);
@@ -199,10 +200,10 @@ void ExpectBatchRow(const SampleBatch& batch, int row, const SampledItem& sample
 
 // Checks that a parsed `sample` is `sampled` as the reference decodes it.
 void ExpectParsedSample(const Sample& sample, const SampledItem& sampled, bool version) {
-  SCOPED_TRACE(sampled.data->item->key());
+  SCOPED_TRACE(sampled.data->item.key());
   ASSERT_NE(sample.block(), nullptr);
   EXPECT_TRUE(sample.chunks().empty());
-  EXPECT_EQ(sample.info().item().key(), sampled.data->item->key());
+  EXPECT_EQ(sample.info().item().key(), sampled.data->item.key());
   EXPECT_EQ(sample.info().item().priority(), sampled.priority);
   EXPECT_EQ(sample.info().item().times_sampled(), sampled.times_sampled);
   EXPECT_EQ(sample.info().probability(), sampled.probability);
@@ -210,7 +211,7 @@ void ExpectParsedSample(const Sample& sample, const SampledItem& sampled, bool v
   EXPECT_EQ(sample.info().rate_limited(), sampled.rate_limited);
   EXPECT_EQ(sample.info().item().has_policy_version(), version);
   if (version) {
-    EXPECT_EQ(sample.info().item().policy_version(), sampled.data->item->policy_version());
+    EXPECT_EQ(sample.info().item().policy_version(), sampled.data->item.policy_version());
   }
   const Sample reference = Sample::FromSampledItem(sampled);
   ASSERT_EQ(sample.num_columns(), reference.num_columns());

@@ -226,7 +226,7 @@ absl::StatusOr<std::vector<grpc::ByteBuffer>> EncodeSampleResponses(
   };
   for (const SampledItem& sample : samples) {
     entries.emplace_back();
-    entries.back().info = SampleInfoOf(sample).SerializeAsString();
+    entries.back().info = SampleInfoWire(sample);
     entries.back().has_info = true;
     for (const auto& stored : sample.data->chunks) {
       absl::StatusOr<Sendable> chunk = sendable(stored);

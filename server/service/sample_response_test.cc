@@ -110,7 +110,7 @@ TEST(SampleResponsesTest, RoundTripWithoutCopyingPayloads) {
     EXPECT_FALSE(parser.InSample());
     ASSERT_EQ(out.size(), items.size());
     for (size_t i = 0; i < items.size(); ++i) {
-      EXPECT_EQ(out[i].info().item().key(), items[i].sampled.data->item->key());
+      EXPECT_EQ(out[i].info().item().key(), items[i].sampled.data->item.key());
       EXPECT_EQ(out[i].info().item().priority(), 2.5);
       EXPECT_EQ(out[i].info().item().times_sampled(), 3);
       EXPECT_EQ(out[i].info().probability(), 0.25);

@@ -27,6 +27,7 @@
 #include "server/client/client.h"
 #include "server/client/sample.h"
 #include "server/client/sampler.h"
+#include "server/item_record.h"
 #include "server/service/server.h"
 #include "server/table.h"
 #include "server/table_chunk.h"
@@ -131,10 +132,10 @@ TEST(SampleStreamRpcTest, ZeroOrNegativeTimeoutMeansWaitForever) {
     });
     EXPECT_FALSE(got.WaitForNotificationWithTimeout(kBlockCheck)) << timeout_ms;
     ASSERT_TRUE(table
-                    ->InsertOrAssign(TableItem{std::make_shared<deepmind::reverb::PrioritizedItem>(
-                                                   WireItem(timeout_ms + 10, "t", 1.0, {1})),
-                                               {TableChunk::FromProto(WireChunk(1))}},
-                                     absl::ZeroDuration())
+                    ->InsertOrAssign(
+                        TableItem{ItemRecord::FromProto(WireItem(timeout_ms + 10, "t", 1.0, {1})),
+                                  {TableChunk::FromProto(WireChunk(1))}},
+                        absl::ZeroDuration())
                     .ok());
     EXPECT_TRUE(got.WaitForNotificationWithTimeout(kUnblockTimeout));
     reader.join();

@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "schema.pb.h"
 #include "server/chunk_validation.h"
+#include "server/item_record.h"
 #include "server/table_item.h"
 
 namespace tf_reverb {
@@ -26,7 +27,7 @@ absl::StatusOr<TableItem> ServerInsertStream::MakeItem(
     }
     table_item.chunks.push_back(it->second);
   }
-  table_item.item = std::make_shared<const PrioritizedItem>(std::move(*item));
+  table_item.item = ItemRecord::FromProto(*item);
   return table_item;
 }
 
@@ -81,7 +82,7 @@ absl::StatusOr<ServerInsertStream::Progress> ServerInsertStream::ContinueRequest
       pending_table_ = *std::move(table);
       pending_ = *std::move(table_item);
     }
-    const uint64_t key = pending_->item->key();
+    const uint64_t key = pending_->item.key();
     // Moves the item into the table when it returns true.
     absl::StatusOr<bool> inserted = pending_table_->TryInsertOrAssign(*pending_, wake);
     if (!inserted.ok()) return inserted.status();

@@ -48,7 +48,7 @@ class ServerInsertStreamTest : public ::testing::Test {
     if (send_chunks) {
       for (const auto& chunk : chunks) *request.add_chunks() = chunk->ToProto();
     }
-    *request.add_items() = *MakeItem(key, 1.0, chunks).item;
+    *request.add_items() = MakeItem(key, 1.0, chunks).item.ToProto();
     return request;
   }
 

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "server/chunk_codec.h"
 #include "server/client/sample.h"
+#include "server/item_record.h"
 #include "server/table_chunk.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
@@ -74,7 +75,8 @@ SampledItemFixture MakeSampledItem(uint64_t key, std::vector<std::vector<Tensor>
       slice->set_index(static_cast<int32_t>(t));
     }
   }
-  f.sampled.data = std::make_shared<const TableItem>(TableItem{item, f.chunks});
+  f.sampled.data =
+      std::make_shared<const TableItem>(TableItem{ItemRecord::FromProto(*item), f.chunks});
   f.sampled.priority = 2.5;
   f.sampled.times_sampled = 3;
   f.sampled.probability = 0.25;

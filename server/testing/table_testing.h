@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "schema.pb.h"
 #include "server/chunk_codec.h"
+#include "server/item_record.h"
 #include "server/rate_limiter.h"
 #include "server/selectors/selector.h"
 #include "server/table.h"
@@ -114,7 +115,7 @@ inline TableItem MakeItem(uint64_t key, double priority,
     slice->set_length(static_cast<int32_t>(chunk->View()->tensors[0].shape[0]));
     slice->set_index(0);
   }
-  return TableItem{std::move(item), std::move(chunks)};
+  return TableItem{ItemRecord::FromProto(*item), std::move(chunks)};
 }
 
 // An item over its own fresh chunk (chunk key = key + 1e9, episode = key).
@@ -142,7 +143,7 @@ inline std::vector<uint64_t> SampleKeys(Table& table, int n) {
   for (int i = 0; i < n; ++i) {
     absl::StatusOr<SampledItem> sample = SampleOne(table);
     EXPECT_TRUE(sample.ok()) << sample.status();
-    if (sample.ok()) keys.push_back(sample->data->item->key());
+    if (sample.ok()) keys.push_back(sample->data->item.key());
   }
   return keys;
 }

@@ -11,6 +11,7 @@
 #include "checkpoint.pb.h"
 #include "schema.pb.h"
 #include "server/chunk_validation.h"
+#include "server/item_record.h"
 #include "server/logging/event_log.h"
 #include "server/table_chunk.h"
 #include "server/table_item.h"
@@ -77,7 +78,7 @@ absl::Status ReplayLog(WriteAheadLog& log, const std::vector<std::shared_ptr<Tab
           }
           item.chunks.push_back(chunk->second);
         }
-        item.item = std::make_shared<const PrioritizedItem>(std::move(*record.mutable_insert()));
+        item.item = ItemRecord::FromProto(record.insert());
         return target.ReplayInsert(std::make_shared<const TableItem>(std::move(item)));
       }
       case deepmind::reverb::WalRecord::kUpdate:

@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "schema.pb.h"
 #include "server/checkpointing/checkpointer.h"
+#include "server/item_record.h"
 #include "server/selectors/selector.h"
 #include "server/table.h"
 #include "server/table_item.h"
@@ -91,7 +92,7 @@ std::string State(Table& table) {
   snapshot.config.clear_wal_sequence();
   std::string state = snapshot.config.SerializeAsString();
   for (const Table::CheckpointItem& item : snapshot.items) {
-    PrioritizedItem proto = *item.data->item;
+    PrioritizedItem proto = item.data->item.ToProto();
     // A checkpoint restore names the table there and has the current
     // priority and times sampled (compared below) where inserts had theirs.
     proto.clear_table();
@@ -126,9 +127,9 @@ void Churn(std::vector<std::shared_ptr<Table>>& tables, uint64_t first_key) {
   ASSERT_TRUE(fresh.SetPolicyVersion(version).ok());
   for (uint64_t key = first_key; key < first_key + 3; ++key) {
     TableItem item = MakeItem(key, 1.0, {shared});
-    auto proto = std::make_shared<PrioritizedItem>(*item.item);
-    proto->set_policy_version(std::max<int64_t>(0, version - static_cast<int64_t>(key % 3)));
-    item.item = std::move(proto);
+    PrioritizedItem proto = item.item.ToProto();
+    proto.set_policy_version(std::max<int64_t>(0, version - static_cast<int64_t>(key % 3)));
+    item.item = ItemRecord::FromProto(proto);
     ASSERT_TRUE(fresh.InsertOrAssign(std::move(item), kNoWait).ok());
   }
   SampleKeys(fresh, 2);

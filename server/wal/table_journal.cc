@@ -29,7 +29,7 @@ void TableJournal::AppendKey(WalChange::Kind kind, const ExtensionItem& item) {
   WalChange change;
   change.kind = kind;
   change.table = table_;
-  change.key = item.data.item->key();
+  change.key = item.data.item.key();
   change.priority = item.priority;
   log_->Append(std::move(change));
 }

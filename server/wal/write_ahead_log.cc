@@ -344,17 +344,12 @@ void WriteAheadLog::Serialize(const std::vector<Pending>& batch, std::string* ou
   // Each record is serialized straight into `out`: its small fields as a
   // WalRecord, then its chunk or item appended as the length-delimited field
   // it is (3 or 4), the same bytes as if it were set, without copying it
-  // into the record first. A chunk's field holds its wire bytes (a
-  // serialized ChunkData) as they are.
+  // into the record first. A chunk's or an item's field holds its wire bytes
+  // (a serialized ChunkData or PrioritizedItem) as they are.
   auto append_field = [out](int field, absl::string_view bytes) {
     out->push_back(static_cast<char>((field << 3) | 2));
     AppendVarint(bytes.size(), out);
     out->append(bytes.data(), bytes.size());
-  };
-  auto append_message = [out](int field, const google::protobuf::MessageLite& message) {
-    out->push_back(static_cast<char>((field << 3) | 2));
-    AppendVarint(message.ByteSizeLong(), out);
-    message.AppendToString(out);
   };
   for (const Pending& pending : batch) {
     const WalChange& change = pending.change;
@@ -387,7 +382,7 @@ void WriteAheadLog::Serialize(const std::vector<Pending>& batch, std::string* ou
     if (change.kind == WalChange::Kind::kChunk) {
       append_field(WalRecord::kChunkFieldNumber, change.chunk->wire());
     } else if (change.kind == WalChange::Kind::kInsert) {
-      append_message(WalRecord::kInsertFieldNumber, *change.item);
+      append_field(WalRecord::kInsertFieldNumber, change.item.wire());
     }
     EndRecordFrame(begin, out);
   }

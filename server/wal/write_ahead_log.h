@@ -56,6 +56,7 @@
 #include "absl/time/time.h"
 #include "checkpoint.pb.h"
 #include "schema.pb.h"
+#include "server/item_record.h"
 #include "server/metrics/wal_metrics.h"
 #include "server/table_chunk.h"
 
@@ -84,12 +85,12 @@ struct WalOptions {
 struct WalChange {
   enum class Kind { kChunk, kInsert, kUpdate, kDelete, kSample, kReset, kPolicyVersion };
   Kind kind = Kind::kChunk;
-  std::string table;                                              // all kinds but kChunk
-  std::shared_ptr<const TableChunk> chunk;                        // kChunk
-  std::shared_ptr<const deepmind::reverb::PrioritizedItem> item;  // kInsert
-  uint64_t key = 0;                                               // kUpdate, kDelete, kSample
-  double priority = 0;                                            // kUpdate
-  int64_t version = 0;                                            // kPolicyVersion
+  std::string table;                        // all kinds but kChunk
+  std::shared_ptr<const TableChunk> chunk;  // kChunk
+  ItemRecord item;                          // kInsert
+  uint64_t key = 0;                         // kUpdate, kDelete, kSample
+  double priority = 0;                      // kUpdate
+  int64_t version = 0;                      // kPolicyVersion
 };
 
 // What Replay found.

@@ -30,6 +30,7 @@
 #include "gtest/gtest.h"
 #include "schema.pb.h"
 #include "server/checkpointing/record_io.h"
+#include "server/item_record.h"
 #include "server/table_chunk.h"
 
 namespace tf_reverb {
@@ -121,17 +122,17 @@ WalChange Chunk(uint64_t key, std::string bytes) {
 }
 
 WalChange Insert(const std::string& table, uint64_t key, double priority, uint64_t chunk_key) {
-  auto item = std::make_shared<PrioritizedItem>();
-  item->set_key(key);
-  item->set_table(table);
-  item->set_priority(priority);
-  auto* slice = item->mutable_flat_trajectory()->add_columns()->add_chunk_slices();
+  PrioritizedItem item;
+  item.set_key(key);
+  item.set_table(table);
+  item.set_priority(priority);
+  auto* slice = item.mutable_flat_trajectory()->add_columns()->add_chunk_slices();
   slice->set_chunk_key(chunk_key);
   slice->set_length(1);
   WalChange change;
   change.kind = WalChange::Kind::kInsert;
   change.table = table;
-  change.item = std::move(item);
+  change.item = ItemRecord::FromProto(item);
   return change;
 }
 
@@ -334,7 +335,7 @@ TEST(WriteAheadLogTest, SegmentBytesAreFramedWalRecords) {
   WalRecord insert;
   insert.set_sequence(2);
   insert.set_table("table_a");
-  *insert.mutable_insert() = *Insert("table_a", 7, 1.5, 100).item;
+  *insert.mutable_insert() = Insert("table_a", 7, 1.5, 100).item.ToProto();
   AppendRecordFrame(insert.SerializeAsString(), &expected);
   EXPECT_EQ(ReadFile(dir.Sub(SegmentName(1))), expected);
 }

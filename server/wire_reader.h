@@ -1,0 +1,99 @@
+// WireReader: reads the fields of a serialized protocol-buffer message off
+// its front, without parsing it into a message, for the few messages the
+// server keeps as bytes (TableChunk, ItemRecord).
+//
+// Contract: a plain value over borrowed bytes, which must outlive it; not
+// synchronised. Malformed bytes (a truncated varint or field, a tag of field
+// 0, a group) make the reading call return false and ok() false, and stop
+// the reader (done() turns true); nothing is read past the end.
+#ifndef TF_REVERB_SERVER_WIRE_READER_H_
+#define TF_REVERB_SERVER_WIRE_READER_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/strings/string_view.h"
+
+namespace tf_reverb {
+
+class WireReader {
+ public:
+  // Protocol-buffer wire types.
+  static constexpr int kVarint = 0;
+  static constexpr int kFixed64 = 1;
+  static constexpr int kLengthDelimited = 2;
+  static constexpr int kFixed32 = 5;
+
+  explicit WireReader(absl::string_view bytes) : rest_(bytes) {}
+
+  bool done() const { return rest_.empty(); }
+  bool ok() const { return ok_; }
+  // The bytes not read yet.
+  absl::string_view rest() const { return rest_; }
+
+  // The next field's number and wire type.
+  bool NextTag(int* field, int* wire_type) {
+    uint64_t tag = 0;
+    if (!Varint(&tag) || (tag >> 3) == 0 || (tag >> 3) > (uint64_t{1} << 29)) return Fail();
+    *field = static_cast<int>(tag >> 3);
+    *wire_type = static_cast<int>(tag & 7);
+    return true;
+  }
+  bool Varint(uint64_t* value) {
+    uint64_t result = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (rest_.empty()) return Fail();
+      const uint8_t byte = static_cast<uint8_t>(rest_.front());
+      rest_.remove_prefix(1);
+      result |= uint64_t{byte & 0x7fu} << shift;
+      if ((byte & 0x80u) == 0) {
+        *value = result;
+        return true;
+      }
+    }
+    return Fail();
+  }
+  bool Bytes(absl::string_view* out) {
+    uint64_t size = 0;
+    if (!Varint(&size) || size > rest_.size()) return Fail();
+    *out = rest_.substr(0, size);
+    rest_.remove_prefix(size);
+    return true;
+  }
+  // Skips a field of `wire_type` (groups are not used by these messages).
+  bool Skip(int wire_type) {
+    uint64_t ignored = 0;
+    absl::string_view skipped;
+    switch (wire_type) {
+      case kVarint:
+        return Varint(&ignored);
+      case kFixed64:
+        return Advance(8);
+      case kLengthDelimited:
+        return Bytes(&skipped);
+      case kFixed32:
+        return Advance(4);
+      default:
+        return Fail();
+    }
+  }
+
+ private:
+  bool Advance(size_t n) {
+    if (n > rest_.size()) return Fail();
+    rest_.remove_prefix(n);
+    return true;
+  }
+  bool Fail() {
+    ok_ = false;
+    rest_ = {};
+    return false;
+  }
+
+  absl::string_view rest_;
+  bool ok_ = true;
+};
+
+}  // namespace tf_reverb
+
+#endif  // TF_REVERB_SERVER_WIRE_READER_H_
