@@ -132,6 +132,8 @@ TEST(ChunkViewTest, SkipsFieldsItDoesNotRead) {
   wire += std::string("\xb1\x1f", 2) + std::string(8, 'x');  // field 502, fixed64
   wire += std::string("\xba\x1f\x02yz", 5);                  // field 503, bytes
   wire += std::string("\xc5\x1f", 2) + std::string(4, 'w');  // field 504, fixed32
+  // A group (field 505) holding a varint and a nested group (field 1).
+  wire += std::string("\xcb\x1f\x08\x01\x0b\x10\x02\x0c\xcc\x1f", 10);
   absl::StatusOr<ChunkView> view = ChunkViewOfWire(wire);
   ASSERT_TRUE(view.ok()) << view.status();
   ExpectSameView(*view, ChunkViewOf(chunk));

@@ -15,7 +15,10 @@ constexpr int kInsertedAtField = PrioritizedItem::kInsertedAtFieldNumber;
 constexpr int kPolicyVersionField = PrioritizedItem::kPolicyVersionFieldNumber;
 constexpr int kTrajectoryField = PrioritizedItem::kFlatTrajectoryFieldNumber;
 
-int64_t Nanos(const google::protobuf::Timestamp& t) { return t.seconds() * 1000000000 + t.nanos(); }
+// Any timestamp a client sends, without overflow (absl::Time saturates).
+absl::Time TimeOf(const google::protobuf::Timestamp& t) {
+  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
 
 }  // namespace
 
@@ -26,7 +29,7 @@ ItemRecord ItemRecord::FromProto(const PrioritizedItem& item) {
   record.priority_ = item.priority();
   record.has_policy_version_ = item.has_policy_version();
   record.policy_version_ = item.policy_version();
-  record.inserted_at_ns_ = Nanos(item.inserted_at());
+  record.inserted_at_ = TimeOf(item.inserted_at());
   return record;
 }
 
@@ -59,7 +62,7 @@ ItemRecord ItemRecord::Inserted(absl::Time now, int64_t policy_version) const {
       out.WriteVarint64(static_cast<uint64_t>(policy_version));
     }
   }
-  record.inserted_at_ns_ = Nanos(inserted);
+  record.inserted_at_ = TimeOf(inserted);
   if (!has_policy_version_) {
     record.has_policy_version_ = true;
     record.policy_version_ = policy_version;

@@ -36,7 +36,7 @@ class ItemRecord {
   bool has_policy_version() const { return has_policy_version_; }
   int64_t policy_version() const { return policy_version_; }
   // PrioritizedItem.inserted_at (the epoch when unset).
-  absl::Time inserted_at() const { return absl::FromUnixNanos(inserted_at_ns_); }
+  absl::Time inserted_at() const { return inserted_at_; }
   // The PrioritizedItem's wire encoding.
   absl::string_view wire() const { return wire_; }
 
@@ -57,7 +57,7 @@ class ItemRecord {
   uint64_t key_ = 0;
   double priority_ = 0;
   int64_t policy_version_ = 0;
-  int64_t inserted_at_ns_ = 0;
+  absl::Time inserted_at_ = absl::UnixEpoch();
   bool has_policy_version_ = false;
 };
 

@@ -75,6 +75,15 @@ TEST(ItemRecordTest, InsertedSetsTimeTimesSampledAndAMissingVersion) {
   EXPECT_EQ(trajectory.SerializeAsString(), versioned.flat_trajectory().SerializeAsString());
 }
 
+TEST(ItemRecordTest, AnyInsertionTimeIsRead) {
+  PrioritizedItem proto = TwoSliceItem();
+  proto.mutable_inserted_at()->set_seconds(int64_t{1} << 62);  // far past int64 nanoseconds
+  const ItemRecord record = ItemRecord::FromProto(proto);
+  EXPECT_GT(record.inserted_at(), absl::FromUnixSeconds(int64_t{1} << 40));
+  proto.mutable_inserted_at()->set_seconds(-(int64_t{1} << 62));
+  EXPECT_LT(ItemRecord::FromProto(proto).inserted_at(), absl::UnixEpoch());
+}
+
 TEST(ItemRecordTest, WithPolicyVersion) {
   const ItemRecord record = ItemRecord::FromProto(TwoSliceItem()).WithPolicyVersion(5);
   EXPECT_EQ(record.policy_version(), 5);

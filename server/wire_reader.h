@@ -22,7 +22,10 @@ class WireReader {
   static constexpr int kVarint = 0;
   static constexpr int kFixed64 = 1;
   static constexpr int kLengthDelimited = 2;
+  static constexpr int kStartGroup = 3;
+  static constexpr int kEndGroup = 4;
   static constexpr int kFixed32 = 5;
+  static constexpr int kMaxGroupDepth = 64;
 
   explicit WireReader(absl::string_view bytes) : rest_(bytes) {}
 
@@ -60,8 +63,10 @@ class WireReader {
     rest_.remove_prefix(size);
     return true;
   }
-  // Skips a field of `wire_type` (groups are not used by these messages).
-  bool Skip(int wire_type) {
+  // Skips a field of `wire_type` whose tag was just read (a group: up to
+  // and including its end, nested at most kMaxGroupDepth deep, as protobuf
+  // keeps unknown groups; a stray end-group tag is malformed).
+  bool Skip(int wire_type, int depth = 0) {
     uint64_t ignored = 0;
     absl::string_view skipped;
     switch (wire_type) {
@@ -73,6 +78,15 @@ class WireReader {
         return Bytes(&skipped);
       case kFixed32:
         return Advance(4);
+      case kStartGroup: {
+        if (depth >= kMaxGroupDepth) return Fail();
+        int field = 0, type = 0;
+        while (NextTag(&field, &type)) {
+          if (type == kEndGroup) return true;
+          if (!Skip(type, depth + 1)) return false;
+        }
+        return Fail();
+      }
       default:
         return Fail();
     }

@@ -35,17 +35,21 @@ absl::Status ReplayLog(WriteAheadLog& log, const std::vector<std::shared_ptr<Tab
   absl::flat_hash_map<uint64_t, std::shared_ptr<const TableChunk>> chunks;
   int64_t applied = 0;
   bool first = true;
+  // Whether a log whose first record is `sequence` lacks records the
+  // checkpoint needs.
+  auto gap = [&](uint64_t sequence) { return oldest != UINT64_MAX && sequence > oldest + 1; };
+  auto gap_error = [&](uint64_t sequence) {
+    return absl::DataLossError(absl::StrCat(
+        "Write-ahead log in ", log.dir(), " starts at record ", sequence,
+        " but the checkpoint restored needs every record after ", oldest,
+        ": segments are missing (restored from an older checkpoint than the log was truncated "
+        "for?)"));
+  };
   auto apply = [&](deepmind::reverb::WalRecord& record) -> absl::Status {
     const uint64_t sequence = record.sequence();
     // Checked before the first record is applied: a gap is the cause of
     // whatever later records would fail on (an item of a lost chunk).
-    if (first && oldest != UINT64_MAX && sequence > oldest + 1) {
-      return absl::DataLossError(absl::StrCat(
-          "Write-ahead log in ", log.dir(), " starts at record ", sequence,
-          " but the checkpoint restored needs every record after ", oldest,
-          ": segments are missing (restored from an older checkpoint than the log was truncated "
-          "for?)"));
-    }
+    if (first && gap(sequence)) return gap_error(sequence);
     first = false;
     if (record.change_case() == deepmind::reverb::WalRecord::kChunk) {
       if (absl::Status valid = ValidateChunk(record.chunk()); !valid.ok()) {
@@ -100,6 +104,11 @@ absl::Status ReplayLog(WriteAheadLog& log, const std::vector<std::shared_ptr<Tab
   };
   absl::StatusOr<WalReplayReport> report = log.Replay(apply);
   if (!report.ok()) return report.status();
+  // Segments without a record applied (say, one torn record) still say
+  // where the log starts.
+  if (first && report->segments > 0 && gap(report->first_sequence)) {
+    return gap_error(report->first_sequence);
+  }
   if (report->segments == 0 && newest > 0) {
     LogEvent("wal", "empty",
              {{"dir", log.dir()},

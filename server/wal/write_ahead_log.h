@@ -79,9 +79,9 @@ struct WalOptions {
   int64_t segment_bytes = int64_t{64} << 20;
 };
 
-// One change of a table, as appended: shared parts are serialized by the
-// writer thread (a chunk's record field is its wire bytes as they are), so
-// appending copies no data.
+// One change of a table, as appended: a chunk is shared (its record field is
+// its wire bytes as they are, written by the writer thread), an item's bytes
+// are copied (an ItemRecord, a few dozen bytes for small items).
 struct WalChange {
   enum class Kind { kChunk, kInsert, kUpdate, kDelete, kSample, kReset, kPolicyVersion };
   Kind kind = Kind::kChunk;
