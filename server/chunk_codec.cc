@@ -392,6 +392,12 @@ absl::Status CheckCompression(int compression) {
       absl::StrCat("Unsupported chunk compression ", compression, "."));
 }
 
+int64_t ChunkPayloadBytes(const deepmind::reverb::ChunkData& chunk) {
+  int64_t bytes = 0;
+  for (const auto& tensor : chunk.data().tensors()) bytes += tensor.tensor_content().size();
+  return bytes;
+}
+
 std::vector<int64_t> ProtoShape(const tfp::TensorProto& proto) {
   std::vector<int64_t> shape;
   for (const auto& dim : proto.tensor_shape().dim()) shape.push_back(dim.size());

@@ -103,6 +103,9 @@ absl::StatusOr<::tf_reverb::tf::TensorProto> CompressTensor(const Tensor& tensor
                                                             ChunkCompression compression = kSnappy,
                                                             int zstd_level = kDefaultZstdLevel);
 
+// Bytes of the tensors' payloads of `chunk` as stored (compressed).
+int64_t ChunkPayloadBytes(const deepmind::reverb::ChunkData& chunk);
+
 // Shape stored in a chunk TensorProto.
 std::vector<int64_t> ProtoShape(const ::tf_reverb::tf::TensorProto& proto);
 

@@ -3,24 +3,15 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "server/chunk_codec.h"
 #include "server/chunk_validation.h"
 
 namespace tf_reverb {
-namespace {
-
-int64_t PayloadBytes(const ChunkData& chunk) {
-  int64_t bytes = 0;
-  for (const auto& tensor : chunk.data().tensors()) bytes += tensor.tensor_content().size();
-  return bytes;
-}
-
-}  // namespace
-
 TableChunk::TableChunk(Token, const ChunkData& chunk, std::string wire)
     : wire_(std::move(wire)),
       key_(chunk.chunk_key()),
       episode_id_(chunk.sequence_range().episode_id()),
-      stored_bytes_(PayloadBytes(chunk)),
+      stored_bytes_(ChunkPayloadBytes(chunk)),
       uncompressed_bytes_(chunk.data_uncompressed_size()),
       compression_(chunk.compression()) {}
 

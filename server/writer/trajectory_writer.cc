@@ -32,12 +32,6 @@ constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
 // Streams that die sooner than this count as failing fast (backoff grows).
 constexpr absl::Duration kFastFailure = absl::Seconds(2);
 
-int64_t ChunkBytes(const deepmind::reverb::ChunkData& chunk) {
-  int64_t bytes = 0;
-  for (const auto& tensor : chunk.data().tensors()) bytes += tensor.tensor_content().size();
-  return bytes;
-}
-
 int64_t CellBytes(const CellSpec& spec) {
   int64_t bytes = DataTypeSize(spec.dtype).value_or(8);
   for (int64_t d : spec.shape) bytes *= d;
@@ -722,7 +716,7 @@ bool TrajectoryWriter::TakeBatch(Batch* batch, absl::flat_hash_set<uint64_t>* se
     std::shared_ptr<const deepmind::reverb::ChunkData> chunk = early_chunks_.front().lock();
     early_chunks_.pop_front();
     if (chunk == nullptr || !sent_chunks->insert(chunk->chunk_key()).second) continue;
-    bytes += ChunkBytes(*chunk);
+    bytes += ChunkPayloadBytes(*chunk);
     batch->chunks.push_back(std::move(chunk));
   }
   while (!queue_.empty() && queue_.front()->IsReady() &&
@@ -731,7 +725,7 @@ bool TrajectoryWriter::TakeBatch(Batch* batch, absl::flat_hash_set<uint64_t>* se
     for (const auto& cell : item->cells) {
       if (sent_chunks->insert(cell->chunk_key()).second) {
         std::shared_ptr<const deepmind::reverb::ChunkData> chunk = cell->GetChunk();
-        bytes += ChunkBytes(*chunk);
+        bytes += ChunkPayloadBytes(*chunk);
         batch->chunks.push_back(std::move(chunk));
       }
     }
