@@ -138,4 +138,13 @@ absl::StatusOr<ChunkView> ChunkViewOfWire(absl::string_view wire) {
   return view;
 }
 
+absl::StatusOr<const ChunkView*> ChunkViews::Find(uint64_t key) const {
+  // Items reference few chunks: a scan beats building a map per sample.
+  for (const ChunkView& view : views_) {
+    if (view.key == key) return &view;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("The trajectory references chunk ", key, ", which its sample does not hold."));
+}
+
 }  // namespace tf_reverb

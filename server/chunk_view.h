@@ -14,9 +14,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "schema.pb.h"
@@ -61,6 +63,30 @@ ChunkView ChunkViewOf(const deepmind::reverb::ChunkData& chunk,
 // skipped; the chunk's sequence range is not read). DATA_LOSS when `wire` is
 // not a well-formed encoding.
 absl::StatusOr<ChunkView> ChunkViewOfWire(absl::string_view wire);
+
+// The views of an item's or a sample's chunks, found by key.
+class ChunkViews {
+ public:
+  // Views of `chunks` (pointers to anything with a View() giving
+  // absl::StatusOr<ChunkView>, such as TableChunks) replace those held.
+  template <typename Chunks>
+  absl::Status Reset(const Chunks& chunks) {
+    views_.clear();
+    views_.reserve(chunks.size());
+    for (const auto& chunk : chunks) {
+      absl::StatusOr<ChunkView> view = chunk->View();
+      if (!view.ok()) return view.status();
+      views_.push_back(*std::move(view));
+    }
+    return absl::OkStatus();
+  }
+  void Add(ChunkView view) { views_.push_back(std::move(view)); }
+  // INVALID_ARGUMENT naming `key` when no view has it.
+  absl::StatusOr<const ChunkView*> Find(uint64_t key) const;
+
+ private:
+  std::vector<ChunkView> views_;
+};
 
 }  // namespace tf_reverb
 

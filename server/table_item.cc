@@ -3,10 +3,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <utility>
 
 #include "absl/base/casts.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -103,12 +101,8 @@ absl::Status ValidateTableItem(const TableItem& item, std::vector<ItemColumn>* c
   if (trajectory.columns_size() == 0 || trajectory.columns(0).chunk_slices_size() == 0) {
     return absl::InvalidArgumentError("Item trajectory must not be empty.");
   }
-  absl::flat_hash_map<uint64_t, ChunkView> by_key;
-  for (const auto& chunk : item.chunks) {
-    absl::StatusOr<ChunkView> view = chunk->View();
-    if (!view.ok()) return view.status();
-    by_key[chunk->key()] = *std::move(view);
-  }
+  ChunkViews views;
+  if (absl::Status s = views.Reset(item.chunks); !s.ok()) return s;
   columns->assign(trajectory.columns_size(), ItemColumn());
   for (int c = 0; c < trajectory.columns_size(); ++c) {
     const auto& column = trajectory.columns(c);
@@ -118,12 +112,12 @@ absl::Status ValidateTableItem(const TableItem& item, std::vector<ItemColumn>* c
     }
     int64_t rows = 0;
     for (const auto& slice : column.chunk_slices()) {
-      auto it = by_key.find(slice.chunk_key());
-      if (it == by_key.end()) {
+      absl::StatusOr<const ChunkView*> found = views.Find(slice.chunk_key());
+      if (!found.ok()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "Column ", c, " references chunk ", slice.chunk_key(), " which was not provided."));
       }
-      const ChunkView& chunk = it->second;
+      const ChunkView& chunk = **found;
       const int tensors = static_cast<int>(chunk.tensors.size());
       if (slice.index() < 0 || slice.index() >= tensors) {
         return absl::InvalidArgumentError(

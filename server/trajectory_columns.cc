@@ -150,15 +150,6 @@ absl::Status UnpackTrajectoryStrings(const deepmind::reverb::FlatTrajectory& tra
   return absl::OkStatus();
 }
 
-absl::StatusOr<const ChunkView*> ChunkViews::Find(uint64_t key) const {
-  // Items reference few chunks: a scan beats building a map per sample.
-  for (const ChunkView& view : views_) {
-    if (view.key == key) return &view;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("The trajectory references chunk ", key, ", which its sample does not hold."));
-}
-
 int64_t ColumnBytes(const ColumnSpec& spec) {
   absl::StatusOr<int64_t> elem = DataTypeSize(spec.dtype);
   if (spec.dtype == tf::DT_STRING || !elem.ok()) return 0;

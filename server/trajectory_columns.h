@@ -18,7 +18,6 @@
 
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -45,30 +44,6 @@ struct ColumnSpec {
 // The view of the chunk of `chunk_key`, which must stay valid during the
 // call it is passed to.
 using FindChunk = absl::FunctionRef<absl::StatusOr<const ChunkView*>(uint64_t chunk_key)>;
-
-// The views of a sample's chunks, found by key (a FindChunk over them).
-class ChunkViews {
- public:
-  // Views of `chunks` (pointers to anything with a View() giving
-  // absl::StatusOr<ChunkView>, such as TableChunks) replace those held.
-  template <typename Chunks>
-  absl::Status Reset(const Chunks& chunks) {
-    views_.clear();
-    views_.reserve(chunks.size());
-    for (const auto& chunk : chunks) {
-      absl::StatusOr<ChunkView> view = chunk->View();
-      if (!view.ok()) return view.status();
-      views_.push_back(*std::move(view));
-    }
-    return absl::OkStatus();
-  }
-  void Add(ChunkView view) { views_.push_back(std::move(view)); }
-  // INVALID_ARGUMENT naming `key` when no view has it.
-  absl::StatusOr<const ChunkView*> Find(uint64_t key) const;
-
- private:
-  std::vector<ChunkView> views_;
-};
 
 // dtype and shape of every column, read from chunk metadata only.
 absl::StatusOr<std::vector<ColumnSpec>> TrajectoryColumnSpecs(
