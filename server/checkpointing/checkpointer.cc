@@ -30,7 +30,6 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "absl/types/span.h"
 #include "checkpoint.pb.h"
 #include "schema.pb.h"
 #include "server/checkpointing/record_io.h"
@@ -47,21 +46,6 @@
 namespace tf_reverb {
 namespace {
 
-// Whether the payload pieces `a` and `b` join to the same bytes.
-bool SameContent(absl::Span<const absl::string_view> a, absl::Span<const absl::string_view> b) {
-  size_t i = 0, j = 0;    // pieces
-  size_t at = 0, bt = 0;  // offsets in a[i] and b[j]
-  while (true) {
-    while (i < a.size() && at == a[i].size()) ++i, at = 0;
-    while (j < b.size() && bt == b[j].size()) ++j, bt = 0;
-    if (i == a.size() || j == b.size()) return i == a.size() && j == b.size();
-    const size_t n = std::min(a[i].size() - at, b[j].size() - bt);
-    if (a[i].substr(at, n) != b[j].substr(bt, n)) return false;
-    at += n;
-    bt += n;
-  }
-}
-
 // Whether two chunks hold the same data (what a sample decodes): codec,
 // delta encoding and each tensor's dtype, shape, payload and strings; the
 // keys (and the episode range) may differ.
@@ -70,6 +54,8 @@ bool SameChunkData(const TableChunk& a, const TableChunk& b) {
   absl::StatusOr<ChunkView> x = a.View();
   absl::StatusOr<ChunkView> y = b.View();
   // Unreadable (never, for chunks a table holds): not known to be the same.
+  // Views of wire bytes hold each payload in one piece (or none when empty),
+  // so comparing the pieces compares the payloads.
   if (!x.ok() || !y.ok()) return false;
   if (x->compression != y->compression || x->delta_encoded != y->delta_encoded ||
       x->tensors.size() != y->tensors.size()) {
@@ -79,7 +65,7 @@ bool SameChunkData(const TableChunk& a, const TableChunk& b) {
     const TensorView& s = x->tensors[i];
     const TensorView& t = y->tensors[i];
     if (s.dtype != t.dtype || s.shape != t.shape || s.unknown_rank != t.unknown_rank ||
-        s.string_val != t.string_val || !SameContent(s.content, t.content)) {
+        s.string_val != t.string_val || s.content != t.content) {
       return false;
     }
   }
