@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "reverb_service.pb.h"
 #include "schema.pb.h"
+#include "server/chunk_view.h"
 #include "server/service/sample_response.h"
 #include "server/tensor.h"
 #include "server/trajectory_columns.h"
