@@ -100,10 +100,8 @@ class Sample {
 
   deepmind::reverb::SampleInfo info_;
   std::vector<SampleChunk> chunks_;
-  // Views of chunks_ (they point into the chunks, which chunks_ keeps), or
-  // why a stored chunk could not be viewed.
+  // Views of chunks_ (they point into the chunks, which chunks_ keeps).
   ChunkViews views_;
-  absl::Status views_status_;
   std::shared_ptr<const SampleBlock> block_;
   int64_t row_ = 0;
 };
