@@ -140,10 +140,7 @@ absl::StatusOr<ChunkView> ChunkViewOfWire(absl::string_view wire) {
 
 absl::StatusOr<const ChunkView*> ChunkViews::Find(uint64_t key) const {
   // Items reference few chunks: a scan beats building a map per sample.
-  for (const ChunkView* view : borrowed_) {
-    if (view->key == key) return view;
-  }
-  for (const ChunkView& view : owned_) {
+  for (const ChunkView& view : views_) {
     if (view.key == key) return &view;
   }
   return absl::InvalidArgumentError(

@@ -64,28 +64,28 @@ ChunkView ChunkViewOf(const deepmind::reverb::ChunkData& chunk,
 // not a well-formed encoding.
 absl::StatusOr<ChunkView> ChunkViewOfWire(absl::string_view wire);
 
-// The views of an item's or a sample's chunks, found by key: borrowed from
-// chunks that keep their own (TableChunk), or held here (views of protos).
+// The views of an item's or a sample's chunks, found by key.
 class ChunkViews {
  public:
-  // The views of `chunks` (pointers to anything whose View() gives a
-  // `const ChunkView*`, such as TableChunks, which must outlive their use
-  // here) replace those held.
+  // Views of `chunks` (pointers to anything with a View() giving
+  // absl::StatusOr<ChunkView>, such as TableChunks) replace those held.
   template <typename Chunks>
-  void Reset(const Chunks& chunks) {
-    owned_.clear();
-    borrowed_.clear();
-    borrowed_.reserve(chunks.size());
-    for (const auto& chunk : chunks) borrowed_.push_back(chunk->View());
+  absl::Status Reset(const Chunks& chunks) {
+    views_.clear();
+    views_.reserve(chunks.size());
+    for (const auto& chunk : chunks) {
+      absl::StatusOr<ChunkView> view = chunk->View();
+      if (!view.ok()) return view.status();
+      views_.push_back(*std::move(view));
+    }
+    return absl::OkStatus();
   }
-  void Add(ChunkView view) { owned_.push_back(std::move(view)); }
-  void Add(const ChunkView* view) { borrowed_.push_back(view); }
+  void Add(ChunkView view) { views_.push_back(std::move(view)); }
   // INVALID_ARGUMENT naming `key` when no view has it.
   absl::StatusOr<const ChunkView*> Find(uint64_t key) const;
 
  private:
-  std::vector<const ChunkView*> borrowed_;
-  std::vector<ChunkView> owned_;
+  std::vector<ChunkView> views_;
 };
 
 }  // namespace tf_reverb

@@ -3,11 +3,9 @@
 // A chunk arrives as a ChunkData proto: a tree of about ten messages, some
 // 800 bytes of heap for a chunk of a few floats. A table keeps instead the
 // chunk's wire encoding in one buffer, beside the few fields the table reads
-// (key, episode, byte counts, codec) and its ChunkView (chunk_view.h): where
-// in those bytes each tensor's dtype, shape and payload are, read once when
-// the chunk is made, so that decoding a sample never parses its chunks again.
-// The bytes are what sample responses, checkpoints and the write-ahead log
-// send and write as they are.
+// (key, episode, byte counts, codec). That is what sample responses,
+// checkpoints and the write-ahead log send and write as they are;
+// decoders read it through a ChunkView (chunk_view.h) without copying.
 //
 // Contract: immutable once made, so shared freely between threads (tables,
 // samples in flight, insert streams) by std::shared_ptr<const TableChunk>.
@@ -40,9 +38,9 @@ class TableChunk {
   TableChunk(const TableChunk&) = delete;
   TableChunk& operator=(const TableChunk&) = delete;
 
-  uint64_t key() const { return view_.key; }
+  uint64_t key() const { return key_; }
   uint64_t episode_id() const { return episode_id_; }
-  ChunkCompression compression() const { return view_.compression; }
+  ChunkCompression compression() const { return compression_; }
   // Bytes of the tensors' payloads as stored (compressed).
   int64_t stored_bytes() const { return stored_bytes_; }
   // ChunkData.data_uncompressed_size.
@@ -50,9 +48,9 @@ class TableChunk {
   // The ChunkData's wire encoding.
   absl::string_view wire() const { return wire_; }
 
-  // The chunk's tensors, pointing into wire(); never null, valid as long as
-  // the chunk.
-  const ChunkView* View() const { return &view_; }
+  // The chunk's tensors, pointing into wire(). DATA_LOSS if the bytes do
+  // not parse (they are this process's own encoding of a valid chunk).
+  absl::StatusOr<ChunkView> View() const;
   // The chunk as a proto (a copy: for the rare paths that change it).
   ChunkData ToProto() const;
 
@@ -67,10 +65,11 @@ class TableChunk {
 
  private:
   const std::string wire_;
-  ChunkView view_;  // of wire_, set once by the factories
+  const uint64_t key_;
   const uint64_t episode_id_;
   const int64_t stored_bytes_;
   const int64_t uncompressed_bytes_;
+  const ChunkCompression compression_;
 };
 
 }  // namespace tf_reverb

@@ -102,7 +102,7 @@ absl::Status ValidateTableItem(const TableItem& item, std::vector<ItemColumn>* c
     return absl::InvalidArgumentError("Item trajectory must not be empty.");
   }
   ChunkViews views;
-  views.Reset(item.chunks);
+  if (absl::Status s = views.Reset(item.chunks); !s.ok()) return s;
   columns->assign(trajectory.columns_size(), ItemColumn());
   for (int c = 0; c < trajectory.columns_size(); ++c) {
     const auto& column = trajectory.columns(c);

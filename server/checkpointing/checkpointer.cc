@@ -51,10 +51,12 @@ namespace {
 // keys (and the episode range) may differ.
 bool SameChunkData(const TableChunk& a, const TableChunk& b) {
   if (&a == &b || a.wire() == b.wire()) return true;
-  const ChunkView* x = a.View();
-  const ChunkView* y = b.View();
+  absl::StatusOr<ChunkView> x = a.View();
+  absl::StatusOr<ChunkView> y = b.View();
+  // Unreadable (never, for chunks a table holds): not known to be the same.
   // Views of wire bytes hold each payload in one piece (or none when empty),
   // so comparing the pieces compares the payloads.
+  if (!x.ok() || !y.ok()) return false;
   if (x->compression != y->compression || x->delta_encoded != y->delta_encoded ||
       x->tensors.size() != y->tensors.size()) {
     return false;

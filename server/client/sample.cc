@@ -63,7 +63,12 @@ void Sample::ViewChunks() {
       views_.Add(ChunkViewOf(*chunk.data, &chunk.payloads));
       continue;
     }
-    views_.Add(chunk.stored->View());
+    absl::StatusOr<ChunkView> view = chunk.stored->View();
+    if (!view.ok()) {
+      views_status_ = view.status();
+      return;
+    }
+    views_.Add(*std::move(view));
   }
 }
 
@@ -86,7 +91,10 @@ bool Sample::squeezed(int column) const {
   return info_.item().flat_trajectory().columns(column).squeeze();
 }
 
-absl::StatusOr<const ChunkView*> Sample::Chunk(uint64_t key) const { return views_.Find(key); }
+absl::StatusOr<const ChunkView*> Sample::Chunk(uint64_t key) const {
+  if (!views_status_.ok()) return views_status_;
+  return views_.Find(key);
+}
 
 absl::StatusOr<std::vector<ColumnSpec>> Sample::ColumnSpecs() const {
   if (block_ != nullptr) return block_->specs;

@@ -100,8 +100,10 @@ class Sample {
 
   deepmind::reverb::SampleInfo info_;
   std::vector<SampleChunk> chunks_;
-  // Views of chunks_ (they point into the chunks, which chunks_ keeps).
+  // Views of chunks_ (they point into the chunks, which chunks_ keeps), or
+  // why a stored chunk could not be viewed.
   ChunkViews views_;
+  absl::Status views_status_;
   std::shared_ptr<const SampleBlock> block_;
   int64_t row_ = 0;
 };

@@ -85,7 +85,9 @@ void CheckReadable(const std::string& table, const SampledItem& sampled) {
   const std::string where = absl::StrCat("accepted item ", key, " of table ", table);
   FUZZ_CHECK_OK(ValidateTableItem(*sampled.data));
   for (const auto& chunk : sampled.data->chunks) {
-    const ChunkView* view = chunk->View();
+    absl::StatusOr<ChunkView> view = chunk->View();
+    FUZZ_CHECK(view.ok(),
+               absl::StrCat(where, ": chunk ", chunk->key(), ": View: ", view.status().ToString()));
     for (int i = 0; i < static_cast<int>(view->tensors.size()); ++i) {
       absl::StatusOr<Tensor> tensor = DecompressChunkTensor(*view, i);
       FUZZ_CHECK(tensor.ok(), absl::StrCat(where, ": chunk ", chunk->key(), " tensor ", i, ": ",

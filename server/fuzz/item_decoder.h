@@ -33,12 +33,14 @@ namespace fuzz {
 
 inline absl::Status DecodeItem(const TableItem& item, int64_t max_slice_bytes) {
   // The chunks' views point into the chunks, which `item` keeps alive.
-  std::vector<const ChunkView*> views;
+  std::vector<ChunkView> views;
   views.reserve(item.chunks.size());
   absl::flat_hash_map<uint64_t, size_t> by_key;
   for (const auto& chunk : item.chunks) {
+    absl::StatusOr<ChunkView> view = chunk->View();
+    if (!view.ok()) return view.status();
     by_key.emplace(chunk->key(), views.size());
-    views.push_back(chunk->View());
+    views.push_back(*std::move(view));
   }
   deepmind::reverb::FlatTrajectory trajectory;
   if (absl::Status s = item.item.Trajectory(&trajectory); !s.ok()) return s;
@@ -48,7 +50,7 @@ inline absl::Status DecodeItem(const TableItem& item, int64_t max_slice_bytes) {
       if (it == by_key.end()) {
         return absl::InvalidArgumentError(absl::StrCat("no chunk ", slice.chunk_key()));
       }
-      const ChunkView& chunk = *views[it->second];
+      const ChunkView& chunk = views[it->second];
       if (slice.index() < 0 || static_cast<size_t>(slice.index()) >= chunk.tensors.size()) {
         return absl::InvalidArgumentError(absl::StrCat("no tensor ", slice.index()));
       }

@@ -108,7 +108,7 @@ absl::StatusOr<std::optional<grpc::ByteBuffer>> EncodeGroup(const std::vector<Sa
           !SameSqueeze(trajectory, first)) {
         return std::nullopt;
       }
-      views.Reset(item.chunks);
+      if (absl::Status s = views.Reset(item.chunks); !s.ok()) return s;
       for (size_t c = 0; c < specs.size(); ++c) {
         absl::StatusOr<bool> same = UnpackTrajectoryColumnIfSpec(
             trajectory, static_cast<int>(c), [&views](uint64_t key) { return views.Find(key); },
@@ -134,7 +134,7 @@ absl::StatusOr<std::vector<grpc::ByteBuffer>> EncodeSampleBatches(
   if (samples.empty()) return out;
   const TableItem& first = *samples.front().data;
   ChunkViews views;
-  views.Reset(first.chunks);
+  if (absl::Status s = views.Reset(first.chunks); !s.ok()) return s;
   FlatTrajectory trajectory;
   if (absl::Status s = first.item.Trajectory(&trajectory); !s.ok()) return s;
   absl::StatusOr<std::vector<ColumnSpec>> specs =

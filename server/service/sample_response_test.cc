@@ -132,7 +132,8 @@ TEST(SampleResponsesTest, RoundTripWithoutCopyingPayloads) {
       // copy on either side).
       ASSERT_EQ(random.payloads[0].size(), 1u);
       const absl::string_view wire = items[0].chunks[0]->wire();
-      const ChunkView* stored = items[0].chunks[0]->View();
+      absl::StatusOr<ChunkView> stored = items[0].chunks[0]->View();
+      ASSERT_TRUE(stored.ok()) << stored.status();
       ASSERT_EQ(stored->tensors[0].content.size(), 1u);
       const absl::string_view payload = stored->tensors[0].content[0];
       ASSERT_GE(payload.data(), wire.data());
