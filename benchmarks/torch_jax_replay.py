@@ -33,12 +33,16 @@ running in another process.
 
   .venv/bin/python benchmarks/torch_jax_replay.py [--rounds 5] [--quick]
       [--sizes small,large] [--systems ...] [--json FILE] [--no_install]
-      [--max_in_flight 256] [--num_workers -1] [--num_batching_threads 2]
-      [--prefetch_batches 2] [--prefetch_to_device 2]
+      [--max_in_flight 256] [--num_workers small=4,large=2]
+      [--num_batching_threads 2] [--prefetch_batches 2] [--prefetch_to_device 2]
 
 The last five are tf_reverb's sampler options (the defaults are the best
 found on the 2-core development machine; none changes the CPU a sample
-costs). tf_reverb.torch is iterated directly (no DataLoader), every
+costs). --num_workers is one count or one per size: a worker asks for its
+next samples only once all it asked for arrived, so with one worker the
+server idles while they travel and are decoded; more workers keep it busy
+(small transitions: 4 did best, large ones 2, whose batches already fill
+the cores). tf_reverb.torch is iterated directly (no DataLoader), every
 measurement on a fresh iterator.
 
 Missing frameworks (torchrl, tensordict, jax, flashbax) are installed first
@@ -271,18 +275,19 @@ tables {{ table_name: "{table}" sampler {{ uniform: true }}
 class TfReverbServer:
   """reverb_server in its own process, its table filled with the data."""
 
-  def __init__(self, table: str, data: Dict[str, Any]):
+  def __init__(self, size: str, data: Dict[str, Any]):
     sys.path.insert(0, os.path.join(ROOT, 'tests'))
     from shard_processes import ShardProcess  # pylint: disable=g-import-not-at-top
 
     import tf_reverb  # pylint: disable=g-import-not-at-top
 
     n = len(data['action'])
-    self.table = table
+    self.table = size
     self.process = ShardProcess(
-      config=SERVER_CONFIG.format(table=table, max_size=n)
+      config=SERVER_CONFIG.format(table=size, max_size=n)
     )
     self.address = self.process.address
+    self.size = size
     try:
       self._fill(tf_reverb.Client(self.address), data)
     except BaseException:
@@ -307,10 +312,19 @@ class TfReverbServer:
     self.process.kill()
 
 
-def sampler_options(args: argparse.Namespace) -> Dict[str, Any]:
+def workers_for(text: str, size: str) -> int:
+  """--num_workers: one count for every size ("2") or one per size
+  ("small=4,large=2"; a size not named gets -1, the sampler's default)."""
+  if '=' not in text:
+    return int(text)
+  counts = dict(part.split('=') for part in text.split(',') if part)
+  return int(counts.get(size, -1))
+
+
+def sampler_options(args: argparse.Namespace, size: str) -> Dict[str, Any]:
   return dict(
     max_in_flight_samples_per_worker=args.max_in_flight,
-    num_workers_per_iterator=args.num_workers,
+    num_workers_per_iterator=workers_for(args.num_workers, size),
     num_batching_threads=args.num_batching_threads,
     prefetch_batches=args.prefetch_batches,
   )
@@ -335,7 +349,7 @@ class TfReverbTorch(System):
 
   def begin(self):
     structure = {k: 0 for k in KEYS}
-    options = sampler_options(self.args)
+    options = sampler_options(self.args, self.server.size)
     if self.module is not None:
       dataset = self.module.ReplayDataset(
         self.server.address,
@@ -397,7 +411,7 @@ class TfReverbJax(TfReverbTorch):
     import jax  # pylint: disable=g-import-not-at-top
 
     structure = {k: 0 for k in KEYS}
-    options = sampler_options(self.args)
+    options = sampler_options(self.args, self.server.size)
     if self.module is not None:
       self.iterator = self.module.ReplayIterator(
         self.server.address,
@@ -834,7 +848,11 @@ def main():
   )
   parser.add_argument('--warmup', type=int, default=10)
   parser.add_argument('--max_in_flight', type=int, default=256)
-  parser.add_argument('--num_workers', type=int, default=-1)
+  parser.add_argument(
+    '--num_workers',
+    default='small=4,large=2',
+    help='sampler workers: one count, or one per size (small=4,large=2)',
+  )
   parser.add_argument('--num_batching_threads', type=int, default=2)
   parser.add_argument('--prefetch_batches', type=int, default=2)
   parser.add_argument('--prefetch_to_device', type=int, default=2)
@@ -872,14 +890,26 @@ def main():
   )
   print(
     'tf_reverb sampler options: '
-    + ', '.join(f'{k}={v}' for k, v in sampler_options(args).items())
+    + ', '.join(
+      f'{k}={v}'
+      for k, v in sampler_options(args, 'small').items()
+      if k != 'num_workers_per_iterator'
+    )
+    + f', num_workers_per_iterator={args.num_workers}'
     + f', prefetch_to_device={args.prefetch_to_device}'
   )
   sizes = {
     'small': args.small_transitions,
     'large': args.large_transitions,
   }
-  report = {'machine': info, 'options': sampler_options(args), 'sizes': []}
+  report = {
+    'machine': info,
+    'options': {
+      **sampler_options(args, 'small'),
+      'num_workers_per_iterator': args.num_workers,
+    },
+    'sizes': [],
+  }
   try:
     for size in args.sizes.split(','):
       report['sizes'].append(run_size(size, sizes[size], args))
