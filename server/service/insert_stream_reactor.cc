@@ -136,17 +136,22 @@ void InsertStreamReactor::OnReadDone(bool ok) {
       FinishLocked(grpc::Status::OK);
       return;
     }
-    deepmind::reverb::InsertStreamRequest request;
-    if (absl::Status s = ParseRequest(read_buffer_, &request); !s.ok()) {
+    const size_t bytes = read_buffer_.Length();
+    if (absl::Status s = ParseRequest(read_buffer_, &request_); !s.ok()) {
       FinishLocked(ToGrpcStatus(s));
       return;
     }
     read_buffer_.Clear();
-    request_has_items_ = request.items_size() > 0;
-    if (absl::Status s = handler_.Start(std::move(request)); !s.ok()) {
+    request_has_items_ = request_.items_size() > 0;
+    if (absl::Status s = handler_.Start(&request_); !s.ok()) {
       FinishLocked(ToGrpcStatus(s));
       return;
     }
+    // request_ now holds the previous request's messages, reused by the next
+    // parse; not those of a large one, whose cleared payload strings keep
+    // their capacity.
+    if (held_request_bytes_ > kMaxReusedRequestBytes) request_ = {};
+    held_request_bytes_ = bytes;
     state_ = State::kInserting;
     Step();
   });

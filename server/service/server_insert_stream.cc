@@ -31,23 +31,23 @@ absl::StatusOr<TableItem> ServerInsertStream::MakeItem(
   return table_item;
 }
 
-absl::Status ServerInsertStream::Start(deepmind::reverb::InsertStreamRequest request) {
+absl::Status ServerInsertStream::Start(deepmind::reverb::InsertStreamRequest* request) {
   if (active_) {
     return absl::FailedPreconditionError("The previous InsertStreamRequest is not done.");
   }
-  if (request.chunks_size() == 0 && request.items_size() == 0) {
+  if (request->chunks_size() == 0 && request->items_size() == 0) {
     return absl::InvalidArgumentError("Request lacks both chunks and item");
   }
-  for (const ChunkData& chunk : request.chunks()) {
+  for (const ChunkData& chunk : request->chunks()) {
     if (chunks_.contains(chunk.chunk_key())) continue;
     if (absl::Status s = ValidateChunk(chunk); !s.ok()) return s;
   }
-  for (const ChunkData& chunk : request.chunks()) {
+  for (const ChunkData& chunk : request->chunks()) {
     const uint64_t key = chunk.chunk_key();
     if (!chunks_.contains(key)) chunks_.emplace(key, TableChunk::FromProto(chunk));
   }
-  request.clear_chunks();
-  request_ = std::move(request);
+  request->clear_chunks();
+  request_.Swap(request);
   next_item_ = 0;
   active_ = true;
   return absl::OkStatus();
@@ -112,7 +112,7 @@ absl::Status ServerInsertStream::KeepChunks() {
 absl::Status ServerInsertStream::Handle(deepmind::reverb::InsertStreamRequest request,
                                         std::vector<uint64_t>* confirmed, const Flush& flush,
                                         const std::function<bool()>& cancelled) {
-  if (absl::Status s = Start(std::move(request)); !s.ok()) return s;
+  if (absl::Status s = Start(&request); !s.ok()) return s;
   auto woken = std::make_shared<absl::Notification>();
   while (true) {
     auto wake = std::make_shared<Table::Waker>([woken] { woken->Notify(); });

@@ -60,9 +60,12 @@ class ServerInsertStream {
 
   explicit ServerInsertStream(TableLookup tables);
 
-  // Starts handling `request`: validates and stores its chunks. The previous
-  // request must be done (Continue returned kDone).
-  absl::Status Start(deepmind::reverb::InsertStreamRequest request);
+  // Starts handling `*request`: validates and stores its chunks. The
+  // previous request must be done (Continue returned kDone). The request is
+  // taken by swapping: `*request` is left holding the previous request's
+  // messages, which a caller parsing its next request into `*request`
+  // reuses instead of allocating them again.
+  absl::Status Start(deepmind::reverb::InsertStreamRequest* request);
 
   // Inserts the request's items in order, appending their keys to
   // `confirmed`, without blocking: kBlocked when the next item's table cannot

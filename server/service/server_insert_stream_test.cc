@@ -87,6 +87,31 @@ TEST_F(ServerInsertStreamTest, InsertsItemsAndKeepsOnlyTheNamedChunks) {
   EXPECT_EQ(table_->size(), 2);
 }
 
+TEST_F(ServerInsertStreamTest, StartHandsBackThePreviousRequestForReuse) {
+  // As the service does: every request parsed into one object, which Start
+  // swaps with the request it held before.
+  auto a = MakeChunk(1, 1, 2);
+  auto b = MakeChunk(2, 1, 2);
+  std::vector<uint64_t> confirmed;
+  const auto wake = std::make_shared<Table::Waker>([] {});
+  InsertStreamRequest reused = Request(10, {a});
+  reused.add_keep_chunk_keys(1);
+  ASSERT_TRUE(handler_.Start(&reused).ok());
+  EXPECT_EQ(reused.items_size(), 0);  // the handler's empty initial request
+  ASSERT_EQ(*handler_.Continue(&confirmed, wake), ServerInsertStream::Progress::kDone);
+  // The second request is parsed into the object Start gave back; nothing
+  // of the first (its item, its keep_chunk_keys) carries over.
+  ASSERT_TRUE(reused.ParseFromString(Request(11, {b}).SerializeAsString()));
+  ASSERT_TRUE(handler_.Start(&reused).ok());
+  ASSERT_EQ(reused.items_size(), 1);  // the first request, chunks cleared
+  EXPECT_EQ(reused.items(0).key(), 10u);
+  EXPECT_EQ(reused.chunks_size(), 0);
+  ASSERT_EQ(*handler_.Continue(&confirmed, wake), ServerInsertStream::Progress::kDone);
+  EXPECT_THAT(confirmed, ElementsAre(10, 11));
+  EXPECT_EQ(handler_.num_chunks(), 0u);  // the second request kept none
+  EXPECT_EQ(table_->size(), 2);
+}
+
 TEST_F(ServerInsertStreamTest, ItemOverAChunkTheStreamDoesNotHoldIsInvalidArgument) {
   ASSERT_TRUE(Handle(Request(10, {MakeChunk(1, 1)})).ok());  // chunk 1 not kept
   absl::Status status = Handle(Request(11, {MakeChunk(1, 1)}, /*send_chunks=*/false));
