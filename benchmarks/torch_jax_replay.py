@@ -275,19 +275,18 @@ tables {{ table_name: "{table}" sampler {{ uniform: true }}
 class TfReverbServer:
   """reverb_server in its own process, its table filled with the data."""
 
-  def __init__(self, size: str, data: Dict[str, Any]):
+  def __init__(self, table: str, data: Dict[str, Any]):
     sys.path.insert(0, os.path.join(ROOT, 'tests'))
     from shard_processes import ShardProcess  # pylint: disable=g-import-not-at-top
 
     import tf_reverb  # pylint: disable=g-import-not-at-top
 
     n = len(data['action'])
-    self.table = size
+    self.table = table
     self.process = ShardProcess(
-      config=SERVER_CONFIG.format(table=size, max_size=n)
+      config=SERVER_CONFIG.format(table=table, max_size=n)
     )
     self.address = self.process.address
-    self.size = size
     try:
       self._fill(tf_reverb.Client(self.address), data)
     except BaseException:
@@ -321,10 +320,16 @@ def workers_for(text: str, size: str) -> int:
   return int(counts.get(size, -1))
 
 
-def sampler_options(args: argparse.Namespace, size: str) -> Dict[str, Any]:
+def sampler_options(
+  args: argparse.Namespace, size: Optional[str] = None
+) -> Dict[str, Any]:
+  """tf_reverb's sampler options for `size` (None: as given, for the
+  report)."""
   return dict(
     max_in_flight_samples_per_worker=args.max_in_flight,
-    num_workers_per_iterator=workers_for(args.num_workers, size),
+    num_workers_per_iterator=args.num_workers
+    if size is None
+    else workers_for(args.num_workers, size),
     num_batching_threads=args.num_batching_threads,
     prefetch_batches=args.prefetch_batches,
   )
@@ -349,7 +354,7 @@ class TfReverbTorch(System):
 
   def begin(self):
     structure = {k: 0 for k in KEYS}
-    options = sampler_options(self.args, self.server.size)
+    options = sampler_options(self.args, self.server.table)  # named by size
     if self.module is not None:
       dataset = self.module.ReplayDataset(
         self.server.address,
@@ -411,7 +416,7 @@ class TfReverbJax(TfReverbTorch):
     import jax  # pylint: disable=g-import-not-at-top
 
     structure = {k: 0 for k in KEYS}
-    options = sampler_options(self.args, self.server.size)
+    options = sampler_options(self.args, self.server.table)  # named by size
     if self.module is not None:
       self.iterator = self.module.ReplayIterator(
         self.server.address,
@@ -890,26 +895,14 @@ def main():
   )
   print(
     'tf_reverb sampler options: '
-    + ', '.join(
-      f'{k}={v}'
-      for k, v in sampler_options(args, 'small').items()
-      if k != 'num_workers_per_iterator'
-    )
-    + f', num_workers_per_iterator={args.num_workers}'
+    + ', '.join(f'{k}={v}' for k, v in sampler_options(args).items())
     + f', prefetch_to_device={args.prefetch_to_device}'
   )
   sizes = {
     'small': args.small_transitions,
     'large': args.large_transitions,
   }
-  report = {
-    'machine': info,
-    'options': {
-      **sampler_options(args, 'small'),
-      'num_workers_per_iterator': args.num_workers,
-    },
-    'sizes': [],
-  }
+  report = {'machine': info, 'options': sampler_options(args), 'sizes': []}
   try:
     for size in args.sizes.split(','):
       report['sizes'].append(run_size(size, sizes[size], args))
