@@ -129,6 +129,11 @@ void InsertStreamReactor::StopWaitingLocked() {
   waker_.reset();  // withdraws it from the table
 }
 
+void InsertStreamReactor::ReleaseRequestLocked() {
+  request_ = nullptr;
+  arena_.Reset();
+}
+
 void InsertStreamReactor::OnReadDone(bool ok) {
   Locked([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (state_ == State::kFinished) return;
@@ -136,22 +141,17 @@ void InsertStreamReactor::OnReadDone(bool ok) {
       FinishLocked(grpc::Status::OK);
       return;
     }
-    const size_t bytes = read_buffer_.Length();
-    if (absl::Status s = ParseRequest(read_buffer_, &request_); !s.ok()) {
-      FinishLocked(ToGrpcStatus(s));
-      return;
-    }
+    request_ =
+        google::protobuf::Arena::CreateMessage<deepmind::reverb::InsertStreamRequest>(&arena_);
+    absl::Status parsed = ParseRequest(read_buffer_, request_);
     read_buffer_.Clear();
-    request_has_items_ = request_.items_size() > 0;
-    if (absl::Status s = handler_.Start(&request_); !s.ok()) {
-      FinishLocked(ToGrpcStatus(s));
+    if (parsed.ok()) parsed = handler_.Start(request_);
+    if (!parsed.ok()) {
+      ReleaseRequestLocked();
+      FinishLocked(ToGrpcStatus(parsed));
       return;
     }
-    // request_ now holds the previous request's messages, reused by the next
-    // parse; not those of a large one, whose cleared payload strings keep
-    // their capacity.
-    if (held_request_bytes_ > kMaxReusedRequestBytes) request_ = {};
-    held_request_bytes_ = bytes;
+    request_has_items_ = request_->items_size() > 0;
     state_ = State::kInserting;
     Step();
   });
@@ -166,6 +166,7 @@ void InsertStreamReactor::Step() {
     });
   });
   absl::StatusOr<ServerInsertStream::Progress> progress = handler_.Continue(&confirmed_, waker_);
+  if (!progress.ok() || *progress == ServerInsertStream::Progress::kDone) ReleaseRequestLocked();
   if (!progress.ok()) {
     FinishLocked(ToGrpcStatus(progress.status()));
     return;

@@ -24,13 +24,13 @@
 #define TF_REVERB_SERVER_SERVICE_INSERT_STREAM_REACTOR_H_
 
 #include <atomic>
-#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "google/protobuf/arena.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/status.h"
@@ -83,6 +83,8 @@ class InsertStreamReactor : public StreamReactor<InsertStreamReactor> {
   // status wins; Locked sends the Finish).
   void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StopWaitingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees the request once the handler no longer borrows it.
+  void ReleaseRequestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   friend class StreamReactor<InsertStreamReactor>;  // calls FinishLocked
 
@@ -97,13 +99,11 @@ class InsertStreamReactor : public StreamReactor<InsertStreamReactor> {
   // A confirmation is held until the log confirms.
   bool awaiting_log_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ByteBuffer read_buffer_;  // owned by the outstanding read
-  // What each request is parsed into; after ServerInsertStream::Start, the
-  // previous request's messages (reused by the next parse, fewer
-  // allocations per request).
-  deepmind::reverb::InsertStreamRequest request_ ABSL_GUARDED_BY(mu_);
-  // The size of the request the handler holds, which Start hands back.
-  size_t held_request_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  static constexpr size_t kMaxReusedRequestBytes = 64 << 10;
+  // Each request is parsed into request_, a message on arena_ (a few
+  // blocks instead of a heap allocation per message), which the handler
+  // borrows until the request is done; the arena is reset then.
+  google::protobuf::Arena arena_ ABSL_GUARDED_BY(mu_);
+  deepmind::reverb::InsertStreamRequest* request_ ABSL_GUARDED_BY(mu_) = nullptr;
   grpc::ByteBuffer write_buffer_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> confirmed_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<Table::Waker> waker_ ABSL_GUARDED_BY(mu_);

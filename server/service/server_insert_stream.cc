@@ -16,22 +16,22 @@ namespace tf_reverb {
 ServerInsertStream::ServerInsertStream(TableLookup tables) : tables_(std::move(tables)) {}
 
 absl::StatusOr<TableItem> ServerInsertStream::MakeItem(
-    deepmind::reverb::PrioritizedItem* item) const {
+    const deepmind::reverb::PrioritizedItem& item) const {
   TableItem table_item;
-  for (uint64_t key : UniqueChunkKeys(item->flat_trajectory())) {
+  for (uint64_t key : UniqueChunkKeys(item.flat_trajectory())) {
     auto it = chunks_.find(key);
     if (it == chunks_.end()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("Could not find sequence chunk ", key, " of item ", item->key(),
+          absl::StrCat("Could not find sequence chunk ", key, " of item ", item.key(),
                        ": this stream did not send it or no longer keeps it (keep_chunk_keys)."));
     }
     table_item.chunks.push_back(it->second);
   }
-  table_item.item = ItemRecord::FromProto(*item);
+  table_item.item = ItemRecord::FromProto(item);
   return table_item;
 }
 
-absl::Status ServerInsertStream::Start(deepmind::reverb::InsertStreamRequest* request) {
+absl::Status ServerInsertStream::Start(const deepmind::reverb::InsertStreamRequest* request) {
   if (active_) {
     return absl::FailedPreconditionError("The previous InsertStreamRequest is not done.");
   }
@@ -46,8 +46,7 @@ absl::Status ServerInsertStream::Start(deepmind::reverb::InsertStreamRequest* re
     const uint64_t key = chunk.chunk_key();
     if (!chunks_.contains(key)) chunks_.emplace(key, TableChunk::FromProto(chunk));
   }
-  request->clear_chunks();
-  request_.Swap(request);
+  request_ = request;
   next_item_ = 0;
   active_ = true;
   return absl::OkStatus();
@@ -61,6 +60,7 @@ absl::StatusOr<ServerInsertStream::Progress> ServerInsertStream::Continue(
     pending_.reset();
     pending_table_.reset();
   }
+  if (!active_) request_ = nullptr;  // no longer borrowed
   return progress;
 }
 
@@ -68,14 +68,14 @@ absl::StatusOr<ServerInsertStream::Progress> ServerInsertStream::ContinueRequest
     std::vector<uint64_t>* confirmed, const std::shared_ptr<Table::Waker>& wake) {
   if (!active_) return Progress::kDone;
   // A request of chunks only leaves the stream's chunks as they are.
-  if (request_.items_size() == 0) {
+  if (request_->items_size() == 0) {
     active_ = false;
     return Progress::kDone;
   }
-  while (next_item_ < request_.items_size()) {
+  while (next_item_ < request_->items_size()) {
     if (!pending_.has_value()) {
-      auto* item = request_.mutable_items(next_item_);
-      absl::StatusOr<std::shared_ptr<Table>> table = tables_(item->table());
+      const deepmind::reverb::PrioritizedItem& item = request_->items(next_item_);
+      absl::StatusOr<std::shared_ptr<Table>> table = tables_(item.table());
       if (!table.ok()) return table.status();
       absl::StatusOr<TableItem> table_item = MakeItem(item);
       if (!table_item.ok()) return table_item.status();
@@ -98,8 +98,8 @@ absl::StatusOr<ServerInsertStream::Progress> ServerInsertStream::ContinueRequest
 }
 
 absl::Status ServerInsertStream::KeepChunks() {
-  absl::flat_hash_set<uint64_t> keep(request_.keep_chunk_keys().begin(),
-                                     request_.keep_chunk_keys().end());
+  absl::flat_hash_set<uint64_t> keep(request_->keep_chunk_keys().begin(),
+                                     request_->keep_chunk_keys().end());
   absl::erase_if(chunks_, [&keep](const auto& entry) { return !keep.contains(entry.first); });
   if (chunks_.size() != keep.size()) {
     return absl::FailedPreconditionError(
@@ -112,7 +112,8 @@ absl::Status ServerInsertStream::KeepChunks() {
 absl::Status ServerInsertStream::Handle(deepmind::reverb::InsertStreamRequest request,
                                         std::vector<uint64_t>* confirmed, const Flush& flush,
                                         const std::function<bool()>& cancelled) {
-  if (absl::Status s = Start(&request); !s.ok()) return s;
+  owned_ = std::move(request);
+  if (absl::Status s = Start(&owned_); !s.ok()) return s;
   auto woken = std::make_shared<absl::Notification>();
   while (true) {
     auto wake = std::make_shared<Table::Waker>([woken] { woken->Notify(); });

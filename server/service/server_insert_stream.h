@@ -61,11 +61,11 @@ class ServerInsertStream {
   explicit ServerInsertStream(TableLookup tables);
 
   // Starts handling `*request`: validates and stores its chunks. The
-  // previous request must be done (Continue returned kDone). The request is
-  // taken by swapping: `*request` is left holding the previous request's
-  // messages, which a caller parsing its next request into `*request`
-  // reuses instead of allocating them again.
-  absl::Status Start(deepmind::reverb::InsertStreamRequest* request);
+  // previous request must be done (Continue returned kDone). `*request` is
+  // borrowed, not copied: it must stay unchanged until Continue returns
+  // kDone or an error (the service parses each request into an arena it
+  // resets then).
+  absl::Status Start(const deepmind::reverb::InsertStreamRequest* request);
 
   // Inserts the request's items in order, appending their keys to
   // `confirmed`, without blocking: kBlocked when the next item's table cannot
@@ -89,15 +89,17 @@ class ServerInsertStream {
   size_t num_chunks() const { return chunks_.size(); }
 
  private:
-  absl::StatusOr<TableItem> MakeItem(deepmind::reverb::PrioritizedItem* item) const;
+  absl::StatusOr<TableItem> MakeItem(const deepmind::reverb::PrioritizedItem& item) const;
   absl::StatusOr<Progress> ContinueRequest(std::vector<uint64_t>* confirmed,
                                            const std::shared_ptr<Table::Waker>& wake);
   absl::Status KeepChunks();
 
   TableLookup tables_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<const TableChunk>> chunks_;
-  // The request being handled and the index of its next item.
-  deepmind::reverb::InsertStreamRequest request_;
+  // The request being handled (null when none is) and the index of its
+  // next item; Handle's requests are kept in owned_.
+  const deepmind::reverb::InsertStreamRequest* request_ = nullptr;
+  deepmind::reverb::InsertStreamRequest owned_;
   int next_item_ = 0;
   bool active_ = false;
   // The next item, built once and kept while its table refuses it.
