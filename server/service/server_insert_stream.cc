@@ -32,7 +32,7 @@ absl::StatusOr<TableItem> ServerInsertStream::MakeItem(
 }
 
 absl::Status ServerInsertStream::Start(const deepmind::reverb::InsertStreamRequest* request) {
-  if (active_) {
+  if (request_ != nullptr) {
     return absl::FailedPreconditionError("The previous InsertStreamRequest is not done.");
   }
   if (request->chunks_size() == 0 && request->items_size() == 0) {
@@ -48,7 +48,6 @@ absl::Status ServerInsertStream::Start(const deepmind::reverb::InsertStreamReque
   }
   request_ = request;
   next_item_ = 0;
-  active_ = true;
   return absl::OkStatus();
 }
 
@@ -56,22 +55,18 @@ absl::StatusOr<ServerInsertStream::Progress> ServerInsertStream::Continue(
     std::vector<uint64_t>* confirmed, const std::shared_ptr<Table::Waker>& wake) {
   absl::StatusOr<Progress> progress = ContinueRequest(confirmed, wake);
   if (!progress.ok()) {  // an error ends the request
-    active_ = false;
     pending_.reset();
     pending_table_.reset();
   }
-  if (!active_) request_ = nullptr;  // no longer borrowed
+  if (!progress.ok() || *progress == Progress::kDone) request_ = nullptr;  // no longer borrowed
   return progress;
 }
 
 absl::StatusOr<ServerInsertStream::Progress> ServerInsertStream::ContinueRequest(
     std::vector<uint64_t>* confirmed, const std::shared_ptr<Table::Waker>& wake) {
-  if (!active_) return Progress::kDone;
+  if (request_ == nullptr) return Progress::kDone;
   // A request of chunks only leaves the stream's chunks as they are.
-  if (request_->items_size() == 0) {
-    active_ = false;
-    return Progress::kDone;
-  }
+  if (request_->items_size() == 0) return Progress::kDone;
   while (next_item_ < request_->items_size()) {
     if (!pending_.has_value()) {
       const deepmind::reverb::PrioritizedItem& item = request_->items(next_item_);
@@ -92,7 +87,6 @@ absl::StatusOr<ServerInsertStream::Progress> ServerInsertStream::ContinueRequest
     pending_table_.reset();
     ++next_item_;
   }
-  active_ = false;
   if (absl::Status s = KeepChunks(); !s.ok()) return s;
   return Progress::kDone;
 }
@@ -112,8 +106,7 @@ absl::Status ServerInsertStream::KeepChunks() {
 absl::Status ServerInsertStream::Handle(deepmind::reverb::InsertStreamRequest request,
                                         std::vector<uint64_t>* confirmed, const Flush& flush,
                                         const std::function<bool()>& cancelled) {
-  owned_ = std::move(request);
-  if (absl::Status s = Start(&owned_); !s.ok()) return s;
+  if (absl::Status s = Start(&request); !s.ok()) return s;
   auto woken = std::make_shared<absl::Notification>();
   while (true) {
     auto wake = std::make_shared<Table::Waker>([woken] { woken->Notify(); });
@@ -121,12 +114,12 @@ absl::Status ServerInsertStream::Handle(deepmind::reverb::InsertStreamRequest re
     if (!progress.ok()) return progress.status();
     if (*progress == Progress::kDone) return absl::OkStatus();
     if (!confirmed->empty() && !flush(confirmed)) {
-      active_ = false;
+      request_ = nullptr;
       return absl::OkStatus();
     }
     while (!woken->WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
       if (cancelled && cancelled()) {
-        active_ = false;
+        request_ = nullptr;
         return absl::CancelledError("The call was cancelled.");
       }
     }

@@ -96,12 +96,10 @@ class ServerInsertStream {
 
   TableLookup tables_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<const TableChunk>> chunks_;
-  // The request being handled (null when none is) and the index of its
-  // next item; Handle's requests are kept in owned_.
+  // The request being handled, borrowed from Start (null when none is),
+  // and the index of its next item.
   const deepmind::reverb::InsertStreamRequest* request_ = nullptr;
-  deepmind::reverb::InsertStreamRequest owned_;
   int next_item_ = 0;
-  bool active_ = false;
   // The next item, built once and kept while its table refuses it.
   std::shared_ptr<Table> pending_table_;
   std::optional<TableItem> pending_;
