@@ -24,7 +24,7 @@ ROOT=$PWD
 log() { echo "[fuzz] $*" >&2; }
 
 TARGETS_ALL=(chunk_codec_fuzzer checkpoint_record_fuzzer structured_writer_config_fuzzer
-             signature_fuzzer insert_stream_fuzzer)
+             signature_fuzzer insert_stream_fuzzer insert_request_fuzzer)
 
 seconds=60
 runs=""

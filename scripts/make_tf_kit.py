@@ -7,7 +7,10 @@ and tf_config.txt (line 1: the TensorFlow version; line 2: its compile
 defines, e.g. "_GLIBCXX_USE_CXX11_ABI=1 EIGEN_MAX_ALIGN_BYTES=64"), which is
 written last: a kit without it is incomplete. About 210-350 MB against the 1.3-1.6
 GB of a venv with TensorFlow, so scripts/build_wheel.sh keeps kits, not venvs
-(TF_REVERB_TF_KITS, read by third_party/local_config.bzl).
+(TF_REVERB_TF_KITS, read by third_party/local_config.bzl). Files are
+hard-linked where the kit is on the venv's file system (scripts/build_wheel.sh
+deletes the venv afterwards, so the kit costs no second copy of them while
+both exist), copied elsewhere.
 """
 
 import os
@@ -15,6 +18,15 @@ import shutil
 import sys
 
 import tensorflow as tf
+
+
+def _link_or_copy(source: str, destination: str) -> str:
+  """Hard-links `source` to `destination`, or copies it where it cannot."""
+  try:
+    os.link(source, destination)
+  except OSError:
+    shutil.copy2(source, destination)
+  return destination
 
 
 def main(kit: str) -> None:
@@ -26,8 +38,9 @@ def main(kit: str) -> None:
     tf.sysconfig.get_include(),
     os.path.join(kit, 'include'),
     ignore=shutil.ignore_patterns('*.so', '*.so.*'),
+    copy_function=_link_or_copy,
   )
-  shutil.copy2(
+  _link_or_copy(
     os.path.join(tf.sysconfig.get_lib(), 'libtensorflow_framework.so.2'),
     os.path.join(kit, 'libtensorflow_framework.so.2'),
   )

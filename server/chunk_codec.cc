@@ -436,10 +436,6 @@ absl::Status ValidateTensor(const TensorView& view, ChunkCompression compression
   return ZstdValidate(content, *total);
 }
 
-absl::Status ValidateTensorProto(const tfp::TensorProto& proto, ChunkCompression compression) {
-  return ValidateTensor(TensorViewOf(proto), compression);
-}
-
 absl::StatusOr<tfp::TensorProto> CompressTensor(const Tensor& tensor, bool delta_encode,
                                                 ChunkCompression compression, int zstd_level) {
   if (absl::Status s = ValidateTensor(tensor); !s.ok()) return s;

@@ -95,8 +95,6 @@ inline constexpr int64_t kMaxChunkTensorBytes = (int64_t{1} << 31) - 1;
 // nothing after it), DT_STRING contents whose length prefixes account for
 // every byte. INVALID_ARGUMENT for dtypes/codecs, DATA_LOSS for the rest.
 absl::Status ValidateTensor(const TensorView& tensor, ChunkCompression compression);
-absl::Status ValidateTensorProto(const ::tf_reverb::tf::TensorProto& proto,
-                                 ChunkCompression compression);
 
 // Encodes `tensor` (already stacked, [T, ...]) as a chunk TensorProto.
 absl::StatusOr<::tf_reverb::tf::TensorProto> CompressTensor(const Tensor& tensor, bool delta_encode,

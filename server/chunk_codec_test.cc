@@ -406,7 +406,7 @@ TEST(ChunkCodecTest, SizesThePayloadCannotHoldAreRefusedBeforeAllocating) {
     absl::Status slice = DecompressRowsInto(proto, false, codec, 0, 1, &row);
     EXPECT_EQ(slice.code(), absl::StatusCode::kDataLoss);
     EXPECT_THAT(slice.message(), HasSubstr("cannot decode to"));
-    EXPECT_FALSE(ValidateTensorProto(proto, codec).ok());
+    EXPECT_FALSE(ValidateTensor(TensorViewOf(proto), codec).ok());
   }
 }
 

@@ -8,21 +8,25 @@
 namespace tf_reverb {
 
 absl::Status ValidateChunk(const deepmind::reverb::ChunkData& chunk) {
-  const std::string name = absl::StrCat("Chunk ", chunk.chunk_key());
-  if (absl::Status s = CheckCompression(chunk.compression()); !s.ok()) {
+  return ValidateChunkView(ChunkViewOf(chunk));
+}
+
+absl::Status ValidateChunkView(const ChunkView& chunk) {
+  const std::string name = absl::StrCat("Chunk ", chunk.key);
+  if (absl::Status s = CheckCompression(chunk.compression); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
   }
-  const int tensors = chunk.data().tensors_size();
+  const int tensors = static_cast<int>(chunk.tensors.size());
   if (tensors == 0) {
     return absl::InvalidArgumentError(absl::StrCat(name, " holds no tensors."));
   }
   for (int i = 0; i < tensors; ++i) {
-    const auto& tensor = chunk.data().tensors(i);
-    if (tensor.tensor_shape().unknown_rank()) {
+    const TensorView& tensor = chunk.tensors[i];
+    if (tensor.unknown_rank) {
       return absl::InvalidArgumentError(
           absl::StrCat(name, " tensor ", i, ": tensor_shape.unknown_rank is set."));
     }
-    const int rank = tensor.tensor_shape().dim_size();
+    const int rank = static_cast<int>(tensor.shape.size());
     if (rank == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(name, " tensor ", i, ": tensor_shape has no leading (time) dimension."));
@@ -32,7 +36,7 @@ absl::Status ValidateChunk(const deepmind::reverb::ChunkData& chunk) {
                                                      rank, " dimensions, more than ",
                                                      kMaxChunkTensorRank, "."));
     }
-    if (absl::Status s = ValidateTensorProto(tensor, chunk.compression()); !s.ok()) {
+    if (absl::Status s = ValidateTensor(tensor, chunk.compression); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(name, " tensor ", i, ": ", s.message()));
     }
   }

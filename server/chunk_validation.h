@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "schema.pb.h"
+#include "server/chunk_view.h"
 
 namespace tf_reverb {
 
@@ -19,10 +20,12 @@ inline constexpr int kMaxChunkTensorRank = 254;
 
 // Checks `chunk` completely: a codec this build decodes, at least one
 // tensor, and every tensor with a leading (time) dimension, at most
-// kMaxChunkTensorRank dimensions and a payload ValidateTensorProto accepts
+// kMaxChunkTensorRank dimensions and a payload ValidateTensor (chunk_codec.h) accepts
 // (dtype stored by the core, size within kMaxChunkTensorBytes, declared and
 // actual decoded sizes equal to shape x dtype size, strings parsable).
 absl::Status ValidateChunk(const deepmind::reverb::ChunkData& chunk);
+// The same checks on a chunk's view (for a chunk kept as its wire bytes).
+absl::Status ValidateChunkView(const ChunkView& chunk);
 
 }  // namespace tf_reverb
 

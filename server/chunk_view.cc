@@ -1,6 +1,7 @@
 #include "server/chunk_view.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -14,7 +15,13 @@ absl::Status Corrupt(absl::string_view what) {
   return absl::DataLossError(absl::StrCat("Corrupt stored chunk: ", what, "."));
 }
 
-absl::Status ReadShape(absl::string_view bytes, TensorView* out) {
+// Protobuf stores an int32 enum's varint truncated; a plain encoding has
+// none that needs truncating.
+bool FitsEnum(uint64_t value) { return value <= uint64_t{0x7fffffff}; }
+
+// Each reader below sets `*plain` to false (when not null) on anything
+// outside the plain subset (see ChunkViewOfWire).
+absl::Status ReadShape(absl::string_view bytes, TensorView* out, bool* plain) {
   WireReader shape(bytes);
   int field = 0, type = 0;
   while (!shape.done() && shape.NextTag(&field, &type)) {
@@ -28,32 +35,40 @@ absl::Status ReadShape(absl::string_view bytes, TensorView* out) {
         if (field == 1 && type == WireReader::kVarint) {
           if (dim.Varint(&value)) size = static_cast<int64_t>(value);
         } else {
+          *plain = false;  // a name (a string protobuf checks for UTF-8), or unknown
           dim.Skip(type);
         }
       }
       if (!dim.ok()) return Corrupt("unreadable dimension");
+      if (dim.beyond_protobuf()) *plain = false;
       out->shape.push_back(size);
     } else if (field == 3 && type == WireReader::kVarint) {  // unknown_rank
       uint64_t value = 0;
       if (shape.Varint(&value)) out->unknown_rank = value != 0;
     } else {
+      *plain = false;
       shape.Skip(type);
     }
   }
+  if (shape.beyond_protobuf()) *plain = false;
   return shape.ok() ? absl::OkStatus() : Corrupt("unreadable tensor shape");
 }
 
-absl::Status ReadTensor(absl::string_view bytes, TensorView* out) {
+absl::Status ReadTensor(absl::string_view bytes, TensorView* out, bool* plain) {
   WireReader tensor(bytes);
   int field = 0, type = 0;
   while (!tensor.done() && tensor.NextTag(&field, &type)) {
     absl::string_view value;
     uint64_t number = 0;
     if (field == 1 && type == WireReader::kVarint) {
-      if (tensor.Varint(&number)) out->dtype = static_cast<DataType>(number);
+      if (!tensor.Varint(&number)) break;
+      if (!FitsEnum(number)) *plain = false;
+      out->dtype = static_cast<DataType>(static_cast<int32_t>(number));
     } else if (field == 2 && type == WireReader::kLengthDelimited) {
       if (!tensor.Bytes(&value)) break;
-      if (absl::Status s = ReadShape(value, out); !s.ok()) return s;
+      if (absl::Status s = ReadShape(value, out, plain); !s.ok()) return s;
+    } else if (field == 3 && type == WireReader::kVarint) {  // version_number
+      tensor.Varint(&number);
     } else if (field == 4 && type == WireReader::kLengthDelimited) {
       if (!tensor.Bytes(&value)) break;
       out->content.clear();
@@ -61,10 +76,29 @@ absl::Status ReadTensor(absl::string_view bytes, TensorView* out) {
     } else if (field == 8 && type == WireReader::kLengthDelimited) {
       if (tensor.Bytes(&value)) out->string_val.push_back(value);
     } else {
+      *plain = false;
       tensor.Skip(type);
     }
   }
+  if (tensor.beyond_protobuf()) *plain = false;
   return tensor.ok() ? absl::OkStatus() : Corrupt("unreadable tensor");
+}
+
+// SequenceRange: only its episode_id is kept.
+absl::Status ReadSequenceRange(absl::string_view bytes, uint64_t* episode_id, bool* plain) {
+  WireReader range(bytes);
+  int field = 0, type = 0;
+  while (!range.done() && range.NextTag(&field, &type)) {
+    uint64_t number = 0;
+    if (field >= 1 && field <= 4 && type == WireReader::kVarint) {
+      if (range.Varint(&number) && field == 1) *episode_id = number;
+    } else {
+      *plain = false;
+      range.Skip(type);
+    }
+  }
+  if (range.beyond_protobuf()) *plain = false;
+  return range.ok() ? absl::OkStatus() : Corrupt("unreadable sequence range");
 }
 
 }  // namespace
@@ -91,6 +125,8 @@ ChunkView ChunkViewOf(const deepmind::reverb::ChunkData& chunk,
   view.key = chunk.chunk_key();
   view.delta_encoded = chunk.delta_encoded();
   view.compression = chunk.compression();
+  view.episode_id = chunk.sequence_range().episode_id();
+  view.uncompressed_size = chunk.data_uncompressed_size();
   const int n = chunk.data().tensors_size();
   view.tensors.reserve(n);
   for (int i = 0; i < n; ++i) {
@@ -103,38 +139,56 @@ ChunkView ChunkViewOf(const deepmind::reverb::ChunkData& chunk,
   return view;
 }
 
-absl::StatusOr<ChunkView> ChunkViewOfWire(absl::string_view wire) {
+absl::StatusOr<ChunkView> ChunkViewOfWire(absl::string_view wire, bool* plain) {
+  bool ignored = true;
+  if (plain == nullptr) plain = &ignored;
+  *plain = true;
   ChunkView view;
   WireReader chunk(wire);
   int field = 0, type = 0;
   while (!chunk.done() && chunk.NextTag(&field, &type)) {
     uint64_t number = 0;
+    absl::string_view bytes;
     if (field == 1 && type == WireReader::kVarint) {
       if (chunk.Varint(&number)) view.key = number;
+    } else if (field == 2 && type == WireReader::kLengthDelimited) {  // sequence_range
+      if (!chunk.Bytes(&bytes)) break;
+      if (absl::Status s = ReadSequenceRange(bytes, &view.episode_id, plain); !s.ok()) return s;
     } else if (field == 4 && type == WireReader::kVarint) {
       if (chunk.Varint(&number)) view.delta_encoded = number != 0;
-    } else if (field == 1000 && type == WireReader::kVarint) {
-      if (chunk.Varint(&number)) view.compression = static_cast<ChunkCompression>(number);
     } else if (field == 5 && type == WireReader::kLengthDelimited) {  // data
-      absl::string_view data_bytes;
-      if (!chunk.Bytes(&data_bytes)) break;
-      WireReader data(data_bytes);
+      if (!chunk.Bytes(&bytes)) break;
+      WireReader data(bytes);
       while (!data.done() && data.NextTag(&field, &type)) {
         absl::string_view tensor_bytes;
         if (field == 1 && type == WireReader::kLengthDelimited) {
           if (!data.Bytes(&tensor_bytes)) break;
           view.tensors.emplace_back();
-          if (absl::Status s = ReadTensor(tensor_bytes, &view.tensors.back()); !s.ok()) return s;
+          if (absl::Status s = ReadTensor(tensor_bytes, &view.tensors.back(), plain); !s.ok()) {
+            return s;
+          }
         } else {
+          *plain = false;
           data.Skip(type);
         }
       }
       if (!data.ok()) return Corrupt("unreadable data");
+      if (data.beyond_protobuf()) *plain = false;
+    } else if (field == 6 && type == WireReader::kVarint) {  // data_tensors_len
+      chunk.Varint(&number);
+    } else if (field == 7 && type == WireReader::kVarint) {
+      if (chunk.Varint(&number)) view.uncompressed_size = static_cast<int64_t>(number);
+    } else if (field == 1000 && type == WireReader::kVarint) {
+      if (!chunk.Varint(&number)) break;
+      if (!FitsEnum(number)) *plain = false;
+      view.compression = static_cast<ChunkCompression>(static_cast<int32_t>(number));
     } else {
+      *plain = false;  // deprecated_data, or a field this build does not know
       chunk.Skip(type);
     }
   }
   if (!chunk.ok()) return Corrupt("unreadable chunk");
+  if (chunk.beyond_protobuf()) *plain = false;
   return view;
 }
 

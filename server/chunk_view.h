@@ -46,6 +46,8 @@ struct TensorView {
 
 struct ChunkView {
   uint64_t key = 0;
+  uint64_t episode_id = 0;        // ChunkData.sequence_range.episode_id
+  int64_t uncompressed_size = 0;  // ChunkData.data_uncompressed_size
   bool delta_encoded = false;
   ChunkCompression compression = ::deepmind::reverb::ChunkData::COMPRESSION_SNAPPY;
   absl::InlinedVector<TensorView, 1> tensors;  // ChunkData.data.tensors
@@ -60,9 +62,18 @@ ChunkView ChunkViewOf(const deepmind::reverb::ChunkData& chunk,
                       const std::vector<std::vector<absl::string_view>>* payloads = nullptr);
 
 // A view of the serialized ChunkData `wire` (fields it does not use are
-// skipped; the chunk's sequence range is not read). DATA_LOSS when `wire` is
-// not a well-formed encoding.
-absl::StatusOr<ChunkView> ChunkViewOfWire(absl::string_view wire);
+// skipped). DATA_LOSS when `wire` is not a well-formed encoding.
+//
+// With `plain`, also tells whether `wire` keeps to the plain subset of the
+// encoding, what writers send: only ChunkData's fields other than
+// deprecated_data, each with its own wire type, the same within the nested
+// messages (no TensorProto field beyond dtype, tensor_shape, version_number,
+// tensor_content and string_val; no dimension name) and enum values within
+// int32. For a plain encoding the view holds exactly what protobuf parses
+// (repeated fields accumulate, the last of a singular field wins), and
+// protobuf would accept it: so a plain chunk can be kept as the bytes it
+// came in, and anything else is left to protobuf.
+absl::StatusOr<ChunkView> ChunkViewOfWire(absl::string_view wire, bool* plain = nullptr);
 
 // The views of an item's or a sample's chunks, found by key.
 class ChunkViews {

@@ -32,6 +32,8 @@ std::string Joined(const TensorView& tensor) {
 
 void ExpectSameView(const ChunkView& a, const ChunkView& b) {
   EXPECT_EQ(a.key, b.key);
+  EXPECT_EQ(a.episode_id, b.episode_id);
+  EXPECT_EQ(a.uncompressed_size, b.uncompressed_size);
   EXPECT_EQ(a.delta_encoded, b.delta_encoded);
   EXPECT_EQ(a.compression, b.compression);
   ASSERT_EQ(a.tensors.size(), b.tensors.size());
@@ -137,6 +139,69 @@ TEST(ChunkViewTest, SkipsFieldsItDoesNotRead) {
   absl::StatusOr<ChunkView> view = ChunkViewOfWire(wire);
   ASSERT_TRUE(view.ok()) << view.status();
   ExpectSameView(*view, ChunkViewOf(chunk));
+}
+
+TEST(ChunkViewTest, WritersChunksArePlain) {
+  for (const ChunkData& chunk : SampleChunks()) {
+    bool plain = false;
+    const std::string wire = chunk.SerializeAsString();
+    absl::StatusOr<ChunkView> view = ChunkViewOfWire(wire, &plain);
+    ASSERT_TRUE(view.ok()) << view.status();
+    EXPECT_TRUE(plain);
+    EXPECT_EQ(view->episode_id, 77u);
+    EXPECT_EQ(view->uncompressed_size, chunk.data_uncompressed_size());
+    EXPECT_GT(view->uncompressed_size, 0);
+  }
+}
+
+// Fields repeated where protobuf merges them: the view reads what protobuf
+// parses, and the encoding is still plain.
+TEST(ChunkViewTest, PlainViewMergesAsProtobufDoes) {
+  const ChunkData first = SampleChunks()[0];
+  ChunkData second;
+  second.set_chunk_key(9);
+  second.mutable_sequence_range()->set_start(4);  // episode_id not repeated: the first stays
+  *second.mutable_data()->add_tensors() = first.data().tensors(1);
+  second.mutable_data()->mutable_tensors(0)->mutable_tensor_shape()->add_dim()->set_size(1);
+  const std::string wire = first.SerializeAsString() + second.SerializeAsString();
+  ChunkData parsed;
+  ASSERT_TRUE(parsed.ParseFromString(wire));
+  bool plain = false;
+  absl::StatusOr<ChunkView> view = ChunkViewOfWire(wire, &plain);
+  ASSERT_TRUE(view.ok()) << view.status();
+  EXPECT_TRUE(plain);
+  ExpectSameView(*view, ChunkViewOf(parsed));
+  EXPECT_EQ(view->key, 9u);
+  EXPECT_EQ(view->episode_id, 77u);
+  EXPECT_EQ(view->tensors.size(), 4u);
+}
+
+// Whatever the view would read differently from protobuf, or protobuf
+// would refuse, is not plain.
+TEST(ChunkViewTest, OtherEncodingsAreNotPlain) {
+  const ChunkData base = SampleChunks()[0];
+  std::vector<std::string> wires;
+  ChunkData chunk = base;
+  chunk.mutable_data()->mutable_tensors(0)->add_int64_val(1);
+  wires.push_back(chunk.SerializeAsString());
+  chunk = base;
+  chunk.mutable_data()->mutable_tensors(0)->mutable_tensor_shape()->mutable_dim(0)->set_name("t");
+  wires.push_back(chunk.SerializeAsString());
+  // deprecated_data (field 3) holding an empty TensorProto.
+  wires.push_back(base.SerializeAsString() + std::string("\x1a\x00", 2));
+  wires.push_back(base.SerializeAsString() + std::string("\xa8\x1f\x05", 3));  // field 501
+  // chunk_key's tag zero-padded to 6 bytes (protobuf reads at most 5).
+  wires.push_back(std::string("\x88\x80\x80\x80\x80\x00\x05", 7) + base.SerializeAsString());
+  // A 6-byte length prefix for the sequence range.
+  wires.push_back(base.SerializeAsString() + std::string("\x12\x80\x80\x80\x80\x80\x00", 7));
+  // compression beyond int32 (protobuf truncates it).
+  wires.push_back(base.SerializeAsString() + std::string("\xc0\x3e\x81\x80\x80\x80\x10", 7));
+  for (const std::string& wire : wires) {
+    bool plain = true;
+    absl::StatusOr<ChunkView> view = ChunkViewOfWire(wire, &plain);
+    ASSERT_TRUE(view.ok()) << view.status() << " " << absl::CEscape(wire.substr(0, 16));
+    EXPECT_FALSE(plain) << absl::CEscape(wire.substr(0, 16));
+  }
 }
 
 TEST(ChunkViewTest, MalformedBytesAreDataLoss) {

@@ -1,5 +1,7 @@
 #include "server/table_chunk.h"
 
+#include <cstdint>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -7,16 +9,40 @@
 #include "server/chunk_validation.h"
 
 namespace tf_reverb {
-TableChunk::TableChunk(Token, const ChunkData& chunk, std::string wire)
+namespace {
+
+int64_t PayloadBytes(const ChunkView& view) {
+  int64_t bytes = 0;
+  for (const TensorView& tensor : view.tensors)
+    bytes += static_cast<int64_t>(tensor.content_size());
+  return bytes;
+}
+
+}  // namespace
+
+TableChunk::TableChunk(Token, const ChunkView& view, std::string wire)
     : wire_(std::move(wire)),
-      key_(chunk.chunk_key()),
-      episode_id_(chunk.sequence_range().episode_id()),
-      stored_bytes_(ChunkPayloadBytes(chunk)),
-      uncompressed_bytes_(chunk.data_uncompressed_size()),
-      compression_(chunk.compression()) {}
+      key_(view.key),
+      episode_id_(view.episode_id),
+      stored_bytes_(PayloadBytes(view)),
+      uncompressed_bytes_(view.uncompressed_size),
+      compression_(view.compression) {}
 
 std::shared_ptr<const TableChunk> TableChunk::FromProto(const ChunkData& chunk) {
-  return std::make_shared<const TableChunk>(Token(), chunk, chunk.SerializeAsString());
+  return std::make_shared<const TableChunk>(Token(), ChunkViewOf(chunk), chunk.SerializeAsString());
+}
+
+absl::StatusOr<std::shared_ptr<const TableChunk>> TableChunk::FromPlainWire(std::string wire) {
+  bool plain = false;
+  absl::StatusOr<ChunkView> view = ChunkViewOfWire(wire, &plain);
+  if (!view.ok() || !plain) {
+    return absl::FailedPreconditionError("The chunk's bytes are not in the plain encoding.");
+  }
+  if (absl::Status s = ValidateChunkView(*view); !s.ok()) return s;
+  // The view points into `wire`'s buffer, which the move may not keep (a
+  // short string's bytes live inside it): the constructor reads only the
+  // view's scalars.
+  return std::make_shared<const TableChunk>(Token(), *view, std::move(wire));
 }
 
 absl::StatusOr<std::shared_ptr<const TableChunk>> TableChunk::FromWire(absl::string_view wire) {
@@ -24,8 +50,9 @@ absl::StatusOr<std::shared_ptr<const TableChunk>> TableChunk::FromWire(absl::str
   if (!chunk.ParseFromArray(wire.data(), static_cast<int>(wire.size()))) {
     return absl::DataLossError("A stored chunk is not a readable ChunkData.");
   }
-  if (absl::Status s = ValidateChunk(chunk); !s.ok()) return s;
-  return std::make_shared<const TableChunk>(Token(), chunk, std::string(wire));
+  const ChunkView view = ChunkViewOf(chunk);
+  if (absl::Status s = ValidateChunkView(view); !s.ok()) return s;
+  return std::make_shared<const TableChunk>(Token(), view, std::string(wire));
 }
 
 absl::StatusOr<ChunkView> TableChunk::View() const { return ChunkViewOfWire(wire_); }

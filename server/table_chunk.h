@@ -10,8 +10,10 @@
 // Contract: immutable once made, so shared freely between threads (tables,
 // samples in flight, insert streams) by std::shared_ptr<const TableChunk>.
 // FromProto takes a chunk ValidateChunk (chunk_validation.h) accepted;
-// FromWire validates itself and returns INVALID_ARGUMENT or DATA_LOSS as
-// ValidateChunk does for what it rejects, DATA_LOSS for unparsable bytes.
+// FromWire validates itself and returns INVALID_ARGUMENT as ValidateChunk
+// does for what it rejects, DATA_LOSS for unparsable bytes; FromPlainWire
+// validates the same way and returns FAILED_PRECONDITION for bytes that are
+// not a plain encoding (chunk_view.h), which its caller parses instead.
 #ifndef TF_REVERB_SERVER_TABLE_CHUNK_H_
 #define TF_REVERB_SERVER_TABLE_CHUNK_H_
 
@@ -34,6 +36,10 @@ class TableChunk {
   static std::shared_ptr<const TableChunk> FromProto(const ChunkData& chunk);
   // Parses and validates a serialized ChunkData.
   static absl::StatusOr<std::shared_ptr<const TableChunk>> FromWire(absl::string_view wire);
+  // Validates a serialized ChunkData in the plain encoding
+  // (ChunkViewOfWire) and keeps `wire` itself, without parsing or copying
+  // it: how an inserted chunk is stored (server/service/insert_request.h).
+  static absl::StatusOr<std::shared_ptr<const TableChunk>> FromPlainWire(std::string wire);
 
   TableChunk(const TableChunk&) = delete;
   TableChunk& operator=(const TableChunk&) = delete;
@@ -61,7 +67,8 @@ class TableChunk {
     friend class TableChunk;
     Token() = default;
   };
-  TableChunk(Token, const ChunkData& chunk, std::string wire);
+  // `view` is of the chunk `wire` encodes (only its scalars are read).
+  TableChunk(Token, const ChunkView& view, std::string wire);
 
  private:
   const std::string wire_;

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -10,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "schema.pb.h"
 #include "server/chunk_codec.h"
+#include "server/chunk_validation.h"
 #include "server/chunk_view.h"
 #include "server/tensor.h"
 #include "server/testing/tensor_testing.h"
@@ -67,6 +69,53 @@ TEST(TableChunkTest, FromWireValidates) {
   ChunkData corrupt = proto;
   corrupt.mutable_data()->mutable_tensors(0)->set_tensor_content("not snappy");
   EXPECT_FALSE(TableChunk::FromWire(corrupt.SerializeAsString()).ok());
+}
+
+TEST(TableChunkTest, FromPlainWireKeepsTheBytesItWasGiven) {
+  for (CodecPolicy codec : {CodecPolicy::kSnappy, CodecPolicy::kZstd}) {
+    const ChunkData proto = FloatChunk(codec);
+    // A plain encoding protobuf would not write itself (data split in two).
+    ChunkData second_half;
+    *second_half.mutable_data()->add_tensors() = proto.data().tensors(0);
+    ChunkData first_half = proto;
+    first_half.mutable_data()->clear_tensors();
+    const std::string wire = first_half.SerializeAsString() + second_half.SerializeAsString();
+    std::string given = wire;
+    const char* const bytes = given.data();
+    absl::StatusOr<std::shared_ptr<const TableChunk>> chunk =
+        TableChunk::FromPlainWire(std::move(given));
+    ASSERT_TRUE(chunk.ok()) << chunk.status();
+    const std::shared_ptr<const TableChunk> from_proto = TableChunk::FromProto(proto);
+    EXPECT_EQ((*chunk)->wire(), wire);
+    EXPECT_EQ((*chunk)->wire().data(), bytes);  // kept, not copied
+    EXPECT_EQ((*chunk)->key(), from_proto->key());
+    EXPECT_EQ((*chunk)->episode_id(), from_proto->episode_id());
+    EXPECT_EQ((*chunk)->compression(), from_proto->compression());
+    EXPECT_EQ((*chunk)->stored_bytes(), from_proto->stored_bytes());
+    EXPECT_EQ((*chunk)->uncompressed_bytes(), from_proto->uncompressed_bytes());
+    EXPECT_EQ((*chunk)->ToProto().SerializeAsString(), proto.SerializeAsString());
+  }
+}
+
+TEST(TableChunkTest, FromPlainWireValidatesAsValidateChunk) {
+  ChunkData empty;
+  empty.set_chunk_key(1);
+  absl::StatusOr<std::shared_ptr<const TableChunk>> chunk =
+      TableChunk::FromPlainWire(empty.SerializeAsString());
+  EXPECT_EQ(chunk.status(), ValidateChunk(empty));
+  EXPECT_EQ(chunk.status().code(), absl::StatusCode::kInvalidArgument);
+  ChunkData corrupt = FloatChunk(CodecPolicy::kSnappy);
+  corrupt.mutable_data()->mutable_tensors(0)->set_tensor_content("not snappy");
+  EXPECT_EQ(TableChunk::FromPlainWire(corrupt.SerializeAsString()).status(),
+            ValidateChunk(corrupt));
+  EXPECT_FALSE(ValidateChunk(corrupt).ok());
+  // Not plain: left to protobuf.
+  ChunkData named = FloatChunk(CodecPolicy::kSnappy);
+  named.mutable_data()->mutable_tensors(0)->mutable_tensor_shape()->mutable_dim(0)->set_name("t");
+  EXPECT_EQ(TableChunk::FromPlainWire(named.SerializeAsString()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(TableChunk::FromPlainWire(std::string("\x0a\xff", 2)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

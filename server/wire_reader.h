@@ -31,13 +31,19 @@ class WireReader {
 
   bool done() const { return rest_.empty(); }
   bool ok() const { return ok_; }
+  // Whether a tag or a length prefix was read that protobuf's parser refuses
+  // though this reader takes it: one of more than the 5 bytes protobuf reads
+  // there (zero-padded), or a length of 2 GiB - 16 or more.
+  bool beyond_protobuf() const { return beyond_protobuf_; }
   // The bytes not read yet.
   absl::string_view rest() const { return rest_; }
 
   // The next field's number and wire type.
   bool NextTag(int* field, int* wire_type) {
     uint64_t tag = 0;
+    const size_t before = rest_.size();
     if (!Varint(&tag) || (tag >> 3) == 0 || (tag >> 3) > (uint64_t{1} << 29)) return Fail();
+    if (before - rest_.size() > kMaxPrefixBytes) beyond_protobuf_ = true;
     *field = static_cast<int>(tag >> 3);
     *wire_type = static_cast<int>(tag & 7);
     return true;
@@ -58,7 +64,11 @@ class WireReader {
   }
   bool Bytes(absl::string_view* out) {
     uint64_t size = 0;
+    const size_t before = rest_.size();
     if (!Varint(&size) || size > rest_.size()) return Fail();
+    if (before - rest_.size() > kMaxPrefixBytes || size >= kMaxProtobufLength) {
+      beyond_protobuf_ = true;
+    }
     *out = rest_.substr(0, size);
     rest_.remove_prefix(size);
     return true;
@@ -93,6 +103,9 @@ class WireReader {
   }
 
  private:
+  static constexpr size_t kMaxPrefixBytes = 5;
+  static constexpr uint64_t kMaxProtobufLength = (uint64_t{1} << 31) - 16;
+
   bool Advance(size_t n) {
     if (n > rest_.size()) return Fail();
     rest_.remove_prefix(n);
@@ -106,6 +119,7 @@ class WireReader {
 
   absl::string_view rest_;
   bool ok_ = true;
+  bool beyond_protobuf_ = false;
 };
 
 }  // namespace tf_reverb

@@ -410,6 +410,40 @@ void InsertStreamSeeds(SeedWriter& out) {
   }
 }
 
+// The slice size byte, then the request (see the fuzz target).
+std::string SlicedRequest(int slice_size, const deepmind::reverb::InsertStreamRequest& request) {
+  return std::string(1, static_cast<char>(slice_size - 1)) + request.SerializeAsString();
+}
+
+void InsertRequestSeeds(SeedWriter& out) {
+  using Request = deepmind::reverb::InsertStreamRequest;
+  {  // Two plain chunks (snappy with strings, zstd delta) and an item.
+    Request request;
+    *request.add_chunks() =
+        Chunk(11, {Counting(tfp::DT_INT32, {3, 2}, 1), Strings({"a", "bc", ""})}, false,
+              CodecPolicy::kSnappy);
+    *request.add_chunks() =
+        Chunk(12, {Counting(tfp::DT_INT64, {4, 2}, 3)}, true, CodecPolicy::kZstd);
+    *request.add_items() = Item(1, "t", {{{11, 0, 2, 0}}, {{12, 0, 2, 0}}});
+    request.add_keep_chunk_keys(12);
+    out.Write("insert_request_fuzzer", "plain_chunks_in_7_byte_slices", SlicedRequest(7, request));
+  }
+  {  // A chunk protobuf would read differently (a named dimension).
+    Request request;
+    ChunkData chunk = Chunk(21, {Counting(tfp::DT_FLOAT, {2, 3}, 0)}, false, CodecPolicy::kSnappy);
+    chunk.mutable_data()->mutable_tensors(0)->mutable_tensor_shape()->mutable_dim(0)->set_name("t");
+    *request.add_chunks() = chunk;
+    out.Write("insert_request_fuzzer", "named_dimension", SlicedRequest(3, request));
+  }
+  {  // An invalid chunk (no tensors) beside a valid one, whole.
+    Request request;
+    request.add_chunks()->set_chunk_key(31);
+    *request.add_chunks() =
+        Chunk(32, {Counting(tfp::DT_UINT8, {5, 3}, 0)}, false, CodecPolicy::kZstd);
+    out.Write("insert_request_fuzzer", "empty_chunk", SlicedRequest(256, request));
+  }
+}
+
 }  // namespace
 }  // namespace tf_reverb
 
@@ -424,5 +458,6 @@ int main(int argc, char** argv) {
   tf_reverb::ConfigSeeds(out);
   tf_reverb::SignatureSeeds(out);
   tf_reverb::InsertStreamSeeds(out);
+  tf_reverb::InsertRequestSeeds(out);
   return 0;
 }

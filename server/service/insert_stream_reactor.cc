@@ -3,6 +3,7 @@
 #include <atomic>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -13,7 +14,7 @@
 #include "reverb_service.pb.h"
 #include "server/chunk_codec.h"
 #include "server/grpc_status.h"
-#include "server/service/raw_request.h"
+#include "server/service/insert_request.h"
 #include "server/table.h"
 
 namespace tf_reverb {
@@ -143,9 +144,10 @@ void InsertStreamReactor::OnReadDone(bool ok) {
     }
     request_ =
         google::protobuf::Arena::CreateMessage<deepmind::reverb::InsertStreamRequest>(&arena_);
-    absl::Status parsed = ParseRequest(read_buffer_, request_);
+    std::vector<ServerInsertStream::WireChunk> wire_chunks;
+    absl::Status parsed = ReadInsertRequest(read_buffer_, request_, &wire_chunks);
     read_buffer_.Clear();
-    if (parsed.ok()) parsed = handler_.Start(request_);
+    if (parsed.ok()) parsed = handler_.Start(request_, std::move(wire_chunks));
     if (!parsed.ok()) {
       ReleaseRequestLocked();
       FinishLocked(ToGrpcStatus(parsed));

@@ -31,20 +31,32 @@ absl::StatusOr<TableItem> ServerInsertStream::MakeItem(
   return table_item;
 }
 
-absl::Status ServerInsertStream::Start(const deepmind::reverb::InsertStreamRequest* request) {
+absl::Status ServerInsertStream::Start(const deepmind::reverb::InsertStreamRequest* request,
+                                       std::vector<WireChunk> wire_chunks) {
   if (request_ != nullptr) {
     return absl::FailedPreconditionError("The previous InsertStreamRequest is not done.");
   }
-  if (request->chunks_size() == 0 && request->items_size() == 0) {
+  if (request->chunks_size() == 0 && wire_chunks.empty() && request->items_size() == 0) {
     return absl::InvalidArgumentError("Request lacks both chunks and item");
   }
+  // All of the request's new chunks are made (and so validated) before any
+  // is stored; of a key sent twice, the first copy stays.
+  std::vector<std::shared_ptr<const TableChunk>> made;
   for (const ChunkData& chunk : request->chunks()) {
     if (chunks_.contains(chunk.chunk_key())) continue;
     if (absl::Status s = ValidateChunk(chunk); !s.ok()) return s;
+    made.push_back(TableChunk::FromProto(chunk));
   }
-  for (const ChunkData& chunk : request->chunks()) {
-    const uint64_t key = chunk.chunk_key();
-    if (!chunks_.contains(key)) chunks_.emplace(key, TableChunk::FromProto(chunk));
+  for (WireChunk& chunk : wire_chunks) {
+    if (chunks_.contains(chunk.key)) continue;
+    absl::StatusOr<std::shared_ptr<const TableChunk>> stored =
+        TableChunk::FromPlainWire(std::move(chunk.wire));
+    if (!stored.ok()) return stored.status();
+    made.push_back(*std::move(stored));
+  }
+  for (std::shared_ptr<const TableChunk>& chunk : made) {
+    const uint64_t key = chunk->key();
+    chunks_.emplace(key, std::move(chunk));
   }
   request_ = request;
   next_item_ = 0;

@@ -4,7 +4,9 @@
 // (server/fuzz/) drives the same code directly.
 //
 // Per request, in the protocol's order: every chunk is validated
-// (chunk_validation.h) before anything of the request is inserted, then
+// (chunk_validation.h) before anything of the request is inserted (the
+// request's parsed chunks and the chunks that came as their plain wire
+// bytes, insert_request.h, alike), then
 // stored by key for the rest of the stream (a chunk key sent again keeps the
 // first copy); the items are inserted in order, each into its table
 // (Table::InsertOrAssign checks its slices against its chunks and the
@@ -58,14 +60,22 @@ class ServerInsertStream {
     kBlocked,  // the next item's table refused it for now (its waker is set)
   };
 
+  // A chunk of the request that arrived as its plain wire bytes
+  // (chunk_view.h: ChunkViewOfWire), kept as they are (TableChunk::FromPlainWire).
+  struct WireChunk {
+    uint64_t key = 0;
+    std::string wire;
+  };
+
   explicit ServerInsertStream(TableLookup tables);
 
-  // Starts handling `*request`: validates and stores its chunks. The
-  // previous request must be done (Continue returned kDone). `*request` is
-  // borrowed, not copied: it must stay unchanged until Continue returns
-  // kDone or an error (the service parses each request into an arena it
-  // resets then).
-  absl::Status Start(const deepmind::reverb::InsertStreamRequest* request);
+  // Starts handling `*request`, whose chunks are request->chunks() and
+  // `wire_chunks`: validates and stores them. The previous request must be
+  // done (Continue returned kDone). `*request` is borrowed, not copied: it
+  // must stay unchanged until Continue returns kDone or an error (the
+  // service parses each request into an arena it resets then).
+  absl::Status Start(const deepmind::reverb::InsertStreamRequest* request,
+                     std::vector<WireChunk> wire_chunks = {});
 
   // Inserts the request's items in order, appending their keys to
   // `confirmed`, without blocking: kBlocked when the next item's table cannot

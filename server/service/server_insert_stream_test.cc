@@ -110,6 +110,48 @@ TEST_F(ServerInsertStreamTest, StartBorrowsTheRequestUntilItIsDone) {
   EXPECT_EQ(table_->size(), 2);
 }
 
+TEST_F(ServerInsertStreamTest, ChunksThatCameAsBytesAreKeptAsThem) {
+  // As the service hands them over (insert_request.h): the request without
+  // its chunks, and the chunks' own bytes.
+  std::vector<uint64_t> confirmed;
+  const auto wake = std::make_shared<Table::Waker>([] {});
+  const auto a = MakeChunk(1, 1, 2);
+  const auto b = MakeChunk(2, 1, 2);
+  InsertStreamRequest request = Request(10, {a, b}, /*send_chunks=*/false);
+  request.add_keep_chunk_keys(2);
+  std::vector<ServerInsertStream::WireChunk> wires = {{1, std::string(a->wire())},
+                                                      {2, std::string(b->wire())}};
+  const char* const b_bytes = wires[1].wire.data();
+  ASSERT_TRUE(handler_.Start(&request, std::move(wires)).ok());
+  ASSERT_EQ(*handler_.Continue(&confirmed, wake), ServerInsertStream::Progress::kDone);
+  EXPECT_THAT(confirmed, ElementsAre(10));
+  ASSERT_EQ(handler_.num_chunks(), 1u);
+  // The table holds the item over the very bytes handed to Start.
+  const Table::Snapshot snapshot = table_->TakeSnapshot();
+  ASSERT_EQ(snapshot.items.size(), 1u);
+  const std::vector<std::shared_ptr<const TableChunk>>& chunks = snapshot.items[0].data->chunks;
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[1]->wire().data(), b_bytes);
+  EXPECT_EQ(chunks[0]->wire(), a->wire());
+
+  // A chunk the stream holds is not replaced, even by other bytes; a new
+  // one that is not valid fails the request before anything is stored.
+  InsertStreamRequest next = Request(11, {b}, /*send_chunks=*/false);
+  ChunkData empty;
+  empty.set_chunk_key(3);
+  std::vector<ServerInsertStream::WireChunk> more = {{2, "other bytes"},
+                                                     {3, empty.SerializeAsString()}};
+  absl::Status status = handler_.Start(&next, std::move(more));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("Chunk 3 holds no tensors"));
+  EXPECT_EQ(handler_.num_chunks(), 1u);
+  std::vector<ServerInsertStream::WireChunk> held = {{2, "other bytes"}};
+  ASSERT_TRUE(handler_.Start(&next, std::move(held)).ok());
+  ASSERT_EQ(*handler_.Continue(&confirmed, wake), ServerInsertStream::Progress::kDone);
+  EXPECT_THAT(confirmed, ElementsAre(10, 11));
+  EXPECT_EQ(table_->size(), 2);
+}
+
 TEST_F(ServerInsertStreamTest, ItemOverAChunkTheStreamDoesNotHoldIsInvalidArgument) {
   ASSERT_TRUE(Handle(Request(10, {MakeChunk(1, 1)})).ok());  // chunk 1 not kept
   absl::Status status = Handle(Request(11, {MakeChunk(1, 1)}, /*send_chunks=*/false));
