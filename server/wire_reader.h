@@ -26,6 +26,10 @@ class WireReader {
   static constexpr int kEndGroup = 4;
   static constexpr int kFixed32 = 5;
   static constexpr int kMaxGroupDepth = 64;
+  // What protobuf's parser takes: tags and length prefixes of at most 5
+  // bytes, lengths below 2 GiB - 16.
+  static constexpr size_t kMaxPrefixBytes = 5;
+  static constexpr uint64_t kMaxProtobufLength = (uint64_t{1} << 31) - 16;
 
   explicit WireReader(absl::string_view bytes) : rest_(bytes) {}
 
@@ -103,9 +107,6 @@ class WireReader {
   }
 
  private:
-  static constexpr size_t kMaxPrefixBytes = 5;
-  static constexpr uint64_t kMaxProtobufLength = (uint64_t{1} << 31) - 16;
-
   bool Advance(size_t n) {
     if (n > rest_.size()) return Fail();
     rest_.remove_prefix(n);

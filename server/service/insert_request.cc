@@ -11,18 +11,12 @@
 #include "grpcpp/support/slice.h"
 #include "server/chunk_view.h"
 #include "server/service/raw_request.h"
+#include "server/wire_reader.h"
 
 namespace tf_reverb {
 namespace {
 
 constexpr int kChunksField = 1;  // InsertStreamRequest.chunks
-constexpr int kVarint = 0;
-constexpr int kFixed64 = 1;
-constexpr int kLengthDelimited = 2;
-constexpr int kFixed32 = 5;
-// What protobuf reads for a tag or a length prefix, and its largest length.
-constexpr size_t kMaxPrefixBytes = 5;
-constexpr uint64_t kMaxLength = (uint64_t{1} << 31) - 16;
 
 // Reads a message spread over gRPC slices from the front, copying out what
 // it reads.
@@ -97,23 +91,26 @@ bool Split(const grpc::ByteBuffer& bytes, std::string* rest,
   while (!reader.done()) {
     prefix.clear();
     uint64_t tag = 0;
-    if (!reader.Varint(kMaxPrefixBytes, &tag, &prefix)) return false;
+    if (!reader.Varint(WireReader::kMaxPrefixBytes, &tag, &prefix)) return false;
     const uint64_t field = tag >> 3;
     const int type = static_cast<int>(tag & 7);
     if (field == 0 || field > (uint64_t{1} << 29)) return false;
     uint64_t value = 0;
     switch (type) {
-      case kVarint:
+      case WireReader::kVarint:
         if (!reader.Varint(10, &value, &prefix)) return false;
         rest->append(prefix);
         break;
-      case kFixed64:
-      case kFixed32:
+      case WireReader::kFixed64:
+      case WireReader::kFixed32:
         rest->append(prefix);
-        if (!reader.Copy(type == kFixed64 ? 8 : 4, rest)) return false;
+        if (!reader.Copy(type == WireReader::kFixed64 ? 8 : 4, rest)) return false;
         break;
-      case kLengthDelimited: {
-        if (!reader.Varint(kMaxPrefixBytes, &value, &prefix) || value >= kMaxLength) return false;
+      case WireReader::kLengthDelimited: {
+        if (!reader.Varint(WireReader::kMaxPrefixBytes, &value, &prefix) ||
+            value >= WireReader::kMaxProtobufLength) {
+          return false;
+        }
         if (field != kChunksField) {
           rest->append(prefix);
           if (!reader.Copy(value, rest)) return false;
@@ -147,8 +144,7 @@ absl::Status ReadInsertRequest(const grpc::ByteBuffer& bytes,
     if (request->ParseFromString(rest)) return absl::OkStatus();
   }
   wire_chunks->clear();
-  request->Clear();
-  return ParseRequest(bytes, request);
+  return ParseRequest(bytes, request);  // parsing clears `request` first
 }
 
 }  // namespace tf_reverb
