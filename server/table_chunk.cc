@@ -38,21 +38,29 @@ absl::StatusOr<std::shared_ptr<const TableChunk>> TableChunk::FromPlainWire(std:
   if (!view.ok() || !plain) {
     return absl::FailedPreconditionError("The chunk's bytes are not in the plain encoding.");
   }
-  if (absl::Status s = ValidateChunkView(*view); !s.ok()) return s;
-  // The view points into `wire`'s buffer, which the move may not keep (a
+  return FromView(*view, std::move(wire));
+}
+
+absl::StatusOr<std::shared_ptr<const TableChunk>> TableChunk::FromView(const ChunkView& view,
+                                                                       std::string wire) {
+  if (absl::Status s = ValidateChunkView(view); !s.ok()) return s;
+  // The view may point into `wire`'s buffer, which the move may not keep (a
   // short string's bytes live inside it): the constructor reads only the
   // view's scalars.
-  return std::make_shared<const TableChunk>(Token(), *view, std::move(wire));
+  return std::make_shared<const TableChunk>(Token(), view, std::move(wire));
 }
 
 absl::StatusOr<std::shared_ptr<const TableChunk>> TableChunk::FromWire(absl::string_view wire) {
+  // The plain encoding (every writer's, and so nearly every stored chunk's)
+  // is read where it lies: one copy of the bytes, no parse.
+  bool plain = false;
+  absl::StatusOr<ChunkView> view = ChunkViewOfWire(wire, &plain);
+  if (view.ok() && plain) return FromView(*view, std::string(wire));
   ChunkData chunk;
   if (!chunk.ParseFromArray(wire.data(), static_cast<int>(wire.size()))) {
     return absl::DataLossError("A stored chunk is not a readable ChunkData.");
   }
-  const ChunkView view = ChunkViewOf(chunk);
-  if (absl::Status s = ValidateChunkView(view); !s.ok()) return s;
-  return std::make_shared<const TableChunk>(Token(), view, std::string(wire));
+  return FromView(ChunkViewOf(chunk), std::string(wire));
 }
 
 absl::StatusOr<ChunkView> TableChunk::View() const { return ChunkViewOfWire(wire_); }

@@ -34,7 +34,9 @@ class TableChunk {
  public:
   // `chunk` must be valid (ValidateChunk).
   static std::shared_ptr<const TableChunk> FromProto(const ChunkData& chunk);
-  // Parses and validates a serialized ChunkData.
+  // Validates a serialized ChunkData and keeps a copy of its bytes: read
+  // where they lie when in the plain encoding (ChunkViewOfWire), parsed by
+  // protobuf otherwise. How checkpoints are loaded.
   static absl::StatusOr<std::shared_ptr<const TableChunk>> FromWire(absl::string_view wire);
   // Validates a serialized ChunkData in the plain encoding
   // (ChunkViewOfWire) and keeps `wire` itself, without parsing or copying
@@ -71,6 +73,10 @@ class TableChunk {
   TableChunk(Token, const ChunkView& view, std::string wire);
 
  private:
+  // Validates `view`, the chunk `wire` encodes, and keeps `wire`.
+  static absl::StatusOr<std::shared_ptr<const TableChunk>> FromView(const ChunkView& view,
+                                                                    std::string wire);
+
   const std::string wire_;
   const uint64_t key_;
   const uint64_t episode_id_;

@@ -71,6 +71,34 @@ TEST(TableChunkTest, FromWireValidates) {
   EXPECT_FALSE(TableChunk::FromWire(corrupt.SerializeAsString()).ok());
 }
 
+TEST(TableChunkTest, FromWireReadsPlainAndOtherEncodingsAlike) {
+  for (CodecPolicy codec : {CodecPolicy::kSnappy, CodecPolicy::kZstd}) {
+    const ChunkData proto = FloatChunk(codec);
+    // Not plain (a dimension name): parsed by protobuf, kept as given.
+    ChunkData named = proto;
+    named.mutable_data()->mutable_tensors(0)->mutable_tensor_shape()->mutable_dim(0)->set_name("t");
+    bool plain = true;
+    ASSERT_TRUE(ChunkViewOfWire(named.SerializeAsString(), &plain).ok());
+    ASSERT_FALSE(plain);
+    for (const ChunkData& stored : {proto, named}) {
+      const std::string wire = stored.SerializeAsString();
+      absl::StatusOr<std::shared_ptr<const TableChunk>> chunk = TableChunk::FromWire(wire);
+      ASSERT_TRUE(chunk.ok()) << chunk.status();
+      EXPECT_EQ((*chunk)->wire(), wire);
+      EXPECT_EQ((*chunk)->key(), proto.chunk_key());
+      EXPECT_EQ((*chunk)->episode_id(), proto.sequence_range().episode_id());
+      EXPECT_EQ((*chunk)->compression(), proto.compression());
+      EXPECT_EQ((*chunk)->stored_bytes(), TableChunk::FromProto(proto)->stored_bytes());
+      EXPECT_EQ((*chunk)->uncompressed_bytes(), proto.data_uncompressed_size());
+    }
+    // Invalid either way: the status ValidateChunk gives.
+    for (ChunkData corrupt : {proto, named}) {
+      corrupt.mutable_data()->mutable_tensors(0)->set_tensor_content("not a codec's output");
+      EXPECT_EQ(TableChunk::FromWire(corrupt.SerializeAsString()).status(), ValidateChunk(corrupt));
+    }
+  }
+}
+
 TEST(TableChunkTest, FromPlainWireKeepsTheBytesItWasGiven) {
   for (CodecPolicy codec : {CodecPolicy::kSnappy, CodecPolicy::kZstd}) {
     const ChunkData proto = FloatChunk(codec);
