@@ -10,6 +10,7 @@ import time
 import pytest
 
 import tf_reverb as reverb
+from tf_reverb import pybind
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER_BINARY = os.path.join(ROOT, 'tf_reverb', 'bin', 'reverb_server')
@@ -39,6 +40,25 @@ def uniform_table(name='my_table', max_size=1000, **kwargs):
     reverb.rate_limiters.MinSize(1),
     **kwargs,
   )
+
+
+@pytest.fixture(autouse=True)
+def forget_registered_channel_security(monkeypatch):
+  """Unregisters, after each test, the addresses a test's clients
+  registered credentials or tokens for. The registry is per process and
+  keyed by address string: a later test's server that the OS gives the
+  same port would otherwise be dialled with an earlier test's TLS."""
+  registered = set()
+  register = pybind.register_channel_security
+
+  def recording_register(*, address, **kwargs):
+    register(address=address, **kwargs)
+    registered.add(address)
+
+  monkeypatch.setattr(pybind, 'register_channel_security', recording_register)
+  yield
+  for address in registered:
+    reverb.credentials.unregister(address)
 
 
 @pytest.fixture(params=['in_process', 'binary'])

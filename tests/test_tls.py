@@ -179,6 +179,28 @@ def test_tls_client_against_plaintext_server_fails_fast(pki, binary_server):
     call_guarded(lambda: client.insert(np.zeros(2), {'my_table': 1.0}))
 
 
+def test_unregister_gives_an_address_back_to_the_environment(
+  pki, binary_server
+):
+  """A plaintext server on an address a TLS client registered (say a server
+  restarted without TLS on the same port): clients of that address use TLS
+  until the address is unregistered, then the environment (plaintext)."""
+  server = binary_server('--port=0')
+  reverb.Client(
+    server.address, credentials=reverb.ChannelCredentials.from_files(pki.ca)
+  )  # registers TLS for the address
+  inherits = reverb.Client(server.address)
+  with pytest.raises(
+    errors.TransportSecurityError, match='this client uses TLS'
+  ):
+    call_guarded(lambda: inherits.server_info())
+  reverb.credentials.unregister(server.address)
+  reverb.credentials.unregister(server.address)  # nothing left: a no-op
+  round_trip(reverb.Client(server.address))
+  with pytest.raises(TypeError, match='server_address'):
+    reverb.credentials.unregister(None)
+
+
 def test_waiting_for_a_tls_server_that_is_not_up_yet_still_times_out(pki):
   import portpicker  # pylint: disable=g-import-not-at-top
 

@@ -48,6 +48,7 @@ class _Writers:
 
   def __init__(self, address: str, kill_round: int):
     self.confirmed: Set[Item] = set()
+    self.errors: List[str] = []  # why writers stopped (a kill, or a bug)
     self._lock = threading.Condition()
     self._writers = []
     self._closed = False
@@ -81,12 +82,23 @@ class _Writers:
           with self._lock:
             self.confirmed.update(batch)
             self._lock.notify_all()
-    except Exception:  # pylint: disable=broad-except
-      return  # the server was killed: what was confirmed is recorded
+    except Exception as e:  # pylint: disable=broad-except
+      # The server was killed (what was confirmed is recorded), or a bug,
+      # which wait_confirmed reports.
+      with self._lock:
+        self.errors.append(f'writer {writer_id}: {type(e).__name__}: {e}')
+        self._lock.notify_all()
 
   def wait_confirmed(self, count: int) -> None:
     with self._lock:
-      assert self._lock.wait_for(lambda: len(self.confirmed) >= count, 120)
+      assert self._lock.wait_for(
+        lambda: len(self.confirmed) >= count or len(self.errors) == WRITERS,
+        120,
+      ), f'{len(self.confirmed)} of {count} confirmed; {self.errors}'
+      assert len(self.confirmed) >= count, (
+        f'every writer stopped at {len(self.confirmed)} of {count} '
+        f'confirmed: {self.errors}'
+      )
 
   def join(self) -> None:
     """Closes the writers (a writer would wait for its server to come back)

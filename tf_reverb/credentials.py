@@ -9,7 +9,8 @@ own ``grpc.ssl_*_credentials`` do; ``from_files`` reads them.
 Clients that are given only an address (the TF ops and dataset ops, also in
 other processes such as tf.data service workers) find their security in
 this order: what a ``Client``, ``TFClient`` or dataset of this process was
-given for exactly that address string, else the environment:
+given for exactly that address string (``register``; ``unregister`` forgets
+it), else the environment:
 
 * ``TF_REVERB_TLS_ROOT_CA_FILE``: PEM root CA; setting it turns TLS on.
 * ``TF_REVERB_TLS_CLIENT_CERT_FILE``, ``TF_REVERB_TLS_CLIENT_KEY_FILE``:
@@ -29,7 +30,7 @@ from typing import Optional
 
 from tf_reverb import pybind
 
-__all__ = ['ServerCredentials', 'ChannelCredentials', 'register']
+__all__ = ['ServerCredentials', 'ChannelCredentials', 'register', 'unregister']
 
 
 def _read(path: Optional[str], what: str) -> Optional[bytes]:
@@ -158,6 +159,25 @@ def register(
     server_name=credentials.server_name or '',
     auth_token=auth_token.strip(),
   )
+
+
+def unregister(server_address: str) -> None:
+  """Forgets what ``register`` (or a client) registered for `server_address`.
+
+  Clients made from that address alone use the environment again, as if
+  nothing had been registered. Use it when the server at an address changes
+  its security in the lifetime of a process, say a server restarted without
+  TLS on the port a TLS one used. Nothing happens when nothing is
+  registered for the address.
+
+  Raises:
+    TypeError: when `server_address` is not a string.
+  """
+  if not isinstance(server_address, str):
+    raise TypeError(
+      f'server_address must be a str, got {type(server_address).__name__}'
+    )
+  pybind.unregister_channel_security(address=server_address)
 
 
 def register_if_given(

@@ -64,6 +64,8 @@ void RegisterSecurityBindings(py::module_& m) {
       py::arg("certificate_chain"), py::arg("private_key"), py::arg("server_name"),
       py::arg("auth_token"));
 
+  m.def("unregister_channel_security", &UnregisterChannelSecurity, py::arg("address"));
+
   m.def("server_security", [](const Server& server) { return server.security(); });
 }
 

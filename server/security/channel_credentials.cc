@@ -155,6 +155,11 @@ void RegisterChannelSecurity(const std::string& address, const ChannelSecurity& 
   Registry()[address] = security;
 }
 
+void UnregisterChannelSecurity(const std::string& address) {
+  absl::MutexLock lock(&registry_mu);
+  Registry().erase(address);
+}
+
 absl::StatusOr<ChannelSecurity> ResolveChannelSecurity(const std::string& address) {
   {
     absl::MutexLock lock(&registry_mu);

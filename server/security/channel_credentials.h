@@ -7,7 +7,8 @@
 //    (the TF ops, the dataset ops, any C ABI client) uses the security
 //    registered for exactly that address string in this process
 //    (RegisterChannelSecurity; the Python API registers what a Client,
-//    TFClient or dataset was given), else the environment:
+//    TFClient or dataset was given; UnregisterChannelSecurity forgets it),
+//    else the environment:
 //      TF_REVERB_TLS_ROOT_CA_FILE     PEM roots; setting it turns TLS on
 //      TF_REVERB_TLS_CLIENT_CERT_FILE PEM client certificate (mutual TLS)
 //      TF_REVERB_TLS_CLIENT_KEY_FILE  PEM key of that certificate
@@ -69,6 +70,9 @@ struct ChannelSecurity {
 inline constexpr absl::string_view kTransportSecurityMismatch = "Transport security mismatch";
 
 void RegisterChannelSecurity(const std::string& address, const ChannelSecurity& security);
+// Forgets what was registered for `address` (nothing when nothing was);
+// clients made from the address alone then use the environment again.
+void UnregisterChannelSecurity(const std::string& address);
 // The registered security of `address`, else the environment's.
 absl::StatusOr<ChannelSecurity> ResolveChannelSecurity(const std::string& address);
 // The environment's security (see the contract).

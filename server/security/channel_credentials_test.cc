@@ -50,6 +50,10 @@ TEST(ChannelCredentialsTest, RegistryBeatsEnvironment) {
   EXPECT_EQ(ResolveChannelSecurity("localhost:2")->auth_token, "registered");
   EXPECT_EQ(ResolveChannelSecurity("localhost:3")->auth_token, "from-env");
   EXPECT_THAT(registered.DebugString(), Not(HasSubstr("registered")));
+  // Unregistering gives the address back to the environment.
+  UnregisterChannelSecurity("localhost:2");
+  EXPECT_EQ(ResolveChannelSecurity("localhost:2")->auth_token, "from-env");
+  UnregisterChannelSecurity("localhost:2");  // nothing registered: no-op
   unsetenv("TF_REVERB_AUTH_TOKEN");
 }
 
