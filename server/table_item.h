@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "schema.pb.h"
 #include "server/item_record.h"
+#include "server/item_rows_cache.h"
 #include "server/signature.h"
 #include "server/table_chunk.h"
 
@@ -32,6 +33,9 @@ struct TableItem {
   // Every chunk the trajectory references, each once, in order of first
   // appearance over columns and slices.
   std::vector<std::shared_ptr<const TableChunk>> chunks;
+  // The item's columns decoded, once it was sampled in a batch (filled and
+  // read by server/service/sample_batch.cc; empty for most items).
+  ItemRowsCache rows;
 };
 
 struct SampledItem {

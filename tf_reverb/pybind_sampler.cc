@@ -123,30 +123,52 @@ class BatchIterator {
     for (int64_t i = 0; i < n;) {
       samples.clear();
       if (absl::Status s = sampler_->NextBatch(n - i, &samples); !s.ok()) return s;
-      for (const Sample& sample : samples) {
-        if (absl::Status s = FillRow(sample, i++, n, batch, &checked); !s.ok()) return s;
+      for (size_t j = 0; j < samples.size();) {
+        const size_t run = BlockRun(samples, j, checked.get());
+        if (run > 0) {
+          CopyBlockRows(*checked, samples[j].row(), static_cast<int64_t>(run), i, batch);
+          for (size_t k = j; k < j + run; ++k) AppendInfo(samples[k].info(), batch);
+          i += static_cast<int64_t>(run);
+          j += run;
+          continue;
+        }
+        if (absl::Status s = FillRow(samples[j++], i++, n, batch, &checked); !s.ok()) return s;
       }
     }
     return absl::OkStatus();
   }
 
+  // How many samples from `samples[j]` on are consecutive rows of `block`
+  // (0 when samples[j] is not a row of it): the rows copied at once.
+  static size_t BlockRun(const std::vector<Sample>& samples, size_t j, const SampleBlock* block) {
+    if (block == nullptr) return 0;
+    size_t run = 0;
+    while (j + run < samples.size() && samples[j + run].block() == block &&
+           samples[j + run].row() == samples[j].row() + static_cast<int64_t>(run)) {
+      ++run;
+    }
+    return run;
+  }
+
+  // Copies rows [first, first + rows) of `block`, whose specs are the
+  // batch's (checked), into rows [i, i + rows) of `batch`.
+  static void CopyBlockRows(const SampleBlock& block, int64_t first, int64_t rows, int64_t i,
+                            Batch* batch) {
+    for (size_t c = 0; c < batch->specs.size(); ++c) {
+      const int64_t bytes = ColumnBytes(batch->specs[c]);
+      if (bytes > 0) {
+        block.CopyRows(static_cast<int>(c), first, rows, batch->buffers[c]->data + i * bytes);
+      }
+    }
+  }
+
   // Decodes `sample` into row `i` of `batch` (of `n` rows).
   static absl::Status FillRow(const Sample& sample, int64_t i, int64_t n, Batch* batch,
                               std::shared_ptr<const SampleBlock>* checked) {
-    if (*checked != nullptr && sample.block() == checked->get()) {
-      for (size_t c = 0; c < batch->specs.size(); ++c) {
-        const int64_t bytes = ColumnBytes(batch->specs[c]);
-        if (bytes > 0) {
-          (*checked)->CopyRows(static_cast<int>(c), sample.row(), 1,
-                               batch->buffers[c]->data + i * bytes);
-        }
-      }
-      AppendInfo(sample.info(), batch);
-      return absl::OkStatus();
-    }
     absl::StatusOr<std::vector<ColumnSpec>> specs = sample.ColumnSpecs();
     if (!specs.ok()) return specs.status();
     if (i == 0) {
+      ReserveInfo(n, batch);
       batch->specs = *specs;
       batch->buffers.resize(specs->size());
       batch->strings.resize(specs->size());
@@ -188,6 +210,16 @@ class BatchIterator {
     AppendInfo(sample.info(), batch);
     if (sample.block() != nullptr) *checked = sample.block_ptr();
     return absl::OkStatus();
+  }
+
+  static void ReserveInfo(int64_t n, Batch* batch) {
+    const size_t rows = static_cast<size_t>(n);
+    batch->keys.reserve(rows);
+    batch->probabilities.reserve(rows);
+    batch->table_sizes.reserve(rows);
+    batch->priorities.reserve(rows);
+    batch->times_sampled.reserve(rows);
+    batch->policy_versions.reserve(rows);
   }
 
   static void AppendInfo(const deepmind::reverb::SampleInfo& info, Batch* batch) {

@@ -2,13 +2,17 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "reverb_service.pb.h"
 #include "schema.pb.h"
 #include "server/chunk_view.h"
@@ -34,25 +38,95 @@ bool SameSqueeze(const FlatTrajectory& a, const FlatTrajectory& b) {
   return true;
 }
 
+// Prefetches the cache lines of `bytes`, up to four (what a small item's
+// cached rows or a small chunk's wire bytes span).
+void PrefetchLines(absl::string_view bytes) {
+  constexpr uintptr_t kLine = 64;
+  const uintptr_t first = reinterpret_cast<uintptr_t>(bytes.data()) & ~(kLine - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(bytes.data()) + bytes.size();
+  for (uintptr_t line = first; line < end && line < first + 4 * kLine; line += kLine) {
+    __builtin_prefetch(reinterpret_cast<const void*>(line));
+  }
+}
+
 // Reads what decoding samples [begin, end) reads of their items and chunks
-// (the records, and the first line of their wire bytes) before decoding, in
-// short loops whose loads of different samples are independent: the CPU
-// overlaps their cache misses, where decoding the samples one after another
-// waits for each miss in turn (a table's items are spread over memory: these
+// (the cached rows, else the records and chunks) before decoding, in short
+// loops whose loads of different samples are independent: the CPU overlaps
+// their cache misses, where decoding the samples one after another waits
+// for each miss in turn (a table's items are spread over memory: these
 // misses are most of the cost of sampling small items).
 void Touch(const std::vector<SampledItem>& samples, size_t begin, size_t end) {
   uintptr_t sink = 0;
   for (size_t i = begin; i < end; ++i) {
-    sink += samples[i].data->item.wire().size();
-    __builtin_prefetch(samples[i].data->item.wire().data());
+    const TableItem& item = *samples[i].data;
+    absl::string_view rows = item.rows.Peek();
+    PrefetchLines(rows.empty() ? item.item.wire() : rows);
+    sink += rows.size();
   }
   for (size_t i = begin; i < end; ++i) {
-    for (const auto& chunk : samples[i].data->chunks) {
+    const TableItem& item = *samples[i].data;
+    if (!item.rows.Peek().empty()) continue;
+    for (const auto& chunk : item.chunks) {
       sink += chunk->wire().size();
-      __builtin_prefetch(chunk->wire().data());
+      PrefetchLines(chunk->wire());
     }
   }
   asm volatile("" : : "r"(sink));  // keeps the loads
+}
+
+void AppendVarint(uint64_t value, std::string* out) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>(value | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+
+// The layout of an item's columns in its cached rows: the number of
+// columns, then per column its dtype, squeeze, rank and dims, as varints.
+// Self-delimiting, so two items whose layouts start alike have the same
+// layout: the items stack.
+std::string RowsLayout(const std::vector<ColumnSpec>& specs, const FlatTrajectory& trajectory) {
+  std::string layout;
+  AppendVarint(specs.size(), &layout);
+  for (size_t c = 0; c < specs.size(); ++c) {
+    AppendVarint(static_cast<uint64_t>(specs[c].dtype), &layout);
+    AppendVarint(trajectory.columns(static_cast<int>(c)).squeeze() ? 1 : 0, &layout);
+    AppendVarint(specs[c].shape.size(), &layout);
+    for (int64_t dim : specs[c].shape) AppendVarint(static_cast<uint64_t>(dim), &layout);
+  }
+  return layout;
+}
+
+// What an item's ItemRowsCache keeps: RowsLayout, then every column's bytes
+// in column order; nullopt (not cached) for items with a non-numeric column
+// or more than kMaxCachedRowBytes of column bytes.
+absl::StatusOr<std::optional<std::string>> DecodeRows(const TableItem& item) {
+  FlatTrajectory trajectory;
+  if (absl::Status s = item.item.Trajectory(&trajectory); !s.ok()) return s;
+  ChunkViews views;
+  if (absl::Status s = views.Reset(item.chunks); !s.ok()) return s;
+  auto find = [&views](uint64_t key) { return views.Find(key); };
+  absl::StatusOr<std::vector<ColumnSpec>> specs = TrajectoryColumnSpecs(trajectory, find);
+  if (!specs.ok()) return specs.status();
+  int64_t bytes = 0;
+  for (const ColumnSpec& spec : *specs) {
+    if (spec.dtype == tf::DT_STRING || !DataTypeSize(spec.dtype).ok()) return std::nullopt;
+    bytes += ColumnBytes(spec);
+  }
+  if (bytes > kMaxCachedRowBytes) return std::nullopt;
+  std::string rows = RowsLayout(*specs, trajectory);
+  size_t at = rows.size();
+  rows.resize(at + static_cast<size_t>(bytes));
+  for (size_t c = 0; c < specs->size(); ++c) {
+    if (absl::Status s =
+            UnpackTrajectoryColumnInto(trajectory, static_cast<int>(c), find, &rows[at]);
+        !s.ok()) {
+      return s;
+    }
+    at += static_cast<size_t>(ColumnBytes((*specs)[c]));
+  }
+  return rows;
 }
 
 // Samples [begin, end) as one response; none when a sample does not stack
@@ -95,6 +169,9 @@ absl::StatusOr<std::optional<grpc::ByteBuffer>> EncodeGroup(const std::vector<Sa
     column->mutable_tensor_content()->resize(static_cast<size_t>(row_bytes[c] * n));
     columns[c] = column->mutable_tensor_content()->data();
   }
+  const std::string layout = RowsLayout(specs, first);
+  int64_t sample_bytes = 0;
+  for (int64_t bytes : row_bytes) sample_bytes += bytes;
   ChunkViews views;
   FlatTrajectory trajectory;
   for (size_t window = begin; window < end; window += kTouchWindow) {
@@ -102,6 +179,26 @@ absl::StatusOr<std::optional<grpc::ByteBuffer>> EncodeGroup(const std::vector<Sa
     Touch(samples, window, window_end);
     for (size_t i = window; i < window_end; ++i) {
       const TableItem& item = *samples[i].data;
+      if (sample_bytes <= kMaxCachedRowBytes) {
+        // Small items: decoded once (DecodeRows), copied from then on.
+        absl::StatusOr<absl::string_view> rows =
+            item.rows.Get([&item] { return DecodeRows(item); });
+        if (!rows.ok()) return rows.status();
+        if (!rows->empty()) {
+          if (item.item.has_policy_version() != versions ||
+              rows->size() != layout.size() + static_cast<size_t>(sample_bytes) ||
+              !absl::StartsWith(*rows, layout)) {
+            return std::nullopt;
+          }
+          const char* src = rows->data() + layout.size();
+          for (size_t c = 0; c < specs.size(); ++c) {
+            std::memcpy(columns[c] + row_bytes[c] * static_cast<int64_t>(i - begin), src,
+                        static_cast<size_t>(row_bytes[c]));
+            src += row_bytes[c];
+          }
+          continue;
+        }
+      }
       if (absl::Status s = item.item.Trajectory(&trajectory); !s.ok()) return s;
       if (item.item.has_policy_version() != versions ||
           trajectory.columns_size() != static_cast<int>(specs.size()) ||

@@ -18,9 +18,13 @@
 // EncodeSampleBatches returns no response and the caller sends entries
 // (sample_response.h). A response holds up to kMaxSampleResponseBytes of
 // column data (at least one sample); its columns are referenced, not
-// copied, by the byte buffer.
+// copied, by the byte buffer. An item of at most kMaxCachedRowBytes is
+// decoded the first time it is batched into its ItemRowsCache
+// (server/item_rows_cache.h), with the layout of its columns; later batches
+// compare layouts and copy its rows from there.
 //
-// Contract: a pure function; thread-safe over the table's immutable chunks.
+// Contract: thread-safe over the table's immutable chunks; the only state it
+// changes is the items' row caches, which are thread-safe themselves.
 // DATA_LOSS for a corrupt chunk, INVALID_ARGUMENT for a trajectory that does
 // not match its chunks, INTERNAL when serialization fails.
 #ifndef TF_REVERB_SERVER_SERVICE_SAMPLE_BATCH_H_
@@ -41,6 +45,10 @@ namespace tf_reverb {
 // 84x84x4-frame transitions (56 KB) sample 27,000/s as chunks and 20,000/s
 // batched, 40 KB items 20,700/s against 18,000/s from 10 clients.
 inline constexpr int64_t kMaxBatchedSampleBytes = 16 << 10;
+// Samples of at most this many bytes are decoded once per item and kept
+// beside it (server/item_rows_cache.h): later samples of the item copy its
+// rows instead of finding and decoding its chunks again.
+inline constexpr int64_t kMaxCachedRowBytes = 512;
 inline constexpr int64_t kMinChunkToSamplePercent = 125;
 
 // The responses carrying `samples` in order, or none when they cannot be

@@ -16,6 +16,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -354,10 +355,14 @@ TEST(SampleBatchTest, EncodesEveryDtypeOfAnItem) {
 }
 
 // Two items that differ in one respect: no batch, and no error.
+// Twice: the first time decodes the small items into their caches, the
+// second reads those.
 void ExpectNotBatched(const std::vector<SampledItem>& items) {
-  absl::StatusOr<std::vector<grpc::ByteBuffer>> responses = EncodeSampleBatches(items);
-  ASSERT_TRUE(responses.ok()) << responses.status();
-  EXPECT_TRUE(responses->empty());
+  for (int pass = 0; pass < 2; ++pass) {
+    absl::StatusOr<std::vector<grpc::ByteBuffer>> responses = EncodeSampleBatches(items);
+    ASSERT_TRUE(responses.ok()) << responses.status();
+    EXPECT_TRUE(responses->empty()) << "pass " << pass;
+  }
 }
 
 TEST(SampleBatchTest, FallsBackWhenSamplesCannotBeStacked) {
@@ -445,6 +450,90 @@ TEST(SampleBatchTest, FallsBackWhenSamplesCannotBeStacked) {
         CodecPolicy::kSnappy, false, {});
     ExpectNotBatched({columns});
   }
+}
+
+// A small item is decoded once into its ItemRowsCache; later batches copy
+// its rows from there and are the same bytes, also mixed with items not yet
+// cached. Items over kMaxCachedRowBytes, or with a string column, are not
+// cached (and are batched, or not, as before).
+TEST(SampleBatchTest, SmallItemsAreDecodedOnceAndServedFromTheirCache) {
+  for (bool versions : {false, true}) {
+    SCOPED_TRACE(versions);
+    std::vector<SampledItem> items = MixedItems(versions);
+    for (const SampledItem& item : items) EXPECT_TRUE(item.data->rows.Peek().empty());
+    absl::StatusOr<std::vector<grpc::ByteBuffer>> first = EncodeSampleBatches(items);
+    ASSERT_TRUE(first.ok()) << first.status();
+    ASSERT_EQ(first->size(), 1u);
+    for (const SampledItem& item : items) EXPECT_FALSE(item.data->rows.Peek().empty());
+    // Cached items again, in another order, with a fresh one between them.
+    std::vector<SampledItem> again = {items[3], items[0], MixedItem(9, CodecPolicy::kSnappy, true),
+                                      items[4], items[1], items[2]};
+    if (versions) {
+      again[2] = MixedItem(9, CodecPolicy::kSnappy, true, 90);
+    }
+    absl::StatusOr<std::vector<grpc::ByteBuffer>> second = EncodeSampleBatches(again);
+    ASSERT_TRUE(second.ok()) << second.status();
+    ASSERT_EQ(second->size(), 1u);
+    SampleStreamResponse response;
+    ASSERT_TRUE(response.ParseFromString(BufferBytes((*second)[0])));
+    ASSERT_TRUE(response.has_batch());
+    ASSERT_EQ(response.batch().keys_size(), static_cast<int>(again.size()));
+    for (size_t i = 0; i < again.size(); ++i) {
+      ExpectBatchRow(response.batch(), static_cast<int>(i), again[i]);
+    }
+    // The first batch, encoded again from the caches alone, is the same.
+    absl::StatusOr<std::vector<grpc::ByteBuffer>> repeat = EncodeSampleBatches(items);
+    ASSERT_TRUE(repeat.ok()) << repeat.status();
+    ASSERT_EQ(repeat->size(), 1u);
+    EXPECT_EQ(BufferBytes((*repeat)[0]), BufferBytes((*first)[0]));
+  }
+  const std::vector<ColumnDef> one_column = {{{{0, 0, 0, 1}}, false}};
+  const SampledItem over =
+      MakeItem(20, {{RandomTensor<float>(tf::DT_FLOAT, {1, kMaxCachedRowBytes / 4 + 1}, 20)}},
+               one_column, CodecPolicy::kSnappy, false, {});
+  const SampledItem at =
+      MakeItem(21, {{RandomTensor<float>(tf::DT_FLOAT, {1, kMaxCachedRowBytes / 4}, 21)}},
+               one_column, CodecPolicy::kSnappy, false, {});
+  for (const SampledItem& item : {over, at}) {
+    absl::StatusOr<std::vector<grpc::ByteBuffer>> responses = EncodeSampleBatches({item, item});
+    ASSERT_TRUE(responses.ok()) << responses.status();
+    ASSERT_EQ(responses->size(), 1u);
+    SampleStreamResponse response;
+    ASSERT_TRUE(response.ParseFromString(BufferBytes((*responses)[0])));
+    ExpectBatchRow(response.batch(), 1, item);
+  }
+  EXPECT_TRUE(over.data->rows.Peek().empty()) << "over kMaxCachedRowBytes: not cached";
+  EXPECT_FALSE(at.data->rows.Peek().empty());
+  const SampledItem strings = MakeItem(
+      22,
+      {{RandomTensor<float>(tf::DT_FLOAT, {1, 3}, 22), tensor_testing::StringTensor({1}, {"a"})}},
+      {{{{0, 0, 0, 1}}, false}, {{{0, 1, 0, 1}}, false}}, CodecPolicy::kSnappy, false, {});
+  ExpectNotBatched({strings});
+  EXPECT_TRUE(strings.data->rows.Peek().empty());
+}
+
+// Threads batching the same fresh items at once (one of them fills each
+// cache) all send the reference rows.
+TEST(SampleBatchTest, ConcurrentBatchesOfTheSameItemsAgree) {
+  const std::vector<SampledItem> items = MixedItems(/*versions=*/false);
+  absl::StatusOr<std::vector<grpc::ByteBuffer>> reference =
+      EncodeSampleBatches(MixedItems(/*versions=*/false));
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  ASSERT_EQ(reference->size(), 1u);
+  const std::string want = BufferBytes((*reference)[0]);
+  std::vector<std::string> got(4);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < got.size(); ++t) {
+    threads.emplace_back([&items, &got, t] {
+      for (int round = 0; round < 20; ++round) {
+        absl::StatusOr<std::vector<grpc::ByteBuffer>> responses = EncodeSampleBatches(items);
+        if (!responses.ok() || responses->size() != 1) return;
+        got[t] = BufferBytes((*responses)[0]);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (const std::string& bytes : got) EXPECT_EQ(bytes, want);
 }
 
 // Large samples over rows of chunks that hold more than the sample (items
