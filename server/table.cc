@@ -463,6 +463,9 @@ absl::Status Table::SampleLocked(int64_t num_samples, bool rate_limited,
   const bool defer_copies = max_times_sampled_ <= 0 && extensions_.empty();
   std::vector<const Entry*> entries;
   const size_t first = out->size();
+  const size_t expected = static_cast<size_t>(std::min<int64_t>(num_samples, 1024));
+  out->reserve(first + expected);
+  if (defer_copies) entries.reserve(expected);
   auto copy_pointers = [&entries, first, out] {
     for (size_t i = 0; i < entries.size(); ++i) (*out)[first + i].data = entries[i]->data;
   };

@@ -313,6 +313,7 @@ absl::Status ParseBatch(const Bytes& bytes, size_t begin, size_t end, std::vecto
     block->specs.push_back(std::move(spec));
     block->squeeze.push_back(batch.squeeze(static_cast<int>(c)));
   }
+  out->reserve(out->size() + static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
     deepmind::reverb::SampleInfo info;
     auto* item = info.mutable_item();

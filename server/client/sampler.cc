@@ -122,6 +122,7 @@ absl::Status Sampler::NextBatch(int64_t max, std::vector<Sample>* out, absl::Dur
   if (queue_.empty()) return fatal_;
   int64_t n = std::min(std::max<int64_t>(max, 1), static_cast<int64_t>(queue_.size()));
   if (options_.max_samples > 0) n = std::min(n, options_.max_samples - returned_);
+  out->reserve(out->size() + static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     out->push_back(std::move(queue_.front()));
     queue_.pop_front();
