@@ -455,38 +455,17 @@ absl::Status Table::SampleLocked(int64_t num_samples, bool rate_limited,
   auto can_sample = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return HasSampleableLocked() && rate_limiter_.CanSample(1);
   };
-  // Copying an item's pointer increments its count, in the item's own
-  // allocation: a cache miss for each sample of a large table, which the
-  // loop would wait for in turn. Where no entry can go away or move during
-  // the loop (nothing deleted, no extension told), the counts are prefetched
-  // in the loop and the pointers copied after it, so the misses overlap.
-  const bool defer_copies = max_times_sampled_ <= 0 && extensions_.empty();
-  std::vector<const Entry*> entries;
-  const size_t first = out->size();
-  const size_t expected = static_cast<size_t>(std::min<int64_t>(num_samples, 1024));
-  out->reserve(first + expected);
-  if (defer_copies) entries.reserve(expected);
-  auto copy_pointers = [&entries, first, out] {
-    for (size_t i = 0; i < entries.size(); ++i) (*out)[first + i].data = entries[i]->data;
-  };
+  out->reserve(out->size() + static_cast<size_t>(std::min<int64_t>(num_samples, 1024)));
   int64_t bytes = 0;
   for (int64_t i = 0; i < num_samples && bytes < kMaxSampleBatchBytes && can_sample(); ++i) {
     absl::StatusOr<KeyWithProbability> picked = sampler_->Sample();
-    if (!picked.ok()) {
-      copy_pointers();
-      return picked.status();
-    }
+    if (!picked.ok()) return picked.status();
     Entry& entry = items_.find(picked->key)->second;
     if (entry.times_sampled == 0) ++num_unique_samples_;
     ++entry.times_sampled;
     rate_limiter_.RecordSample();
     Notify(&TableExtension::OnSample, entry);
-    if (defer_copies) {
-      __builtin_prefetch(reinterpret_cast<const char*>(entry.data.get()) - sizeof(void*), 1);
-      entries.push_back(&entry);
-    }
-    out->push_back(SampledItem{defer_copies ? nullptr : entry.data, entry.priority,
-                               entry.times_sampled, picked->probability,
+    out->push_back(SampledItem{entry.data, entry.priority, entry.times_sampled, picked->probability,
                                static_cast<int64_t>(items_.size()), rate_limited});
     const int64_t item_bytes = entry.bytes;
     bytes += item_bytes;
@@ -496,7 +475,6 @@ absl::Status Table::SampleLocked(int64_t num_samples, bool rate_limited,
       if (absl::Status s = DeleteLocked(picked->key); !s.ok()) return s;
     }
   }
-  copy_pointers();
   return absl::OkStatus();
 }
 
