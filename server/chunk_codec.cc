@@ -39,20 +39,30 @@ bool IsDeltaEncodable(DataType dtype) {
 }
 
 // In-place delta (encode=true) or prefix-sum (encode=false) over rows, in the
-// unsigned type of width W.
+// unsigned type U. `data` need not be aligned for U (a row cache's columns
+// follow their layout, server/item_rows_cache.h): values are read and
+// written with memcpy, which compiles to plain loads and stores.
 template <typename U>
 void DeltaRows(char* data, int64_t rows, int64_t row_elems, bool encode) {
-  U* values = reinterpret_cast<U*>(data);
+  auto at = [data](int64_t i) { return data + i * static_cast<int64_t>(sizeof(U)); };
+  auto load = [&at](int64_t i) {
+    U value;
+    std::memcpy(&value, at(i), sizeof(U));
+    return value;
+  };
+  auto store = [&at](int64_t i, U value) { std::memcpy(at(i), &value, sizeof(U)); };
   if (encode) {
     for (int64_t r = rows - 1; r > 0; --r) {
       for (int64_t e = 0; e < row_elems; ++e) {
-        values[r * row_elems + e] -= values[(r - 1) * row_elems + e];
+        const int64_t i = r * row_elems + e;
+        store(i, static_cast<U>(load(i) - load(i - row_elems)));
       }
     }
   } else {
     for (int64_t r = 1; r < rows; ++r) {
       for (int64_t e = 0; e < row_elems; ++e) {
-        values[r * row_elems + e] += values[(r - 1) * row_elems + e];
+        const int64_t i = r * row_elems + e;
+        store(i, static_cast<U>(load(i) + load(i - row_elems)));
       }
     }
   }
