@@ -1,6 +1,7 @@
 #include "server/client/sampler.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
