@@ -13,6 +13,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "reverb_service.pb.h"
 #include "schema.pb.h"
 #include "server/chunk_view.h"
@@ -74,28 +76,35 @@ void Touch(const std::vector<SampledItem>& samples, size_t begin, size_t end) {
   asm volatile("" : : "r"(sink));  // keeps the loads
 }
 
-void AppendVarint(uint64_t value, std::string* out) {
-  while (value >= 0x80) {
-    out->push_back(static_cast<char>(value | 0x80));
-    value >>= 7;
-  }
-  out->push_back(static_cast<char>(value));
-}
-
 // The layout of an item's columns in its cached rows: the number of
 // columns, then per column its dtype, squeeze, rank and dims, as varints.
 // Self-delimiting, so two items whose layouts start alike have the same
 // layout: the items stack.
 std::string RowsLayout(const std::vector<ColumnSpec>& specs, const FlatTrajectory& trajectory) {
   std::string layout;
-  AppendVarint(specs.size(), &layout);
-  for (size_t c = 0; c < specs.size(); ++c) {
-    AppendVarint(static_cast<uint64_t>(specs[c].dtype), &layout);
-    AppendVarint(trajectory.columns(static_cast<int>(c)).squeeze() ? 1 : 0, &layout);
-    AppendVarint(specs[c].shape.size(), &layout);
-    for (int64_t dim : specs[c].shape) AppendVarint(static_cast<uint64_t>(dim), &layout);
-  }
+  {
+    google::protobuf::io::StringOutputStream stream(&layout);
+    google::protobuf::io::CodedOutputStream out(&stream);
+    out.WriteVarint64(specs.size());
+    for (size_t c = 0; c < specs.size(); ++c) {
+      out.WriteVarint64(static_cast<uint64_t>(specs[c].dtype));
+      out.WriteVarint64(trajectory.columns(static_cast<int>(c)).squeeze() ? 1 : 0);
+      out.WriteVarint64(specs[c].shape.size());
+      for (int64_t dim : specs[c].shape) out.WriteVarint64(static_cast<uint64_t>(dim));
+    }
+  }  // the stream trims `layout` to what was written
   return layout;
+}
+
+// Bytes of one sample of `specs`; nullopt when a column is not numeric
+// (such samples are neither batched nor cached).
+std::optional<int64_t> NumericSampleBytes(const std::vector<ColumnSpec>& specs) {
+  int64_t bytes = 0;
+  for (const ColumnSpec& spec : specs) {
+    if (spec.dtype == tf::DT_STRING || !DataTypeSize(spec.dtype).ok()) return std::nullopt;
+    bytes += ColumnBytes(spec);
+  }
+  return bytes;
 }
 
 // What an item's ItemRowsCache keeps: RowsLayout, then every column's bytes
@@ -109,15 +118,11 @@ absl::StatusOr<std::optional<std::string>> DecodeRows(const TableItem& item) {
   auto find = [&views](uint64_t key) { return views.Find(key); };
   absl::StatusOr<std::vector<ColumnSpec>> specs = TrajectoryColumnSpecs(trajectory, find);
   if (!specs.ok()) return specs.status();
-  int64_t bytes = 0;
-  for (const ColumnSpec& spec : *specs) {
-    if (spec.dtype == tf::DT_STRING || !DataTypeSize(spec.dtype).ok()) return std::nullopt;
-    bytes += ColumnBytes(spec);
-  }
-  if (bytes > kMaxCachedRowBytes) return std::nullopt;
+  const std::optional<int64_t> bytes = NumericSampleBytes(*specs);
+  if (!bytes.has_value() || *bytes > kMaxCachedRowBytes) return std::nullopt;
   std::string rows = RowsLayout(*specs, trajectory);
   size_t at = rows.size();
-  rows.resize(at + static_cast<size_t>(bytes));
+  rows.resize(at + static_cast<size_t>(*bytes));
   for (size_t c = 0; c < specs->size(); ++c) {
     if (absl::Status s =
             UnpackTrajectoryColumnInto(trajectory, static_cast<int>(c), find, &rows[at]);
@@ -132,10 +137,11 @@ absl::StatusOr<std::optional<std::string>> DecodeRows(const TableItem& item) {
 // Samples [begin, end) as one response; none when a sample does not stack
 // with the others: its columns are not `specs` (dtype, shape, squeeze), or it
 // has a policy version and `versions` is false, or the other way round.
+// `sample_bytes` is NumericSampleBytes(specs).
 absl::StatusOr<std::optional<grpc::ByteBuffer>> EncodeGroup(const std::vector<SampledItem>& samples,
                                                             size_t begin, size_t end,
                                                             const std::vector<ColumnSpec>& specs,
-                                                            bool versions) {
+                                                            int64_t sample_bytes, bool versions) {
   auto response = std::make_shared<SampleStreamResponse>();
   SampleBatch* batch = response->mutable_batch();
   const int n = static_cast<int>(end - begin);
@@ -170,8 +176,6 @@ absl::StatusOr<std::optional<grpc::ByteBuffer>> EncodeGroup(const std::vector<Sa
     columns[c] = column->mutable_tensor_content()->data();
   }
   const std::string layout = RowsLayout(specs, first);
-  int64_t sample_bytes = 0;
-  for (int64_t bytes : row_bytes) sample_bytes += bytes;
   ChunkViews views;
   FlatTrajectory trajectory;
   for (size_t window = begin; window < end; window += kTouchWindow) {
@@ -237,11 +241,9 @@ absl::StatusOr<std::vector<grpc::ByteBuffer>> EncodeSampleBatches(
   absl::StatusOr<std::vector<ColumnSpec>> specs =
       TrajectoryColumnSpecs(trajectory, [&views](uint64_t key) { return views.Find(key); });
   if (!specs.ok()) return specs.status();
-  int64_t sample_bytes = 0;
-  for (const ColumnSpec& spec : *specs) {
-    if (spec.dtype == tf::DT_STRING || !DataTypeSize(spec.dtype).ok()) return out;
-    sample_bytes += ColumnBytes(spec);
-  }
+  const std::optional<int64_t> numeric_bytes = NumericSampleBytes(*specs);
+  if (!numeric_bytes.has_value()) return out;
+  const int64_t sample_bytes = *numeric_bytes;
   if (sample_bytes > kMaxBatchedSampleBytes) {
     int64_t stored = 0;
     for (const auto& chunk : first.chunks) stored += chunk->stored_bytes();
@@ -255,8 +257,9 @@ absl::StatusOr<std::vector<grpc::ByteBuffer>> EncodeSampleBatches(
   const size_t per_response = static_cast<size_t>(
       std::max<int64_t>(1, kMaxSampleResponseBytes / std::max<int64_t>(1, sample_bytes)));
   for (size_t begin = 0; begin < samples.size(); begin += per_response) {
-    absl::StatusOr<std::optional<grpc::ByteBuffer>> response = EncodeGroup(
-        samples, begin, std::min(samples.size(), begin + per_response), *specs, versions);
+    absl::StatusOr<std::optional<grpc::ByteBuffer>> response =
+        EncodeGroup(samples, begin, std::min(samples.size(), begin + per_response), *specs,
+                    sample_bytes, versions);
     if (!response.ok()) return response.status();
     if (!response->has_value()) return std::vector<grpc::ByteBuffer>();
     out.push_back(**std::move(response));
