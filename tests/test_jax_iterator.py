@@ -98,13 +98,15 @@ def test_batches_are_put_on_the_device_ahead_of_use(
 ):
   _fill(server, 'queue', 10)
   calls = []
-  original = numpy_iterator.NumpyIterator.__next__
+  original = numpy_iterator.NumpyIterator._next_flat
 
-  def counting_next(self):
+  def counting_next_flat(self):
     calls.append(1)
     return original(self)
 
-  monkeypatch.setattr(numpy_iterator.NumpyIterator, '__next__', counting_next)
+  monkeypatch.setattr(
+    numpy_iterator.NumpyIterator, '_next_flat', counting_next_flat
+  )
   iterator = ReplayIterator(
     _address(server),
     'queue',

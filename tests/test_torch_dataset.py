@@ -77,14 +77,16 @@ def test_batches_are_tensors_over_the_samplers_buffers(server, monkeypatch):
   _fill(server, 'queue', 12)
   # Record the numpy arrays NumpyIterator hands over.
   produced = []
-  original = numpy_iterator.NumpyIterator.__next__
+  original = numpy_iterator.NumpyIterator._next_flat
 
-  def recording_next(self):
-    batch = original(self)
-    produced.append(batch)
-    return batch
+  def recording_next_flat(self):
+    info, columns = original(self)
+    produced.append(self._assemble(info, columns))
+    return info, columns
 
-  monkeypatch.setattr(numpy_iterator.NumpyIterator, '__next__', recording_next)
+  monkeypatch.setattr(
+    numpy_iterator.NumpyIterator, '_next_flat', recording_next_flat
+  )
   dataset = ReplayDataset(
     _address(server),
     'queue',
@@ -237,7 +239,9 @@ def test_device_cpu_changes_nothing(server, monkeypatch):
   _fill(server, 'queue', 4)
   moved = []
   monkeypatch.setattr(
-    tf_reverb.torch, '_mover', lambda device: moved.append(device)
+    tf_reverb.torch,
+    '_moved_to',
+    lambda device, convert: moved.append(device),
   )
   dataset = ReplayDataset(
     _address(server), 'queue', 2, max_samples=4, device='cpu'
@@ -252,13 +256,15 @@ def test_device_moves_batches_ahead_of_use(server, monkeypatch, prefetch):
   # The meta device stands in for an accelerator: the same moves, no data.
   _fill(server, 'queue', 10)
   calls = []
-  original = numpy_iterator.NumpyIterator.__next__
+  original = numpy_iterator.NumpyIterator._next_flat
 
-  def counting_next(self):
+  def counting_next_flat(self):
     calls.append(1)
     return original(self)
 
-  monkeypatch.setattr(numpy_iterator.NumpyIterator, '__next__', counting_next)
+  monkeypatch.setattr(
+    numpy_iterator.NumpyIterator, '_next_flat', counting_next_flat
+  )
   dataset = ReplayDataset(
     _address(server),
     'queue',

@@ -23,11 +23,10 @@ Representation of a batch (``ReplaySample(info=SampleInfo(...), data=...)``):
 
 import collections
 import warnings
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import jax
 import numpy as np
-import tree
 
 from tf_reverb import _dtypes
 from tf_reverb import client as reverb_client
@@ -206,14 +205,16 @@ class ReplayIterator:
         'is a multiple of the number of shards of the batch dimension.'
       )
 
-  def _stage(self, batch: replay_sample.ReplaySample) -> Any:
-    """Starts moving `batch` to the device(s); the key stays on the host.
+  def _stage(
+    self, info: List[Any], columns: List[Any]
+  ) -> replay_sample.ReplaySample:
+    """Starts moving a batch (flat, as ``NumpyIterator._next_flat`` gives
+    it) to the device(s); the key stays on the host.
 
     Every numeric field goes in one ``jax.device_put`` call (a call per
     field costs about 1.5 times as much for batches of small transitions).
     """
-    info = batch.info
-    leaves = list(info[1:]) + tree.flatten(batch.data)
+    leaves = info[1:] + columns
     numeric = [i for i, value in enumerate(leaves) if _is_numeric(value)]
     host = [leaves[i] for i in numeric]
     if self._sharding is not None:
@@ -223,21 +224,20 @@ class ReplayIterator:
     for i, moved in zip(numeric, jax.device_put(host, placement)):
       leaves[i] = moved
     fields = len(info) - 1
-    return replay_sample.ReplaySample(
-      type(info)(info.key, *leaves[:fields]),
-      tree.unflatten_as(batch.data, leaves[fields:]),
-    )
+    # pylint: disable-next=protected-access
+    return self._batches._assemble([info[0]] + leaves[:fields], leaves[fields:])
 
-  def _fetch(self) -> Optional[replay_sample.ReplaySample]:
-    """The next host batch placeable with the sharding, or None at the end."""
+  def _fetch(self) -> Optional[Tuple[List[Any], List[Any]]]:
+    """The next host batch (info fields, columns) placeable with the
+    sharding, or None at the end."""
     while True:
       try:
-        batch = next(self._batches)
+        info, columns = self._batches._next_flat()  # pylint: disable=protected-access
       except StopIteration:
         return None
-      size = len(batch.info.key)
+      size = len(info[0])
       if self._sharding is None or self._splits(size):
-        return batch
+        return info, columns
       warnings.warn(
         f'Dropped a partial batch of {size} samples: the sharding cannot '
         'split it evenly.',
@@ -262,7 +262,7 @@ class ReplayIterator:
         self._batches.close()
         self._batches = None
         break
-      self._pending.append(self._stage(batch))
+      self._pending.append(self._stage(*batch))
     if not self._pending:
       raise StopIteration
     return self._pending.popleft()

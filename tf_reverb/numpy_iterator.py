@@ -7,10 +7,9 @@ works; the GIL is released while waiting. Importing this module does not
 import TensorFlow.
 """
 
-from typing import Any, Iterator, Optional, Sequence, Union
+from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
-import tree
-
+from tf_reverb import _nest
 from tf_reverb import _options
 from tf_reverb import client as reverb_client
 from tf_reverb import pybind
@@ -153,14 +152,33 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
     Raises:
       StopIteration: at the end (max_samples, rate-limiter timeout, close).
     """
+    return self._assemble(*self._next_flat())
+
+  def _next_flat(self) -> Tuple[List[Any], List[Any]]:
+    """The next batch as flat lists: its info fields (five, six with
+    ``emit_policy_version``) and its columns.
+
+    For the framework adapters (``tf_reverb.torch``, ``tf_reverb.jax``),
+    which convert the arrays before ``_assemble`` puts them in place.
+
+    Raises:
+      StopIteration: at the end, as ``__next__``.
+    """
     if self._iterator is None:
       raise StopIteration
     batch = self._iterator.next()
     if batch is None:
       raise StopIteration
     info, columns = batch
+    return list(info[: 6 if self._emit_policy_version else 5]), columns
+
+  def _assemble(
+    self, info: List[Any], columns: List[Any]
+  ) -> replay_sample.ReplaySample:
+    """The ``ReplaySample`` of a batch's flat info fields and columns (as
+    ``_next_flat`` returns them, or converted one for one)."""
     data = (
-      tree.unflatten_as(self._structure, columns)
+      _nest.unflatten_as(self._structure, columns)
       if self._structure is not None
       else columns
     )

@@ -33,7 +33,6 @@ from typing import Any, Callable, Iterator, Optional, Sequence, Union
 import numpy as np
 import torch
 import torch.utils.data
-import tree
 
 from tf_reverb import _dtypes
 from tf_reverb import _options
@@ -290,14 +289,22 @@ class ReplayDataset(torch.utils.data.IterableDataset):
       structure=self._structure,
       **self._sampler_options,
     ) as batches:
-      tensors = (tree.map_structure(convert, batch) for batch in batches)
-      if device is None:
-        yield from tensors
-        return
+      if device is not None:
+        convert = _moved_to(device, convert)
       pending = collections.deque()
-      for batch in tensors:
-        pending.append(tree.map_structure(_mover(device), batch))
-        if len(pending) >= self._prefetch_to_device:
+      while True:
+        try:
+          info, columns = batches._next_flat()  # pylint: disable=protected-access
+        except StopIteration:
+          break
+        # pylint: disable-next=protected-access
+        pending.append(
+          batches._assemble(
+            [convert(value) for value in info],
+            [convert(column) for column in columns],
+          )
+        )
+        if device is None or len(pending) >= self._prefetch_to_device:
           yield pending.popleft()
       while pending:
         yield pending.popleft()
@@ -308,13 +315,18 @@ def _pinned(array: Any) -> Any:
   return tensor.pin_memory() if isinstance(tensor, torch.Tensor) else tensor
 
 
-def _mover(device: 'torch.device') -> Callable[[Any], Any]:
-  def move(value: Any) -> Any:
+def _moved_to(
+  device: 'torch.device', convert: Callable[[Any], Any]
+) -> Callable[[Any], Any]:
+  """`convert`, then tensors on their way to `device`."""
+
+  def convert_and_move(array: Any) -> Any:
+    value = convert(array)
     if isinstance(value, torch.Tensor):
       return value.to(device, non_blocking=True)
     return value
 
-  return move
+  return convert_and_move
 
 
 def update_priorities(

@@ -32,6 +32,7 @@ from typing import (
 import numpy as np
 import tree
 
+from tf_reverb import _nest
 from tf_reverb import _options
 from tf_reverb import errors
 
@@ -328,21 +329,6 @@ def _flatten_with_path(structure: Any) -> List[Tuple[Path, Any]]:
   return tree.flatten_with_path(structure)
 
 
-def _unflatten_as(structure: Any, flat: List[Any]) -> Any:
-  """tree.unflatten_as, with fast paths for flat dicts, lists and tuples."""
-  nests = (dict, list, tuple)
-  if type(structure) is dict and not any(  # pylint: disable=unidiomatic-typecheck
-    isinstance(v, nests) or v is None for v in structure.values()
-  ):
-    by_key = dict(zip(sorted(structure), flat))
-    return {key: by_key[key] for key in structure}
-  if type(structure) in (list, tuple) and not any(
-    isinstance(v, nests) or v is None for v in structure
-  ):
-    return type(structure)(flat)
-  return tree.unflatten_as(structure, flat)
-
-
 _COLUMN_RE = re.compile(r'column (\d+)')
 
 
@@ -567,7 +553,7 @@ class TrajectoryWriter:
         ],  # pylint: disable=unidiomatic-typecheck
         len(self._column_paths),
       )
-    return _unflatten_as(data, [refs[index] for index in indices])
+    return _nest.unflatten_as(data, [refs[index] for index in indices])
 
   def _append_columns(
     self, columns: List[Any], set_indices: Sequence[int], partial_step: bool
