@@ -147,9 +147,9 @@ py::array TensorToNumpy(const Tensor& tensor) {
 }
 
 py::tuple InfoTuple(const Sample& sample) {
-  const auto& item = sample.info().item();
-  return py::make_tuple(item.key(), sample.info().probability(), sample.info().table_size(),
-                        item.priority(), item.times_sampled(), item.policy_version());
+  const SampleMeta& meta = sample.meta();
+  return py::make_tuple(meta.key, meta.probability, meta.table_size, meta.priority,
+                        meta.times_sampled, meta.policy_version);
 }
 
 py::list SampleColumns(const Sample& sample) {

@@ -127,7 +127,7 @@ class BatchIterator {
         const size_t run = BlockRun(samples, j, checked.get());
         if (run > 0) {
           CopyBlockRows(*checked, samples[j].row(), static_cast<int64_t>(run), i, batch);
-          for (size_t k = j; k < j + run; ++k) AppendInfo(samples[k].info(), batch);
+          for (size_t k = j; k < j + run; ++k) AppendInfo(samples[k].meta(), batch);
           i += static_cast<int64_t>(run);
           j += run;
           continue;
@@ -207,7 +207,7 @@ class BatchIterator {
         return s;
       }
     }
-    AppendInfo(sample.info(), batch);
+    AppendInfo(sample.meta(), batch);
     if (sample.block() != nullptr) *checked = sample.block_ptr();
     return absl::OkStatus();
   }
@@ -222,13 +222,13 @@ class BatchIterator {
     batch->policy_versions.reserve(rows);
   }
 
-  static void AppendInfo(const deepmind::reverb::SampleInfo& info, Batch* batch) {
-    batch->keys.push_back(info.item().key());
-    batch->probabilities.push_back(info.probability());
-    batch->table_sizes.push_back(info.table_size());
-    batch->priorities.push_back(info.item().priority());
-    batch->times_sampled.push_back(info.item().times_sampled());
-    batch->policy_versions.push_back(info.item().policy_version());
+  static void AppendInfo(const SampleMeta& meta, Batch* batch) {
+    batch->keys.push_back(meta.key);
+    batch->probabilities.push_back(meta.probability);
+    batch->table_sizes.push_back(meta.table_size);
+    batch->priorities.push_back(meta.priority);
+    batch->times_sampled.push_back(meta.times_sampled);
+    batch->policy_versions.push_back(meta.policy_version);
     ++batch->size;
   }
 

@@ -69,14 +69,17 @@ absl::StatusOr<tf_reverb::Tensor> FromView(const TfReverbTensorView& view) {
   return tensor;
 }
 
+TfReverbSampleInfo InfoOf(const tf_reverb::SampleMeta& meta) {
+  return TfReverbSampleInfo{meta.key, meta.probability, meta.table_size, meta.priority,
+                            meta.times_sampled};
+}
+
 // Hands `sample` to the caller's buffers: info, then each column through
 // `allocate`, decoding numeric columns straight into the returned buffer.
 absl::Status WriteSample(const tf_reverb::Sample& sample, TfReverbSampleInfo* info,
                          int32_t* num_columns, TfReverbAllocateFn allocate,
                          TfReverbSetStringFn set_string, void* context) {
-  const auto& item = sample.info().item();
-  *info = TfReverbSampleInfo{item.key(), sample.info().probability(), sample.info().table_size(),
-                             item.priority(), item.times_sampled()};
+  *info = InfoOf(sample.meta());
   absl::StatusOr<std::vector<tf_reverb::ColumnSpec>> specs = sample.ColumnSpecs();
   if (!specs.ok()) return specs.status();
   if (num_columns != nullptr) *num_columns = static_cast<int32_t>(specs->size());
@@ -227,9 +230,7 @@ int tf_reverb_client_sample(TfReverbClient* client, const char* table, int64_t t
   std::unique_ptr<tf_reverb::Sampler> sampler = client->client->NewSampler(table, options);
   absl::StatusOr<tf_reverb::Sample> sample = sampler->Next();
   if (!sample.ok()) return Report(sample.status(), error, error_size);
-  const auto& item = sample->info().item();
-  *info = TfReverbSampleInfo{item.key(), sample->info().probability(), sample->info().table_size(),
-                             item.priority(), item.times_sampled()};
+  *info = InfoOf(sample->meta());
   absl::StatusOr<std::vector<tf_reverb::Tensor>> timestep = FirstTimestep(*sample);
   if (!timestep.ok()) return Report(timestep.status(), error, error_size);
   return Report(WriteTensors(*timestep, allocate, set_string, context), error, error_size);

@@ -514,7 +514,7 @@ absl::StatusOr<Client::LookupResult> Client::Lookup(const std::string& table,
   absl::flat_hash_set<uint64_t> found;
   for (auto& response : *responses) {
     for (Sample& sample : EntriesToSamples(response.mutable_entries())) {
-      if (!found.insert(sample.info().item().key()).second) continue;
+      if (!found.insert(sample.meta().key).second) continue;
       result.found.push_back(std::move(sample));
     }
   }

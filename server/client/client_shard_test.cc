@@ -74,12 +74,12 @@ TEST(ClientShardTest, InsertsRotateAndAdminCallsReachEveryShard) {
   ASSERT_TRUE(top.ok()) << top.status();
   sampler->Close();
   deepmind::reverb::KeyWithPriority update;
-  update.set_key(top->info().item().key());
+  update.set_key(top->meta().key);
   update.set_priority(42);
   ASSERT_TRUE(client.MutatePriorities("t", {update}, {}).ok());
   std::vector<SampledItem> items;
   ASSERT_TRUE(shards.tables[1]->SampleBatch(1, absl::Seconds(60), &items).ok());
-  EXPECT_EQ(items[0].data->item.key(), top->info().item().key());
+  EXPECT_EQ(items[0].data->item.key(), top->meta().key);
   EXPECT_EQ(items[0].priority, 42);
 
   ASSERT_TRUE(client.Reset("t").ok());

@@ -30,9 +30,16 @@ void SampleBlock::CopyRows(int column, int64_t first, int64_t rows, char* dst) c
   }
 }
 
+SampleMeta SampleMeta::Of(const deepmind::reverb::SampleInfo& info) {
+  const deepmind::reverb::PrioritizedItem& item = info.item();
+  return SampleMeta{
+      item.key(),         item.priority(),   item.times_sampled(), item.policy_version(),
+      info.probability(), info.table_size(), info.rate_limited()};
+}
+
 Sample::Sample(deepmind::reverb::SampleInfo info,
                std::vector<std::shared_ptr<const ChunkData>> chunks)
-    : info_(std::move(info)) {
+    : meta_(SampleMeta::Of(info)), info_(std::move(info)) {
   chunks_.reserve(chunks.size());
   for (auto& chunk : chunks) chunks_.push_back(SampleChunk{std::move(chunk), nullptr, {}, nullptr});
   ViewChunks();
@@ -40,6 +47,7 @@ Sample::Sample(deepmind::reverb::SampleInfo info,
 
 Sample Sample::FromChunks(deepmind::reverb::SampleInfo info, std::vector<SampleChunk> chunks) {
   Sample sample;
+  sample.meta_ = SampleMeta::Of(info);
   sample.info_ = std::move(info);
   sample.chunks_ = std::move(chunks);
   sample.ViewChunks();
@@ -49,6 +57,7 @@ Sample Sample::FromChunks(deepmind::reverb::SampleInfo info, std::vector<SampleC
 Sample Sample::FromSampledItem(const SampledItem& sampled) {
   Sample sample;
   sample.info_ = SampleInfoOf(sampled);
+  sample.meta_ = SampleMeta::Of(sample.info_);
   sample.chunks_.reserve(sampled.data->chunks.size());
   for (const auto& chunk : sampled.data->chunks) {
     sample.chunks_.push_back(SampleChunk{nullptr, chunk, {}, nullptr});
@@ -72,10 +81,10 @@ void Sample::ViewChunks() {
   }
 }
 
-Sample Sample::FromBlock(deepmind::reverb::SampleInfo info,
-                         std::shared_ptr<const SampleBlock> block, int64_t row) {
+Sample Sample::FromBlock(const SampleMeta& meta, std::shared_ptr<const SampleBlock> block,
+                         int64_t row) {
   Sample sample;
-  sample.info_ = std::move(info);
+  sample.meta_ = meta;
   sample.block_ = std::move(block);
   sample.row_ = row;
   return sample;

@@ -7,9 +7,9 @@
 //    never copied into the chunk first; or
 //  * one row of a SampleBlock: the columns of several samples already
 //    decoded and stacked by the server (a SampleBatch response,
-//    docs/architecture/wire-protocol.md). Its info holds the item's key,
-//    priority, times sampled and policy version, the probability, table
-//    size and rate_limited flag, but no trajectory.
+//    docs/architecture/wire-protocol.md), with no trajectory and no
+//    SampleInfo message: only its SampleMeta (a row costs no allocation).
+// Every sample has its SampleMeta: the scalars of its SampleInfo.
 //
 // Contract: value type, immutable once built; safe to read from any thread.
 // Errors: INVALID_ARGUMENT for trajectories naming absent chunks/tensors or
@@ -60,6 +60,19 @@ struct SampleBlock {
   void CopyRows(int column, int64_t first, int64_t rows, char* dst) const;
 };
 
+// The scalars of a sampled item's SampleInfo (schema.proto).
+struct SampleMeta {
+  uint64_t key = 0;
+  double priority = 0;
+  int32_t times_sampled = 0;
+  int64_t policy_version = 0;  // 0 when the server reports none
+  double probability = 0;
+  int64_t table_size = 0;
+  bool rate_limited = false;
+
+  static SampleMeta Of(const deepmind::reverb::SampleInfo& info);
+};
+
 class Sample {
  public:
   Sample(deepmind::reverb::SampleInfo info, std::vector<std::shared_ptr<const ChunkData>> chunks);
@@ -67,14 +80,22 @@ class Sample {
   static Sample FromChunks(deepmind::reverb::SampleInfo info, std::vector<SampleChunk> chunks);
   // From an in-process table sample.
   static Sample FromSampledItem(const SampledItem& sampled);
-  // Row `row` of `block`, whose item is described by `info`.
-  static Sample FromBlock(deepmind::reverb::SampleInfo info,
-                          std::shared_ptr<const SampleBlock> block, int64_t row);
+  // Row `row` of `block`, whose item is described by `meta`.
+  static Sample FromBlock(const SampleMeta& meta, std::shared_ptr<const SampleBlock> block,
+                          int64_t row);
 
-  const deepmind::reverb::SampleInfo& info() const { return info_; }
+  const SampleMeta& meta() const { return meta_; }
   // A sharded sampler rewrites probability and table_size to the whole
   // table's (sharded_sampler_worker.h).
-  deepmind::reverb::SampleInfo* mutable_info() { return &info_; }
+  SampleMeta* mutable_meta() { return &meta_; }
+  // The whole SampleInfo as received (the item's table, insertion time and
+  // trajectory besides meta()'s fields); empty for a block row, which has
+  // only meta().
+  const deepmind::reverb::SampleInfo& info() const { return info_; }
+  // The sampled item's trajectory; empty for a block row.
+  const deepmind::reverb::FlatTrajectory& trajectory() const {
+    return info_.item().flat_trajectory();
+  }
   int num_columns() const;
   // Whether column `column` is squeezed (has no time axis).
   bool squeezed(int column) const;
@@ -98,6 +119,8 @@ class Sample {
   void ViewChunks();
   absl::StatusOr<const ChunkView*> Chunk(uint64_t key) const;
 
+  SampleMeta meta_;
+  // Empty for a block row.
   deepmind::reverb::SampleInfo info_;
   std::vector<SampleChunk> chunks_;
   // Views of chunks_ (they point into the chunks, which chunks_ keeps), or

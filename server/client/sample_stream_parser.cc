@@ -314,17 +314,13 @@ absl::Status ParseBatch(const Bytes& bytes, size_t begin, size_t end, std::vecto
     block->squeeze.push_back(batch.squeeze(static_cast<int>(c)));
   }
   out->reserve(out->size() + static_cast<size_t>(n));
+  const bool has_versions = batch.policy_versions_size() > 0;
   for (int i = 0; i < n; ++i) {
-    deepmind::reverb::SampleInfo info;
-    auto* item = info.mutable_item();
-    item->set_key(batch.keys(i));
-    item->set_priority(batch.priorities(i));
-    item->set_times_sampled(batch.times_sampled(i));
-    if (batch.policy_versions_size() > 0) item->set_policy_version(batch.policy_versions(i));
-    info.set_probability(batch.probabilities(i));
-    info.set_table_size(batch.table_sizes(i));
-    info.set_rate_limited(batch.rate_limited(i));
-    out->push_back(Sample::FromBlock(std::move(info), block, i));
+    const SampleMeta meta{batch.keys(i),          batch.priorities(i),
+                          batch.times_sampled(i), has_versions ? batch.policy_versions(i) : 0,
+                          batch.probabilities(i), batch.table_sizes(i),
+                          batch.rate_limited(i)};
+    out->push_back(Sample::FromBlock(meta, block, i));
   }
   return absl::OkStatus();
 }

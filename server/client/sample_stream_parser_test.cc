@@ -65,7 +65,7 @@ TEST(SampleStreamParserTest, ReadsWhatProtobufWrites) {
     std::vector<Sample> out;
     ASSERT_TRUE(parser.Parse(Reslice(bytes, slice_bytes), &out).ok());
     ASSERT_EQ(out.size(), 1u);
-    EXPECT_EQ(out[0].info().item().key(), 7u);
+    EXPECT_EQ(out[0].meta().key, 7u);
     ExpectDecodesAs(out[0], f);
     EXPECT_TRUE(parser.InSample());
     parser.Reset();
@@ -135,13 +135,13 @@ TEST(SampleStreamParserTest, ReadsABatch) {
     for (int i = 0; i < 2; ++i) {
       ASSERT_NE(out[i].block(), nullptr);
       EXPECT_EQ(out[i].row(), i);
-      EXPECT_EQ(out[i].info().item().key(), 10u + i);
-      EXPECT_EQ(out[i].info().item().priority(), 1.5 * i);
-      EXPECT_EQ(out[i].info().item().times_sampled(), i + 1);
-      EXPECT_FALSE(out[i].info().item().has_policy_version());
-      EXPECT_EQ(out[i].info().probability(), 0.5);
-      EXPECT_EQ(out[i].info().table_size(), 8);
-      EXPECT_EQ(out[i].info().rate_limited(), i == 1);
+      EXPECT_EQ(out[i].meta().key, 10u + i);
+      EXPECT_EQ(out[i].meta().priority, 1.5 * i);
+      EXPECT_EQ(out[i].meta().times_sampled, i + 1);
+      EXPECT_EQ(out[i].meta().policy_version, 0);
+      EXPECT_EQ(out[i].meta().probability, 0.5);
+      EXPECT_EQ(out[i].meta().table_size, 8);
+      EXPECT_EQ(out[i].meta().rate_limited, i == 1);
       ASSERT_EQ(out[i].num_columns(), 2);
       EXPECT_FALSE(out[i].squeezed(0));
       EXPECT_TRUE(out[i].squeezed(1));
@@ -287,11 +287,11 @@ TEST(SampleStreamParserTest, BatchThenEntriesInOneStream) {
     ASSERT_EQ(out.size(), 4u);
     for (size_t i = 0; i < 3; ++i) {
       ASSERT_NE(out[i].block(), nullptr);
-      EXPECT_EQ(out[i].info().item().key(), i + 1);
+      EXPECT_EQ(out[i].meta().key, i + 1);
       ExpectDecodesAs(out[i], small[i]);
     }
     EXPECT_EQ(out[3].block(), nullptr);
-    EXPECT_EQ(out[3].info().item().key(), 9u);
+    EXPECT_EQ(out[3].meta().key, 9u);
     ExpectDecodesAs(out[3], strings);
   };
   {
@@ -319,7 +319,7 @@ TEST(SampleStreamParserTest, BatchThenEntriesInOneStream) {
     ASSERT_TRUE(parser.Parse((*entries)[0], &out).ok());
     ASSERT_TRUE(parser.Parse((*batches)[0], &out).ok());
     ASSERT_EQ(out.size(), 4u);
-    EXPECT_EQ(out[0].info().item().key(), 9u);
+    EXPECT_EQ(out[0].meta().key, 9u);
     EXPECT_EQ(out[0].block(), nullptr);
     for (size_t i = 0; i < 3; ++i) ExpectDecodesAs(out[i + 1], small[i]);
   }

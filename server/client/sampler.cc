@@ -179,6 +179,9 @@ void Sampler::RunWorker(SamplerWorker* worker) {
         wanted, options_.rate_limiter_timeout,
         [&](std::vector<Sample> samples) {
           absl::MutexLock lock(&mu_);
+          // After an error, nothing more is queued: a consumer told of the
+          // error (the queue was empty) is never handed a sample after it.
+          if (!fatal_.ok()) return;
           for (Sample& sample : samples) {
             if (received == wanted) return;  // more than asked for: dropped
             queue_.push_back(std::move(sample));

@@ -52,8 +52,8 @@
 //    whose in-process table closed (its server stopped; a stopped server's
 //    tables never reopen), which is fatal. Any other error is fatal too: it is stored and,
 //    once the samples already queued are consumed, returned by every later
-//    Next(). Next() after Close() returns CANCELLED. Next(timeout) returns
-//    DEADLINE_EXCEEDED when no sample arrived within `timeout`.
+//    Next(); samples other workers receive after it are dropped. Next() after Close() returns
+//    CANCELLED. Next(timeout) returns DEADLINE_EXCEEDED when no sample arrived within `timeout`.
 //  * Cancellation: Close() cancels every in-flight request (gRPC
 //    TryCancel; in-process table waits poll a cancellation flag), wakes
 //    blocked consumers and joins the workers. It is idempotent.

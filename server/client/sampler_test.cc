@@ -189,7 +189,7 @@ TEST(SamplerTest, NextBatchTakesWhatIsQueuedWithinMaxSamples) {
     ASSERT_GE(out.size(), before + 1);
     ASSERT_LE(out.size(), before + 3);
   }
-  for (const Sample& sample : out) EXPECT_EQ(sample.info().item().key(), next_key++);
+  for (const Sample& sample : out) EXPECT_EQ(sample.meta().key, next_key++);
   // 9 or 10 taken: the rest is one sample, and never beyond max_samples.
   const size_t taken = out.size();
   if (taken < 10) {
@@ -269,13 +269,13 @@ TEST(SamplerTest, SamplesAreQueuedAsTheyArriveNotPerRequest) {
   // The request for 4 is still being served: its first sample is there.
   absl::StatusOr<Sample> first = (*sampler)->Next(kLong);
   ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_EQ(first->info().item().key(), 1u);
+  EXPECT_EQ(first->meta().key, 1u);
   EXPECT_FALSE(release.HasBeenNotified());
   release.Notify();
   for (uint64_t key = 2; key <= 4; ++key) {
     absl::StatusOr<Sample> sample = (*sampler)->Next(kLong);
     ASSERT_TRUE(sample.ok()) << sample.status();
-    EXPECT_EQ(sample->info().item().key(), key);
+    EXPECT_EQ(sample->meta().key, key);
   }
   EXPECT_EQ((*sampler)->Next(kLong).status().code(), absl::StatusCode::kOutOfRange);
 }
@@ -348,7 +348,7 @@ TEST(SamplerTest, RequestsAheadAreWholeRequestsWithinThePrefetchBound) {
   auto take = [&] {
     absl::StatusOr<Sample> sample = (*sampler)->Next(kLong);
     ASSERT_TRUE(sample.ok()) << sample.status();
-    keys.push_back(sample->info().item().key());
+    keys.push_back(sample->meta().key);
   };
   take();
   steps.freed_one.Notify();
@@ -429,7 +429,7 @@ TEST(SamplerTest, FlexibleBatchesAreTopedUp) {
   for (int i = 0; i < 9; ++i) {
     absl::StatusOr<Sample> sample = sampler->Next(kLong);
     ASSERT_TRUE(sample.ok()) << sample.status();
-    keys.push_back(sample->info().item().key());
+    keys.push_back(sample->meta().key);
   }
   EXPECT_EQ(keys, (std::vector<uint64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9}));
   EXPECT_EQ(sampler->Next().status().code(), absl::StatusCode::kOutOfRange);

@@ -29,12 +29,12 @@ void ShardWeights::SetFromInfo(size_t shard, const deepmind::reverb::TableInfo& 
       info.has_sampler_total_weight() ? info.sampler_total_weight() : static_cast<double>(s.size);
 }
 
-double ShardWeights::UpdateFromSample(size_t shard, const deepmind::reverb::SampleInfo& info) {
+double ShardWeights::UpdateFromSample(size_t shard, const SampleMeta& meta) {
   absl::MutexLock lock(&mu_);
   Shard& s = shards_[shard];
   s.down = false;
-  s.size = info.table_size();
-  const double probability = info.probability();
+  s.size = meta.table_size;
+  const double probability = meta.probability;
   if (!s.exponent.has_value()) {
     // The items that can be sampled: for a uniform sampler 1 / probability
     // (table_size also counts items too stale to sample); others keep the
@@ -45,7 +45,7 @@ double ShardWeights::UpdateFromSample(size_t shard, const deepmind::reverb::Samp
       s.weight = static_cast<double>(s.size);
     }
   } else if (probability > 0) {
-    const double weight = std::pow(info.item().priority(), *s.exponent) / probability;
+    const double weight = std::pow(meta.priority, *s.exponent) / probability;
     if (std::isfinite(weight)) s.weight = weight;
   }
   return ShareLocked(shard);
@@ -133,10 +133,10 @@ absl::Status ShardedSamplerWorker::StreamSamples(int64_t num_samples, absl::Dura
         counts[shard], timeout,
         [&](std::vector<Sample> samples) {
           for (Sample& sample : samples) {
-            const double share = weights_->UpdateFromSample(shard, sample.info());
-            deepmind::reverb::SampleInfo* info = sample.mutable_info();
-            info->set_probability(info->probability() * share);
-            info->set_table_size(weights_->TotalSize());
+            const double share = weights_->UpdateFromSample(shard, sample.meta());
+            SampleMeta* meta = sample.mutable_meta();
+            meta->probability *= share;
+            meta->table_size = weights_->TotalSize();
           }
           delivered += static_cast<int64_t>(samples.size());
           deliver(std::move(samples));

@@ -59,7 +59,7 @@ class ShardWeights {
   void SetFromInfo(size_t shard, const deepmind::reverb::TableInfo& info);
   // From a sample the shard returned; returns the shard's share of the
   // whole weight after the update.
-  double UpdateFromSample(size_t shard, const deepmind::reverb::SampleInfo& info);
+  double UpdateFromSample(size_t shard, const SampleMeta& meta);
   // The shard did not answer: left out until it answers a refresh.
   void MarkDown(size_t shard);
   // Whether the caller is to refresh the weights now (they are older than

@@ -43,10 +43,10 @@ TEST(ShardWeightsTest, SamplesUpdateTheWeights) {
   dm_reverb.clear_sampler_total_weight();
   weights.SetFromInfo(0, dm_reverb);  // weight 10 (its size) for now
   weights.SetFromInfo(1, Prioritized(10.0, 10));
-  deepmind::reverb::SampleInfo sample;
-  sample.mutable_item()->set_priority(10.0);
-  sample.set_probability(0.1);  // 10 of weight 100
-  sample.set_table_size(10);
+  SampleMeta sample;
+  sample.priority = 10.0;
+  sample.probability = 0.1;  // 10 of weight 100
+  sample.table_size = 10;
   EXPECT_DOUBLE_EQ(weights.UpdateFromSample(0, sample), 100.0 / 110.0);
 }
 

@@ -102,7 +102,7 @@ TEST_F(InsertStreamRpcTest, ChunkSentOnceServesItemsInLaterRequests) {
   ASSERT_EQ(batch.size(), 3u);
   // Item B: row 1 of chunk 2 then row 1 of chunk 3.
   Sample b = Sample::FromSampledItem(batch[1]);
-  EXPECT_EQ(b.info().item().key(), 200u);
+  EXPECT_EQ(b.meta().key, 200u);
   EXPECT_THAT(Values<int32_t>(b.UnpackColumn(0).value()), ElementsAre(21, 22, 31, 32));
   // Items share the stream's chunk objects.
   EXPECT_EQ(batch[1].data->chunks[0], batch[2].data->chunks[0]);

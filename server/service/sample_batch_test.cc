@@ -204,16 +204,13 @@ void ExpectParsedSample(const Sample& sample, const SampledItem& sampled, bool v
   SCOPED_TRACE(sampled.data->item.key());
   ASSERT_NE(sample.block(), nullptr);
   EXPECT_TRUE(sample.chunks().empty());
-  EXPECT_EQ(sample.info().item().key(), sampled.data->item.key());
-  EXPECT_EQ(sample.info().item().priority(), sampled.priority);
-  EXPECT_EQ(sample.info().item().times_sampled(), sampled.times_sampled);
-  EXPECT_EQ(sample.info().probability(), sampled.probability);
-  EXPECT_EQ(sample.info().table_size(), sampled.table_size);
-  EXPECT_EQ(sample.info().rate_limited(), sampled.rate_limited);
-  EXPECT_EQ(sample.info().item().has_policy_version(), version);
-  if (version) {
-    EXPECT_EQ(sample.info().item().policy_version(), sampled.data->item.policy_version());
-  }
+  EXPECT_EQ(sample.meta().key, sampled.data->item.key());
+  EXPECT_EQ(sample.meta().priority, sampled.priority);
+  EXPECT_EQ(sample.meta().times_sampled, sampled.times_sampled);
+  EXPECT_EQ(sample.meta().probability, sampled.probability);
+  EXPECT_EQ(sample.meta().table_size, sampled.table_size);
+  EXPECT_EQ(sample.meta().rate_limited, sampled.rate_limited);
+  EXPECT_EQ(sample.meta().policy_version, version ? sampled.data->item.policy_version() : 0);
   const Sample reference = Sample::FromSampledItem(sampled);
   ASSERT_EQ(sample.num_columns(), reference.num_columns());
   absl::StatusOr<std::vector<ColumnSpec>> specs = sample.ColumnSpecs();

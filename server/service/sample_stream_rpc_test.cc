@@ -295,7 +295,7 @@ TEST(SampleStreamRpcTest, LargeItemArrivesIntact) {
   for (int i = 0; i < 2; ++i) {
     absl::StatusOr<Sample> sample = sampler->Next();
     ASSERT_TRUE(sample.ok()) << sample.status();
-    EXPECT_EQ(sample->info().item().key(), 77u);
+    EXPECT_EQ(sample->meta().key, 77u);
     absl::StatusOr<Tensor> big = sample->UnpackColumn(0);
     ASSERT_TRUE(big.ok()) << big.status();
     EXPECT_EQ(big->shape, (std::vector<int64_t>{kChunks * kRows, kRowBytes}));

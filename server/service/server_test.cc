@@ -216,15 +216,15 @@ void CheckInsertStepRoundTrip(const std::string& address, bool via_grpc) {
   // Same item again, then max_samples is reached.
   absl::StatusOr<Sample> again = sampler->Next();
   ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_EQ(again->info().item().key(), info.item().key());
-  EXPECT_EQ(again->info().item().times_sampled(), 2);
+  EXPECT_EQ(again->meta().key, info.item().key());
+  EXPECT_EQ(again->meta().times_sampled, 2);
   EXPECT_EQ(sampler->Next().status().code(), absl::StatusCode::kOutOfRange);
 
   // The other table got its own item over the same step.
   absl::StatusOr<Sample> other = client.NewSampler("u", options)->Next();
   ASSERT_TRUE(other.ok()) << other.status();
-  EXPECT_DOUBLE_EQ(other->info().item().priority(), 0.25);
-  EXPECT_NE(other->info().item().key(), info.item().key());
+  EXPECT_DOUBLE_EQ(other->meta().priority, 0.25);
+  EXPECT_NE(other->meta().key, info.item().key());
   EXPECT_THAT(Values<int32_t>(other->UnpackColumn(0).value()), ElementsAre(7, -8));
 }
 
@@ -357,8 +357,8 @@ TEST(ServerTest, MutatePrioritiesAndResetOverGrpc) {
   EXPECT_EQ(heap->size(), 2);
   absl::StatusOr<Sample> top = client.NewSampler("heap", SamplerOptions())->Next();
   ASSERT_TRUE(top.ok()) << top.status();
-  EXPECT_EQ(top->info().item().key(), 1u);
-  EXPECT_DOUBLE_EQ(top->info().item().priority(), 10.0);
+  EXPECT_EQ(top->meta().key, 1u);
+  EXPECT_DOUBLE_EQ(top->meta().priority, 10.0);
 
   // A negative priority on a prioritized table is rejected as a whole.
   KeyWithPriority bad;

@@ -143,7 +143,7 @@ TEST(TrajectoryWriterTest, ItemsOverHistorySlicesArriveIntact) {
   std::vector<Sample> samples = SampleN(server->port(), "t", 1);
   ASSERT_EQ(samples.size(), 1u);
   const Sample& sample = samples[0];
-  EXPECT_EQ(sample.info().item().priority(), 1.5);
+  EXPECT_EQ(sample.meta().priority, 1.5);
   Tensor obs = sample.UnpackColumn(0).value();
   EXPECT_EQ(obs.shape, (std::vector<int64_t>{3, 2}));
   EXPECT_EQ(Values<int32_t>(obs), (std::vector<int32_t>{1, 10, 2, 20, 3, 30}));
@@ -155,11 +155,10 @@ TEST(TrajectoryWriterTest, ItemsOverHistorySlicesArriveIntact) {
   // Samples arrive batched (decoded by the server); the stored trajectory is
   // what Lookup returns.
   Client client(absl::StrCat("dns:///127.0.0.1:", server->port()));
-  absl::StatusOr<Client::LookupResult> stored =
-      client.Lookup("t", {sample.info().item().key()}, kDeadline);
+  absl::StatusOr<Client::LookupResult> stored = client.Lookup("t", {sample.meta().key}, kDeadline);
   ASSERT_TRUE(stored.ok()) << stored.status();
   ASSERT_EQ(stored->found.size(), 1u);
-  const auto& columns = stored->found[0].info().item().flat_trajectory().columns();
+  const auto& columns = stored->found[0].trajectory().columns();
   ASSERT_EQ(columns.size(), 2);
   EXPECT_EQ(columns[0].chunk_slices_size(), 2);  // chunks [0,1] and [2,3]
   EXPECT_TRUE(columns[1].squeeze());
