@@ -68,6 +68,8 @@ inline constexpr char kRateLimiterTimeoutMessage[] =
 inline constexpr char kTableClosedMessage[] = "RateLimiter has been cancelled";
 // A sample batch stops growing once its chunks reach this many bytes.
 inline constexpr int64_t kMaxSampleBatchBytes = 1 << 20;
+// Keys a sampling call draws ahead of handling them (Table::SampleLocked).
+inline constexpr int64_t kSampleWindow = 16;
 
 class Table {
  public:
@@ -308,6 +310,12 @@ class Table {
   // Takes the items the current policy version made stale out of the
   // sampler (deleting them with evict_stale); returns how many.
   absl::StatusOr<int64_t> MarkStaleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How many keys SampleLocked may draw before handling them: at most
+  // kSampleWindow and `wanted`, all of them allowed by the rate limiter,
+  // about as many as fit in the batch's bytes judged by the last item (-1:
+  // none yet), one when sampling may delete items.
+  int64_t SampleWindowLocked(int64_t wanted, int64_t bytes, int64_t last_item_bytes) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Samples up to `num_samples` items while the rate limiter allows.
   absl::Status SampleLocked(int64_t num_samples, bool rate_limited, std::vector<SampledItem>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

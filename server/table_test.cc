@@ -235,6 +235,19 @@ TEST(TableTest, SampleBatchStopsAtByteLimit) {
   EXPECT_EQ(batch.size(), 2u);
 }
 
+TEST(TableTest, SampleBatchTakesWhatTheRateLimiterAllowsWithinAWindow) {
+  // 10 inserts allow 10 samples (samples_per_insert 1, min_diff 0): a
+  // batch of 16 takes 10, in windows the limiter allows as a whole.
+  auto table = MakeTable(Uniform(), Fifo(), 100, 0, Limiter(1.0, 1, 0.0, DBL_MAX));
+  for (uint64_t key = 1; key <= 10; ++key) ASSERT_TRUE(Insert(*table, key).ok());
+  std::vector<SampledItem> batch;
+  ASSERT_TRUE(table->SampleBatch(16, kNoWait, &batch).ok());
+  EXPECT_EQ(batch.size(), 10u);
+  batch.clear();
+  EXPECT_EQ(table->SampleBatch(1, kNoWait, &batch).code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(batch.empty());
+}
+
 TEST(TableTest, InsertOfExistingKeyOnlyUpdatesPriority) {
   // After one insert the limiter forbids another (cursor would be 2 > 1).
   auto table = MakeTable(Heap(false), Fifo(), 10, 0, Limiter(1.0, 1, -DBL_MAX, 1.0));
@@ -882,6 +895,26 @@ TEST_P(SeededTableTest, TheSameSeedSamplesTheSameKeysInTheSameOrder) {
   // Another seed, or none, draws otherwise (200 draws over 100 keys).
   EXPECT_NE(SampleKeys(*SeededTable(GetParam(), 43), 200), keys);
   EXPECT_NE(SampleKeys(*SeededTable(GetParam(), std::nullopt), 200), keys);
+}
+
+TEST_P(SeededTableTest, ABatchTakesTheKeysOfDrawsOneAtATime) {
+  // Batches draw keys a window at a time (kSampleWindow): the same keys in
+  // the same order, and each sample's count as if taken one by one.
+  ASSERT_GT(50, kSampleWindow);
+  auto batched = SeededTable(GetParam(), 42);
+  auto single = SeededTable(GetParam(), 42);
+  std::vector<uint64_t> keys;
+  std::map<uint64_t, int32_t> counts;
+  for (int call = 0; call < 4; ++call) {
+    std::vector<SampledItem> batch;
+    ASSERT_TRUE(batched->SampleBatch(50, kNoWait, &batch).ok());
+    ASSERT_EQ(batch.size(), 50u);
+    for (const SampledItem& item : batch) {
+      keys.push_back(item.data->item.key());
+      EXPECT_EQ(item.times_sampled, ++counts[item.data->item.key()]);
+    }
+  }
+  EXPECT_EQ(keys, SampleKeys(*single, 200));
 }
 
 TEST_P(SeededTableTest, ARestoredTableGoesOnDrawingWhereTheCheckpointStopped) {
