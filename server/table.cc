@@ -288,6 +288,7 @@ absl::Status Table::AddLocked(std::shared_ptr<const TableItem> item, double prio
   }
   by_position_.emplace(next_insertion_order_, key);
   const int64_t bytes = ChunkBytes(*item);
+  max_item_bytes_ = std::max(max_item_bytes_, bytes);
   items_.emplace(key, Entry{std::move(item), priority, times_sampled, next_insertion_order_++,
                             version, stale, bytes});
   UpdateLevelsLocked();
@@ -450,17 +451,16 @@ absl::StatusOr<int64_t> Table::MarkStaleLocked() {
   return count;
 }
 
-int64_t Table::SampleWindowLocked(int64_t wanted, int64_t bytes, int64_t last_item_bytes) const {
+int64_t Table::SampleWindowLocked(int64_t wanted, int64_t bytes) const {
   // A sampled item may be deleted (max_times_sampled), which changes what
   // the next draw sees: one at a time then.
   if (max_times_sampled_ > 0) return 1;
-  // The first item's size is not known yet: it alone may fill the batch.
-  if (last_item_bytes < 0) return 1;
   int64_t window = std::min(wanted, kSampleWindow);
-  // About as many as still fit in the batch, judged by the last item.
-  if (last_item_bytes > 0) {
-    window =
-        std::min(window, std::max<int64_t>(1, (kMaxSampleBatchBytes - bytes) / last_item_bytes));
+  // No more than one-at-a-time sampling would take before the batch's
+  // bytes reach the limit, were every item as large as the largest stored:
+  // all but the last of the window leave the batch below the limit.
+  if (max_item_bytes_ > 0) {
+    window = std::min(window, (kMaxSampleBatchBytes - bytes - 1) / max_item_bytes_ + 1);
   }
   while (window > 1 && !rate_limiter_.CanSample(window)) window /= 2;
   return window;
@@ -472,16 +472,19 @@ absl::Status Table::SampleLocked(int64_t num_samples, bool rate_limited,
     return HasSampleableLocked() && rate_limiter_.CanSample(1);
   };
   out->reserve(out->size() + static_cast<size_t>(std::min<int64_t>(num_samples, 1024)));
-  int64_t bytes = 0, item_bytes = -1, taken = 0;
+  int64_t bytes = 0, taken = 0;
   // Keys are drawn a window at a time and their entries looked up before
   // any is handled, so the memory accesses of a window's items overlap
   // instead of following one another (the loop is bound by cache misses on
-  // large tables). Every key drawn is taken, in the order drawn: the draws
-  // are those of one key at a time as long as the batch is not cut short.
+  // large tables). Every key drawn is taken, in the order drawn, and a
+  // window holds no more keys than one-at-a-time sampling would take
+  // (SampleWindowLocked): a batch holds the keys one-at-a-time draws give.
+  // A selector fails a draw only when empty, which a window cannot become
+  // (nothing is deleted within one), so no drawn key is lost to an error.
   KeyWithProbability picked[kSampleWindow];
   Entry* entries[kSampleWindow];
   while (taken < num_samples && bytes < kMaxSampleBatchBytes && can_sample()) {
-    const int64_t window = SampleWindowLocked(num_samples - taken, bytes, item_bytes);
+    const int64_t window = SampleWindowLocked(num_samples - taken, bytes);
     for (int64_t k = 0; k < window; ++k) {
       absl::StatusOr<KeyWithProbability> key = sampler_->Sample();
       if (!key.ok()) return key.status();
@@ -500,10 +503,9 @@ absl::Status Table::SampleLocked(int64_t num_samples, bool rate_limited,
       out->push_back(SampledItem{entry.data, entry.priority, entry.times_sampled,
                                  picked[k].probability, static_cast<int64_t>(items_.size()),
                                  rate_limited});
-      item_bytes = entry.bytes;
-      bytes += item_bytes;
+      bytes += entry.bytes;
       TableMetrics::Add(metrics_.samples, 1);
-      TableMetrics::Add(metrics_.sampled_bytes, item_bytes);
+      TableMetrics::Add(metrics_.sampled_bytes, entry.bytes);
       if (max_times_sampled_ > 0 && entry.times_sampled >= max_times_sampled_) {
         if (absl::Status s = DeleteLocked(picked[k].key); !s.ok()) return s;
       }
@@ -590,6 +592,7 @@ void Table::ClearLocked() {
   sampler_->Clear();
   remover_->Clear();
   items_.clear();
+  max_item_bytes_ = 0;
   by_position_.clear();
   fresh_by_version_.clear();
   num_stale_ = 0;

@@ -310,11 +310,12 @@ class Table {
   // Takes the items the current policy version made stale out of the
   // sampler (deleting them with evict_stale); returns how many.
   absl::StatusOr<int64_t> MarkStaleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // How many keys SampleLocked may draw before handling them: at most
-  // kSampleWindow and `wanted`, all of them allowed by the rate limiter,
-  // about as many as fit in the batch's bytes judged by the last item (-1:
-  // none yet), one when sampling may delete items.
-  int64_t SampleWindowLocked(int64_t wanted, int64_t bytes, int64_t last_item_bytes) const
+  // How many keys SampleLocked may draw before handling them, the batch
+  // holding `bytes` so far: at most kSampleWindow and `wanted`, and no more
+  // than one-at-a-time sampling would take (all of them allowed by the rate
+  // limiter; the batch's bytes below kMaxSampleBatchBytes before each, by
+  // max_item_bytes_); one when sampling may delete items.
+  int64_t SampleWindowLocked(int64_t wanted, int64_t bytes) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Samples up to `num_samples` items while the rate limiter allows.
   absl::Status SampleLocked(int64_t num_samples, bool rate_limited, std::vector<SampledItem>* out)
@@ -366,6 +367,9 @@ class Table {
   std::unique_ptr<ItemSelector> remover_ ABSL_GUARDED_BY(mu_);
   RateLimiter rate_limiter_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Entry> items_ ABSL_GUARDED_BY(mu_);
+  // The largest Entry::bytes inserted since the table was last cleared (a
+  // bound for SampleWindowLocked; deletions leave it).
+  int64_t max_item_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Insertion position -> key, for Scan.
   absl::btree_map<uint64_t, uint64_t> by_position_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, int64_t> episode_refs_ ABSL_GUARDED_BY(mu_);

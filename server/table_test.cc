@@ -917,6 +917,53 @@ TEST_P(SeededTableTest, ABatchTakesTheKeysOfDrawsOneAtATime) {
   EXPECT_EQ(keys, SampleKeys(*single, 200));
 }
 
+TEST(SeededTableBytesTest, ABatchOfMixedSizesStopsWhereOneAtATimeSamplingWould) {
+  // One ~600 KB item among 30 of a few bytes: a window must not run past
+  // the batch's byte limit after a small item (the limit is checked before
+  // each draw of one-at-a-time sampling).
+  auto make = [] {
+    auto table = Table::Create(Table::Config{"mixed",
+                                             CreateSelector(Uniform()).value(),
+                                             CreateSelector(Fifo()).value(),
+                                             100,
+                                             0,
+                                             MinSize(1),
+                                             "",
+                                             {},
+                                             false,
+                                             uint64_t{5}})
+                     .value();
+    std::mt19937_64 gen(1);
+    Tensor column;
+    column.dtype = tfp::DT_UINT64;
+    column.shape = {75000};
+    for (int i = 0; i < 75000; ++i) {
+      const uint64_t v = gen();
+      column.data.append(reinterpret_cast<const char*>(&v), 8);
+    }
+    auto large = TableChunk::FromProto(BuildChunk(101, {column}, 1, 0, 0, false).value());
+    EXPECT_TRUE(table->InsertOrAssign(MakeItem(1, 1.0, {large}), kNoWait).ok());
+    for (uint64_t key = 2; key <= 31; ++key) EXPECT_TRUE(Insert(*table, key).ok());
+    return table;
+  };
+  auto batched = make();
+  auto single = make();
+  std::vector<SampledItem> batch;
+  ASSERT_TRUE(batched->SampleBatch(400, kNoWait, &batch).ok());
+  std::vector<uint64_t> expected;
+  int64_t bytes = 0;
+  while (bytes < kMaxSampleBatchBytes) {
+    absl::StatusOr<SampledItem> one = SampleOne(*single);
+    ASSERT_TRUE(one.ok()) << one.status();
+    expected.push_back(one->data->item.key());
+    for (const auto& chunk : one->data->chunks) bytes += chunk->stored_bytes();
+  }
+  ASSERT_LT(expected.size(), 400u);  // the bytes cut the batch
+  std::vector<uint64_t> keys;
+  for (const SampledItem& item : batch) keys.push_back(item.data->item.key());
+  EXPECT_EQ(keys, expected);
+}
+
 TEST_P(SeededTableTest, ARestoredTableGoesOnDrawingWhereTheCheckpointStopped) {
   auto original = SeededTable(GetParam(), 7);
   SampleKeys(*original, 50);

@@ -12,19 +12,21 @@ import tree
 
 __all__ = ['unflatten_as']
 
-_NESTS = (dict, list, tuple)
+
+def _leaves(values: Any) -> bool:
+  """Whether every one of `values` is a leaf other than None."""
+  return not any(v is None or tree.is_nested(v) for v in values)
 
 
 def unflatten_as(structure: Any, flat: List[Any]) -> Any:
   """``tree.unflatten_as``, with fast paths for flat dicts, lists and
-  tuples."""
-  if type(structure) is dict and not any(  # pylint: disable=unidiomatic-typecheck
-    isinstance(v, _NESTS) or v is None for v in structure.values()
-  ):
-    by_key = dict(zip(sorted(structure), flat))
-    return {key: by_key[key] for key in structure}
-  if type(structure) in (list, tuple) and not any(
-    isinstance(v, _NESTS) or v is None for v in structure
-  ):
-    return type(structure)(flat)
+  tuples; other structures, and a `flat` of another length (``ValueError``),
+  go to ``tree``."""
+  kind = type(structure)
+  if kind in (dict, list, tuple) and len(flat) == len(structure):
+    if kind is dict and _leaves(structure.values()):
+      by_key = dict(zip(sorted(structure), flat))
+      return {key: by_key[key] for key in structure}
+    if kind is not dict and _leaves(structure):
+      return kind(flat)
   return tree.unflatten_as(structure, flat)

@@ -9,7 +9,9 @@
 //    decoded and stacked by the server (a SampleBatch response,
 //    docs/architecture/wire-protocol.md), with no trajectory and no
 //    SampleInfo message: only its SampleMeta (a row costs no allocation).
-// Every sample has its SampleMeta: the scalars of its SampleInfo.
+// Every sample has its SampleMeta: the scalars of its SampleInfo, which the
+// consumers read (a sharded sampler rewrites probability and table size
+// there; info() keeps them as received).
 //
 // Contract: value type, immutable once built; safe to read from any thread.
 // Errors: INVALID_ARGUMENT for trajectories naming absent chunks/tensors or

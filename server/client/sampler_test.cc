@@ -157,6 +157,58 @@ TEST(SamplerOptionsTest, DefaultsAndEffectiveWorkers) {
   EXPECT_EQ(options.EffectiveNumWorkers(), 1);
 }
 
+// Worker 0 fails once worker 1 is in its request; worker 1 delivers one
+// sample once released.
+class LateWorker : public SamplerWorker {
+ public:
+  LateWorker(int index, absl::Notification* started, absl::Notification* release,
+             absl::Notification* delivered)
+      : index_(index), started_(started), release_(release), delivered_(delivered) {}
+
+  absl::Status StreamSamples(int64_t, absl::Duration, const Deliver& deliver,
+                             const ClaimMore&) override {
+    if (index_ == 0) {
+      started_->WaitForNotification();
+      return absl::InvalidArgumentError("worker 0 fails");
+    }
+    if (!started_->HasBeenNotified()) started_->Notify();
+    release_->WaitForNotification();
+    if (!delivered_->HasBeenNotified()) {
+      std::vector<Sample> samples;
+      samples.push_back(FakeSample(1));
+      deliver(std::move(samples));
+      delivered_->Notify();
+    }
+    return absl::OkStatus();
+  }
+  void Cancel() override {
+    if (!release_->HasBeenNotified()) release_->Notify();
+  }
+
+ private:
+  const int index_;
+  absl::Notification* started_;
+  absl::Notification* release_;
+  absl::Notification* delivered_;
+};
+
+TEST(SamplerTest, NoSampleIsHandedOutAfterTheErrorWasReported) {
+  absl::Notification started, release, delivered;
+  int next_index = 0;
+  SamplerOptions options;
+  options.num_workers = 2;
+  options.max_in_flight_samples_per_worker = 1;
+  absl::StatusOr<std::unique_ptr<Sampler>> sampler = Sampler::Create(
+      [&] { return std::make_unique<LateWorker>(next_index++, &started, &release, &delivered); },
+      options);
+  ASSERT_TRUE(sampler.ok()) << sampler.status();
+  EXPECT_TRUE(absl::IsInvalidArgument((*sampler)->Next(kLong).status()));
+  release.Notify();
+  ASSERT_TRUE(delivered.WaitForNotificationWithTimeout(kLong));
+  // Worker 1's sample arrived after the error: dropped, the error stays.
+  EXPECT_TRUE(absl::IsInvalidArgument((*sampler)->Next(kLong).status()));
+}
+
 TEST(SamplerTest, ReturnsExactlyMaxSamplesThenOutOfRange) {
   Script script;
   SamplerOptions options;

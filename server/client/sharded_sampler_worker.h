@@ -5,10 +5,11 @@
 // proportion to each shard's share of the whole table's sampling weight
 // (ShardWeights: a prioritized sampler's sum of priority^exponent, else
 // its item count), then each part is sampled from that shard's own stream.
-// Every sample's SampleInfo is rewritten to the whole table:
+// Every sample's SampleMeta (sample.h) is rewritten to the whole table:
 // probability = (probability within its shard) * (its shard's share),
 // table_size = the sum of the shards' sizes. So a prioritized learner's
-// importance weights are right, whatever the shards hold.
+// importance weights are right, whatever the shards hold. (Sample::info(),
+// where there is one, keeps the values as its shard sent them.)
 //
 // Freshness: a shard's weight is updated from every sample it returns
 // (weight = priority^exponent / probability, or the table size) and from
