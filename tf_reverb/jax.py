@@ -23,7 +23,7 @@ Representation of a batch (``ReplaySample(info=SampleInfo(...), data=...)``):
 
 import collections
 import warnings
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import jax
 import numpy as np
@@ -34,6 +34,10 @@ from tf_reverb import numpy_iterator
 from tf_reverb import replay_sample
 
 __all__ = ['ReplayIterator', 'update_priorities']
+
+
+def _identity(arrays: List[Any]) -> List[Any]:
+  return arrays
 
 
 def _is_numeric(value: Any) -> bool:
@@ -144,6 +148,7 @@ class ReplayIterator:
     self._sharding = sharding
     self._device = device
     self._shardings: Dict[int, Any] = {}
+    self._movers: Dict[Tuple[int, ...], Callable[[List[Any]], List[Any]]] = {}
     if sharding is not None:
       self._check_divides(batch_size, 'batch_size')
       if max_samples > 0 and max_samples % batch_size:
@@ -205,23 +210,43 @@ class ReplayIterator:
         'is a multiple of the number of shards of the batch dimension.'
       )
 
+  def _mover(self, ranks: Tuple[int, ...]) -> Callable[[List[Any]], List[Any]]:
+    """The jitted identity that puts arrays of `ranks` where batches go.
+
+    A jitted function takes host arrays to the device(s) with much less
+    Python and dispatch work than ``jax.device_put`` of the same list (about
+    a sixth for the nine arrays of a batch of small transitions).
+    """
+    mover = self._movers.get(ranks)
+    if mover is None:
+      if self._sharding is not None:
+        placement = [self._sharding_for(rank) for rank in ranks]
+      elif self._device is not None:
+        placement = [jax.sharding.SingleDeviceSharding(self._device)] * len(
+          ranks
+        )
+      else:
+        placement = None
+      if placement is None:
+        mover = jax.jit(_identity)
+      else:
+        mover = jax.jit(
+          _identity, in_shardings=(placement,), out_shardings=placement
+        )
+      self._movers[ranks] = mover
+    return mover
+
   def _stage(
     self, info: List[Any], columns: List[Any]
   ) -> replay_sample.ReplaySample:
     """Starts moving a batch (flat, as ``NumpyIterator._next_flat`` gives
-    it) to the device(s); the key stays on the host.
-
-    Every numeric field goes in one ``jax.device_put`` call (a call per
-    field costs about 1.5 times as much for batches of small transitions).
-    """
+    it) to the device(s); the key stays on the host. Every numeric field
+    goes in one call (``_mover``)."""
     leaves = info[1:] + columns
     numeric = [i for i, value in enumerate(leaves) if _is_numeric(value)]
     host = [leaves[i] for i in numeric]
-    if self._sharding is not None:
-      placement = [self._sharding_for(value.ndim) for value in host]
-    else:
-      placement = self._device
-    for i, moved in zip(numeric, jax.device_put(host, placement)):
+    mover = self._mover(tuple(value.ndim for value in host))
+    for i, moved in zip(numeric, mover(host)):
       leaves[i] = moved
     fields = len(info) - 1
     # pylint: disable-next=protected-access
