@@ -1,7 +1,7 @@
 """``tf_reverb.jax``: replay batches as ``jax.Array``s, without TensorFlow.
 
 ``ReplayIterator`` samples with the C++ sampler of ``NumpyIterator`` and
-puts every batch on a device (``jax.device_put``) ahead of use, or splits it
+puts every batch on a device ahead of use, or splits it
 over several devices with a ``jax.sharding.Sharding`` for data-parallel
 learners. ``update_priorities`` sends new priorities given as jax arrays.
 
@@ -47,13 +47,14 @@ def _is_numeric(value: Any) -> bool:
 class ReplayIterator:
   """Iterates over a table's batches as ``ReplaySample``s of ``jax.Array``.
 
-  Each batch is moved with ``jax.device_put`` (asynchronous) as soon as it
+  Each batch is moved to the device (asynchronously, in one call of a jitted
+  identity function, which costs less than ``jax.device_put``) as soon as it
   is sampled, and up to ``prefetch_to_device`` batches are on their way to
   the device before the one handed out is used (2: double buffering), so
   the transfer of the next batch overlaps the step on this one.
 
   Placement: `device` (default: JAX's default device), or `sharding`: each
-  batch is placed with ``jax.device_put(x, sharding)``, which for a
+  batch is placed as ``jax.device_put(x, sharding)`` would, which for a
   data-parallel ``NamedSharding(mesh, PartitionSpec('data'))`` splits the
   batch dimension over the mesh's devices (a spec longer than a field's
   rank is cut to it, so ``[batch]`` info fields are split the same way).
