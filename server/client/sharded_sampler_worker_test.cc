@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "schema.pb.h"
+#include "server/client/sample.h"
 
 namespace tf_reverb {
 namespace {
