@@ -215,19 +215,24 @@ TEST(TableTest, MaxTimesSampledDeletes) {
   EXPECT_EQ(once->size(), 0);
 }
 
+// A chunk of one ~600 KB column of random uint64s (incompressible).
+std::shared_ptr<const TableChunk> IncompressibleChunk(uint64_t key, std::mt19937_64& gen) {
+  Tensor column;
+  column.dtype = tfp::DT_UINT64;
+  column.shape = {75000};
+  for (int i = 0; i < 75000; ++i) {
+    const uint64_t v = gen();
+    column.data.append(reinterpret_cast<const char*>(&v), 8);
+  }
+  return TableChunk::FromProto(BuildChunk(key, {column}, 1, 0, 0, false).value());
+}
+
 TEST(TableTest, SampleBatchStopsAtByteLimit) {
   auto table = MakeTable(Fifo(), Fifo(), 10, 0, MinSize(1));
   // ~600 KB of incompressible data per item: two items pass 1 MiB.
   std::mt19937_64 gen(1);
   for (uint64_t k = 1; k <= 4; ++k) {
-    Tensor column;
-    column.dtype = tfp::DT_UINT64;
-    column.shape = {75000};
-    for (int i = 0; i < 75000; ++i) {
-      uint64_t v = gen();
-      column.data.append(reinterpret_cast<const char*>(&v), 8);
-    }
-    auto chunk = TableChunk::FromProto(BuildChunk(k + 100, {column}, 1, 0, 0, false).value());
+    auto chunk = IncompressibleChunk(k + 100, gen);
     ASSERT_TRUE(table->InsertOrAssign(MakeItem(k, 1.0, {chunk}), kNoWait).ok());
   }
   std::vector<SampledItem> batch;
@@ -934,14 +939,7 @@ TEST(SeededTableBytesTest, ABatchOfMixedSizesStopsWhereOneAtATimeSamplingWould) 
                                              uint64_t{5}})
                      .value();
     std::mt19937_64 gen(1);
-    Tensor column;
-    column.dtype = tfp::DT_UINT64;
-    column.shape = {75000};
-    for (int i = 0; i < 75000; ++i) {
-      const uint64_t v = gen();
-      column.data.append(reinterpret_cast<const char*>(&v), 8);
-    }
-    auto large = TableChunk::FromProto(BuildChunk(101, {column}, 1, 0, 0, false).value());
+    auto large = IncompressibleChunk(101, gen);
     EXPECT_TRUE(table->InsertOrAssign(MakeItem(1, 1.0, {large}), kNoWait).ok());
     for (uint64_t key = 2; key <= 31; ++key) EXPECT_TRUE(Insert(*table, key).ok());
     return table;
