@@ -148,6 +148,41 @@ def test_invalid_options():
     ReplayIterator('localhost:1', 't', 2, sharding='data')
 
 
+def test_large_columns_reach_the_device_without_a_copy(server, monkeypatch):
+  # A batch's column of 1 MiB or more goes by jax.device_put, which on the
+  # CPU takes the sampler's aligned buffer as it is; smaller fields go
+  # through the jitted mover.
+  client = reverb.Client(_address(server))
+  for i in range(8):
+    client.insert(
+      [np.full([512, 1024], i, np.uint8), np.int32(i)], {'queue': 1.0}
+    )
+  put = jax.device_put
+  shared = []
+
+  def recording_put(value, *args, **kwargs):
+    out = put(value, *args, **kwargs)
+    shared.append(out.unsafe_buffer_pointer() == value.ctypes.data)
+    return out
+
+  monkeypatch.setattr(jax, 'device_put', recording_put)
+  device = jax.devices()[0]
+  with ReplayIterator(
+    _address(server), 'queue', 2, max_samples=8, device=device
+  ) as iterator:
+    batches = list(iterator)
+  assert shared == [True] * 4  # the frames of 4 batches, nothing else
+  frames = [b.data[0] for b in batches]
+  assert all(
+    f.shape == (2, 1, 512, 1024) and f.dtype == jnp.uint8 for f in frames
+  )
+  assert all(f.devices() == {device} for f in frames)
+  for batch in batches:
+    np.testing.assert_array_equal(
+      np.asarray(batch.data[0])[:, 0, 7, 9], np.asarray(batch.data[1])[:, 0]
+    )
+
+
 def test_single_device_sharding(server):
   _fill(server, 'prio', 4)
   sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
@@ -173,18 +208,25 @@ with reverb.Server([table], host='127.0.0.1') as server:
   address = f'localhost:{server.port}'
   client = reverb.Client(address)
   for i in range(8):
-    client.insert({'obs': np.full([3], i, np.float32)}, {'t': 1.0})
+    # 'frame': 256 KiB an item, so a batch's 1 MiB goes by jax.device_put.
+    client.insert({'obs': np.full([3], i, np.float32),
+                   'frame': np.full([256, 1024], i, np.uint8)}, {'t': 1.0})
   # A spec longer than a field's rank is cut to it: [batch] info fields
   # are split as the [batch, 1, 3] column is.
   for spec in (P('data'), P('data', None, None)):
     sharding = NamedSharding(mesh, spec)
     with tf_reverb.jax.ReplayIterator(address, 't', 4, max_samples=8,
-                                      sharding=sharding) as batches:
+                                      sharding=sharding,
+                                      structure={'frame': 0, 'obs': 0}) as batches:
       for batch in batches:
-        obs = batch.data[0]
+        obs, frame = batch.data['obs'], batch.data['frame']
         assert obs.shape == (4, 1, 3), obs.shape
         shards = sorted((s.device.id, s.data.shape) for s in obs.addressable_shards)
         assert shards == [(0, (2, 1, 3)), (1, (2, 1, 3))], shards
+        shards = sorted((s.device.id, s.data.shape) for s in frame.addressable_shards)
+        assert shards == [(0, (2, 1, 256, 1024)), (1, (2, 1, 256, 1024))], shards
+        np.testing.assert_array_equal(
+            np.asarray(frame)[:, 0, 100, 100], np.asarray(obs)[:, 0, 0])
         probability = batch.info.probability
         assert [s.data.shape for s in probability.addressable_shards] == [(2,), (2,)]
         assert isinstance(batch.info.key, np.ndarray)
