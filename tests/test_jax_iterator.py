@@ -6,9 +6,11 @@ subprocess), priority updates from jax arrays, writers taking jax arrays of
 every dtype, and all of it where TensorFlow cannot be imported.
 """
 
+import gc
 import os
 import subprocess
 import sys
+import weakref
 
 import numpy as np
 import pytest
@@ -183,6 +185,23 @@ def test_large_columns_reach_the_device_without_a_copy(server, monkeypatch):
     )
 
 
+def test_an_iterator_dropped_without_close_is_freed_at_once(server):
+  # Its staging generator must not keep it alive in a reference cycle: the
+  # sampler's threads stop when the last reference goes, not at the next
+  # garbage collection.
+  _fill(server, 'prio', 4)
+  gc.disable()
+  try:
+    iterator = ReplayIterator(_address(server), 'prio', 2)
+    next(iterator)
+    batches = weakref.ref(iterator._batches)  # pylint: disable=protected-access
+    alive = weakref.ref(iterator)
+    del iterator
+    assert alive() is None and batches() is None
+  finally:
+    gc.enable()
+
+
 def test_single_device_sharding(server):
   _fill(server, 'prio', 4)
   sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
@@ -194,6 +213,7 @@ def test_single_device_sharding(server):
 
 
 _TWO_DEVICES = r"""
+import warnings
 import numpy as np
 import jax
 from jax.sharding import NamedSharding, PartitionSpec as P
@@ -239,6 +259,24 @@ with reverb.Server([table], host='127.0.0.1') as server:
       raise AssertionError('no error')
     except ValueError as e:
       assert what in str(e) and 'split evenly' in str(e), e
+  # A partial batch the sharding cannot split (3 of 7 queued items after
+  # two batches of 2, when the rate limiter times out) is dropped with a
+  # warning that points at the caller.
+  queue = reverb.Table.queue('q', 10)
+  with reverb.Server([queue], host='127.0.0.1') as queue_server:
+    queue_address = f'localhost:{queue_server.port}'
+    for i in range(7):
+      reverb.Client(queue_address).insert([np.float32(i)], {'q': 1.0})
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter('always')
+      with tf_reverb.jax.ReplayIterator(
+          queue_address, 'q', 2, rate_limiter_timeout_ms=300,
+          sharding=NamedSharding(mesh, P('data'))) as batches:
+        sizes = [len(batch.info.key) for batch in batches]
+    assert sizes == [2, 2, 2], sizes
+    dropped = [w for w in caught if 'Dropped a partial batch of 1' in str(w.message)]
+    assert len(dropped) == 1 and dropped[0].filename == '<string>', [
+        (str(w.message), w.filename) for w in caught]
 print('sharded over 2 devices')
 """
 

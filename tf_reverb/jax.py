@@ -21,7 +21,7 @@ Representation of a batch (``ReplaySample(info=SampleInfo(...), data=...)``):
 - string columns stay NumPy object arrays of ``bytes`` (JAX has no strings).
 """
 
-import collections
+import functools
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -49,6 +49,120 @@ _PUT_BYTES = 1 << 20
 
 def _is_numeric(value: Any) -> bool:
   return isinstance(value, np.ndarray) and value.dtype.kind not in 'OSU'
+
+
+class _Placer:
+  """Where a ReplayIterator's batches go (a sharding, a device or JAX's
+  default device) and how they get there. Holds no reference to the
+  iterator, so the iterator's staging generator does not keep it alive."""
+
+  def __init__(
+    self,
+    sharding: Optional['jax.sharding.Sharding'],
+    device: Optional['jax.Device'],
+  ):
+    self._sharding = sharding
+    self._device = device
+    self._shardings: Dict[int, Any] = {}
+    self._movers: Dict[Tuple[int, ...], Callable[[List[Any]], List[Any]]] = {}
+
+  def _sharding_for(self, ndim: int) -> Any:
+    """The sharding for an array of rank `ndim`: a NamedSharding's spec is
+    cut to the rank."""
+    sharding = self._shardings.get(ndim)
+    if sharding is None:
+      sharding = self._sharding
+      if isinstance(sharding, jax.sharding.NamedSharding) and (
+        len(sharding.spec) > ndim
+      ):
+        sharding = jax.sharding.NamedSharding(
+          sharding.mesh, jax.sharding.PartitionSpec(*sharding.spec[:ndim])
+        )
+      self._shardings[ndim] = sharding
+    return sharding
+
+  def splits(self, size: int) -> bool:
+    """Whether the sharding splits a batch of `size` evenly."""
+    try:
+      self._sharding_for(1).shard_shape((size,))
+    except ValueError:
+      return False
+    return True
+
+  def check_divides(self, size: int, what: str) -> None:
+    if not self.splits(size):
+      devices = len(self._sharding.device_set)
+      raise ValueError(
+        f'{what} ({size}) cannot be split evenly by the sharding '
+        f'{self._sharding} (over {devices} devices): use a batch size that '
+        'is a multiple of the number of shards of the batch dimension.'
+      )
+
+  def _placement(self, ndim: int) -> Any:
+    """Where an array of rank `ndim` goes: the sharding (cut to the rank),
+    the device, or None for JAX's default device."""
+    if self._sharding is not None:
+      return self._sharding_for(ndim)
+    if self._device is not None:
+      return jax.sharding.SingleDeviceSharding(self._device)
+    return None
+
+  def _mover(self, ranks: Tuple[int, ...]) -> Callable[[List[Any]], List[Any]]:
+    """The jitted identity that puts arrays of `ranks` where batches go.
+
+    A jitted function takes small host arrays to the device(s) with much
+    less Python and dispatch work than ``jax.device_put`` of the same list
+    (about a sixth for the nine arrays of a batch of small transitions), but
+    it copies them; ``stage`` puts large arrays with ``jax.device_put``.
+    """
+    mover = self._movers.get(ranks)
+    if mover is None:
+      placement = [self._placement(rank) for rank in ranks]
+      if self._sharding is None and self._device is None:
+        mover = jax.jit(_identity)
+      else:
+        mover = jax.jit(
+          _identity, in_shardings=(placement,), out_shardings=placement
+        )
+      self._movers[ranks] = mover
+    return mover
+
+  def stage(
+    self,
+    batches: numpy_iterator.NumpyIterator,
+    info: List[Any],
+    columns: List[Any],
+  ) -> Optional[replay_sample.ReplaySample]:
+    """Starts moving a batch of `batches` (flat, as its ``_next_flat`` gives
+    it) to the device(s); the key stays on the host. Numeric fields below
+    ``_PUT_BYTES`` go in one call (``_mover``), larger ones one by one.
+    None, with a warning, for a partial batch the sharding cannot split."""
+    size = len(info[0])
+    if self._sharding is not None and not self.splits(size):
+      warnings.warn(
+        f'Dropped a partial batch of {size} samples: the sharding cannot '
+        'split it evenly.',
+        UserWarning,
+        stacklevel=4,  # stage < NumpyIterator._staged < __next__ < caller
+      )
+      return None
+    leaves = info[1:] + columns
+    small = []
+    for i, value in enumerate(leaves):
+      if not _is_numeric(value):
+        continue
+      if value.nbytes >= _PUT_BYTES:
+        leaves[i] = jax.device_put(value, self._placement(value.ndim))
+      else:
+        small.append(i)
+    if small:
+      host = [leaves[i] for i in small]
+      mover = self._mover(tuple(value.ndim for value in host))
+      for i, moved in zip(small, mover(host)):
+        leaves[i] = moved
+    fields = len(info) - 1
+    # pylint: disable-next=protected-access
+    return batches._assemble([info[0]] + leaves[:fields], leaves[fields:])
 
 
 class ReplayIterator:
@@ -145,6 +259,7 @@ class ReplayIterator:
         cannot split evenly.
     """
     self._batches = None
+    self._stream = None
     if prefetch_to_device < 1:
       raise ValueError(
         f'prefetch_to_device ({prefetch_to_device}) must be >= 1'
@@ -156,19 +271,14 @@ class ReplayIterator:
         'sharding must be a jax.sharding.Sharding, got '
         f'{type(sharding).__name__}'
       )
-    self._sharding = sharding
-    self._device = device
-    self._shardings: Dict[int, Any] = {}
-    self._movers: Dict[Tuple[int, ...], Callable[[List[Any]], List[Any]]] = {}
+    placer = _Placer(sharding, device)
     if sharding is not None:
-      self._check_divides(batch_size, 'batch_size')
+      placer.check_divides(batch_size, 'batch_size')
       if max_samples > 0 and max_samples % batch_size:
-        self._check_divides(
+        placer.check_divides(
           max_samples % batch_size,
           f'the last batch of max_samples={max_samples}',
         )
-    self._prefetch_to_device = prefetch_to_device
-    self._pending = collections.deque()
     options = {}
     if emit_policy_version:
       options['emit_policy_version'] = True
@@ -188,109 +298,10 @@ class ReplayIterator:
       auth_token=auth_token,
       **options,
     )
-
-  def _sharding_for(self, ndim: int) -> Any:
-    """The sharding for an array of rank `ndim`: a NamedSharding's spec is
-    cut to the rank."""
-    sharding = self._shardings.get(ndim)
-    if sharding is None:
-      sharding = self._sharding
-      if isinstance(sharding, jax.sharding.NamedSharding) and (
-        len(sharding.spec) > ndim
-      ):
-        sharding = jax.sharding.NamedSharding(
-          sharding.mesh, jax.sharding.PartitionSpec(*sharding.spec[:ndim])
-        )
-      self._shardings[ndim] = sharding
-    return sharding
-
-  def _splits(self, size: int) -> bool:
-    """Whether the sharding splits a batch of `size` evenly."""
-    try:
-      self._sharding_for(1).shard_shape((size,))
-    except ValueError:
-      return False
-    return True
-
-  def _check_divides(self, size: int, what: str) -> None:
-    if not self._splits(size):
-      devices = len(self._sharding.device_set)
-      raise ValueError(
-        f'{what} ({size}) cannot be split evenly by the sharding '
-        f'{self._sharding} (over {devices} devices): use a batch size that '
-        'is a multiple of the number of shards of the batch dimension.'
-      )
-
-  def _placement(self, ndim: int) -> Any:
-    """Where an array of rank `ndim` goes: the sharding (cut to the rank),
-    the device, or None for JAX's default device."""
-    if self._sharding is not None:
-      return self._sharding_for(ndim)
-    if self._device is not None:
-      return jax.sharding.SingleDeviceSharding(self._device)
-    return None
-
-  def _mover(self, ranks: Tuple[int, ...]) -> Callable[[List[Any]], List[Any]]:
-    """The jitted identity that puts arrays of `ranks` where batches go.
-
-    A jitted function takes small host arrays to the device(s) with much
-    less Python and dispatch work than ``jax.device_put`` of the same list
-    (about a sixth for the nine arrays of a batch of small transitions), but
-    it copies them; ``_stage`` puts large arrays with ``jax.device_put``.
-    """
-    mover = self._movers.get(ranks)
-    if mover is None:
-      placement = [self._placement(rank) for rank in ranks]
-      if self._sharding is None and self._device is None:
-        mover = jax.jit(_identity)
-      else:
-        mover = jax.jit(
-          _identity, in_shardings=(placement,), out_shardings=placement
-        )
-      self._movers[ranks] = mover
-    return mover
-
-  def _stage(
-    self, info: List[Any], columns: List[Any]
-  ) -> replay_sample.ReplaySample:
-    """Starts moving a batch (flat, as ``NumpyIterator._next_flat`` gives
-    it) to the device(s); the key stays on the host. Numeric fields below
-    ``_PUT_BYTES`` go in one call (``_mover``), larger ones one by one."""
-    leaves = info[1:] + columns
-    small = []
-    for i, value in enumerate(leaves):
-      if not _is_numeric(value):
-        continue
-      if value.nbytes >= _PUT_BYTES:
-        leaves[i] = jax.device_put(value, self._placement(value.ndim))
-      else:
-        small.append(i)
-    if small:
-      host = [leaves[i] for i in small]
-      mover = self._mover(tuple(value.ndim for value in host))
-      for i, moved in zip(small, mover(host)):
-        leaves[i] = moved
-    fields = len(info) - 1
     # pylint: disable-next=protected-access
-    return self._batches._assemble([info[0]] + leaves[:fields], leaves[fields:])
-
-  def _fetch(self) -> Optional[Tuple[List[Any], List[Any]]]:
-    """The next host batch (info fields, columns) placeable with the
-    sharding, or None at the end."""
-    while True:
-      try:
-        info, columns = self._batches._next_flat()  # pylint: disable=protected-access
-      except StopIteration:
-        return None
-      size = len(info[0])
-      if self._sharding is None or self._splits(size):
-        return info, columns
-      warnings.warn(
-        f'Dropped a partial batch of {size} samples: the sharding cannot '
-        'split it evenly.',
-        UserWarning,
-        stacklevel=3,
-      )
+    self._stream = self._batches._staged(
+      functools.partial(placer.stage, self._batches), prefetch_to_device
+    )
 
   def __iter__(self) -> 'ReplayIterator':
     return self
@@ -301,25 +312,20 @@ class ReplayIterator:
     Raises:
       StopIteration: at the end (max_samples, rate-limiter timeout, close).
     """
-    while self._batches is not None and (
-      len(self._pending) < self._prefetch_to_device
-    ):
-      batch = self._fetch()
-      if batch is None:
-        self._batches.close()
-        self._batches = None
-        break
-      self._pending.append(self._stage(*batch))
-    if not self._pending:
+    if self._stream is None:
       raise StopIteration
-    return self._pending.popleft()
+    try:
+      return next(self._stream)
+    except StopIteration:
+      self.close()
+      raise
 
   def close(self) -> None:
     """Stops sampling; batches already staged are dropped."""
+    self._stream = None
     if self._batches is not None:
       self._batches.close()
       self._batches = None
-    self._pending.clear()
 
   def __enter__(self) -> 'ReplayIterator':
     return self

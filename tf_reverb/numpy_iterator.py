@@ -7,13 +7,26 @@ works; the GIL is released while waiting. Importing this module does not
 import TensorFlow.
 """
 
-from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
+import collections
+from typing import (
+  Any,
+  Callable,
+  Iterator,
+  List,
+  Optional,
+  Sequence,
+  Tuple,
+  TypeVar,
+  Union,
+)
 
 from tf_reverb import _nest
 from tf_reverb import _options
 from tf_reverb import client as reverb_client
 from tf_reverb import pybind
 from tf_reverb import replay_sample
+
+_Staged = TypeVar('_Staged')
 
 __all__ = ['NumpyIterator']
 
@@ -185,6 +198,30 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
     return replay_sample.ReplaySample(
       replay_sample.make_sample_info(info, self._emit_policy_version), data
     )
+
+  def _staged(
+    self,
+    stage: Callable[[List[Any], List[Any]], Optional[_Staged]],
+    depth: int,
+  ) -> Iterator[_Staged]:
+    """``stage(info, columns)`` of every batch (``_next_flat``), each
+    started `depth` - 1 batches ahead of its use: the framework adapters'
+    pipeline, where staging starts a batch's way to a device. Batches that
+    `stage` returns None for are skipped."""
+    pending = collections.deque()
+    while True:
+      try:
+        info, columns = self._next_flat()
+      except StopIteration:
+        break
+      staged = stage(info, columns)
+      if staged is None:
+        continue
+      pending.append(staged)
+      if len(pending) >= depth:
+        yield pending.popleft()
+    while pending:
+      yield pending.popleft()
 
   def close(self) -> None:
     """Stops the sampler and its threads; later ``next()`` calls stop."""

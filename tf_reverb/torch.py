@@ -24,7 +24,6 @@ Representation of a batch (``ReplaySample(info=SampleInfo(...), data=...)``):
   no string tensors).
 """
 
-import collections
 import os
 import threading
 import warnings
@@ -291,23 +290,18 @@ class ReplayDataset(torch.utils.data.IterableDataset):
     ) as batches:
       if device is not None:
         convert = _moved_to(device, convert)
-      pending = collections.deque()
-      while True:
-        try:
-          info, columns = batches._next_flat()  # pylint: disable=protected-access
-        except StopIteration:
-          break
+
+      def stage(info, columns):
         # pylint: disable-next=protected-access
-        pending.append(
-          batches._assemble(
-            [convert(value) for value in info],
-            [convert(column) for column in columns],
-          )
+        return batches._assemble(
+          [convert(value) for value in info],
+          [convert(column) for column in columns],
         )
-        if device is None or len(pending) >= self._prefetch_to_device:
-          yield pending.popleft()
-      while pending:
-        yield pending.popleft()
+
+      # pylint: disable-next=protected-access
+      yield from batches._staged(
+        stage, self._prefetch_to_device if device is not None else 1
+      )
 
 
 def _pinned(array: Any) -> Any:
