@@ -38,47 +38,48 @@ SampleMeta SampleMeta::Of(const deepmind::reverb::SampleInfo& info) {
 }
 
 Sample::Sample(deepmind::reverb::SampleInfo info,
-               std::vector<std::shared_ptr<const ChunkData>> chunks)
-    : meta_(SampleMeta::Of(info)), info_(std::move(info)) {
-  chunks_.reserve(chunks.size());
-  for (auto& chunk : chunks) chunks_.push_back(SampleChunk{std::move(chunk), nullptr, {}, nullptr});
-  ViewChunks();
+               std::vector<std::shared_ptr<const ChunkData>> chunks) {
+  std::vector<SampleChunk> received;
+  received.reserve(chunks.size());
+  for (auto& chunk : chunks) {
+    received.push_back(SampleChunk{std::move(chunk), nullptr, {}, nullptr});
+  }
+  *this = OfChunks(std::move(info), std::move(received));
 }
 
 Sample Sample::FromChunks(deepmind::reverb::SampleInfo info, std::vector<SampleChunk> chunks) {
-  Sample sample;
-  sample.meta_ = SampleMeta::Of(info);
-  sample.info_ = std::move(info);
-  sample.chunks_ = std::move(chunks);
-  sample.ViewChunks();
-  return sample;
+  return OfChunks(std::move(info), std::move(chunks));
 }
 
 Sample Sample::FromSampledItem(const SampledItem& sampled) {
-  Sample sample;
-  sample.info_ = SampleInfoOf(sampled);
-  sample.meta_ = SampleMeta::Of(sample.info_);
-  sample.chunks_.reserve(sampled.data->chunks.size());
+  std::vector<SampleChunk> chunks;
+  chunks.reserve(sampled.data->chunks.size());
   for (const auto& chunk : sampled.data->chunks) {
-    sample.chunks_.push_back(SampleChunk{nullptr, chunk, {}, nullptr});
+    chunks.push_back(SampleChunk{nullptr, chunk, {}, nullptr});
   }
-  sample.ViewChunks();
-  return sample;
+  return OfChunks(SampleInfoOf(sampled), std::move(chunks));
 }
 
-void Sample::ViewChunks() {
-  for (const SampleChunk& chunk : chunks_) {
+Sample Sample::OfChunks(deepmind::reverb::SampleInfo info, std::vector<SampleChunk> chunks) {
+  auto chunked = std::make_shared<Chunked>();
+  chunked->info = std::move(info);
+  chunked->chunks = std::move(chunks);
+  for (const SampleChunk& chunk : chunked->chunks) {
     if (chunk.data != nullptr) {
-      views_.Add(ChunkViewOf(*chunk.data, &chunk.payloads));
+      chunked->views.Add(ChunkViewOf(*chunk.data, &chunk.payloads));
       continue;
     }
     absl::StatusOr<ChunkView> view = chunk.stored->View();
     if (!view.ok()) {
-      views_status_ = view.status();
-      return;
+      chunked->views_status = view.status();
+      break;
     }
-    views_.Add(*std::move(view));
+    chunked->views.Add(*std::move(view));
   }
+  Sample sample;
+  sample.meta_ = SampleMeta::Of(chunked->info);
+  sample.chunked_ = std::move(chunked);
+  return sample;
 }
 
 Sample Sample::FromBlock(const SampleMeta& meta, std::shared_ptr<const SampleBlock> block,
@@ -90,25 +91,38 @@ Sample Sample::FromBlock(const SampleMeta& meta, std::shared_ptr<const SampleBlo
   return sample;
 }
 
+const deepmind::reverb::SampleInfo& Sample::info() const {
+  if (chunked_ == nullptr) return deepmind::reverb::SampleInfo::default_instance();
+  return chunked_->info;
+}
+
+const std::vector<SampleChunk>& Sample::chunks() const {
+  static const std::vector<SampleChunk>* const kNone = new std::vector<SampleChunk>();
+  if (chunked_ == nullptr) return *kNone;
+  return chunked_->chunks;
+}
+
 int Sample::num_columns() const {
   if (block_ != nullptr) return static_cast<int>(block_->specs.size());
-  return info_.item().flat_trajectory().columns_size();
+  return trajectory().columns_size();
 }
 
 bool Sample::squeezed(int column) const {
   if (block_ != nullptr) return block_->squeeze[column];
-  return info_.item().flat_trajectory().columns(column).squeeze();
+  return trajectory().columns(column).squeeze();
 }
 
 absl::StatusOr<const ChunkView*> Sample::Chunk(uint64_t key) const {
-  if (!views_status_.ok()) return views_status_;
-  return views_.Find(key);
+  if (chunked_ == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("The sample has no chunk ", key, "."));
+  }
+  if (!chunked_->views_status.ok()) return chunked_->views_status;
+  return chunked_->views.Find(key);
 }
 
 absl::StatusOr<std::vector<ColumnSpec>> Sample::ColumnSpecs() const {
   if (block_ != nullptr) return block_->specs;
-  return TrajectoryColumnSpecs(info_.item().flat_trajectory(),
-                               [this](uint64_t key) { return Chunk(key); });
+  return TrajectoryColumnSpecs(trajectory(), [this](uint64_t key) { return Chunk(key); });
 }
 
 absl::Status Sample::UnpackColumnInto(int column, char* dst) const {
@@ -117,7 +131,7 @@ absl::Status Sample::UnpackColumnInto(int column, char* dst) const {
     return absl::OkStatus();
   }
   return UnpackTrajectoryColumnInto(
-      info_.item().flat_trajectory(), column, [this](uint64_t key) { return Chunk(key); }, dst);
+      trajectory(), column, [this](uint64_t key) { return Chunk(key); }, dst);
 }
 
 absl::StatusOr<Tensor> Sample::UnpackColumn(int column) const {
@@ -135,8 +149,7 @@ absl::StatusOr<Tensor> Sample::UnpackColumn(int column) const {
   }
   // Blocks hold numeric columns only (sample_stream_parser.h).
   if (absl::Status s = UnpackTrajectoryStrings(
-          info_.item().flat_trajectory(), column, [this](uint64_t key) { return Chunk(key); },
-          &out.strings);
+          trajectory(), column, [this](uint64_t key) { return Chunk(key); }, &out.strings);
       !s.ok()) {
     return s;
   }

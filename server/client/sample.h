@@ -93,16 +93,16 @@ class Sample {
   // The whole SampleInfo as received (the item's table, insertion time and
   // trajectory besides meta()'s fields); empty for a block row, which has
   // only meta().
-  const deepmind::reverb::SampleInfo& info() const { return info_; }
+  const deepmind::reverb::SampleInfo& info() const;
   // The sampled item's trajectory; empty for a block row.
   const deepmind::reverb::FlatTrajectory& trajectory() const {
-    return info_.item().flat_trajectory();
+    return info().item().flat_trajectory();
   }
   int num_columns() const;
   // Whether column `column` is squeezed (has no time axis).
   bool squeezed(int column) const;
   // Empty for a block row.
-  const std::vector<SampleChunk>& chunks() const { return chunks_; }
+  const std::vector<SampleChunk>& chunks() const;
   // The block of a block row, else null; `row()` is the row in it.
   const SampleBlock* block() const { return block_.get(); }
   const std::shared_ptr<const SampleBlock>& block_ptr() const { return block_; }
@@ -116,19 +116,27 @@ class Sample {
   absl::StatusOr<Tensor> UnpackColumn(int column) const;
 
  private:
+  // What a sample of chunks has besides its meta: built once, then shared
+  // by the sample's copies and never changed.
+  struct Chunked {
+    deepmind::reverb::SampleInfo info;
+    std::vector<SampleChunk> chunks;
+    // Views of `chunks` (they point into the chunks, which `chunks` keeps),
+    // or why a stored chunk could not be viewed.
+    ChunkViews views;
+    absl::Status views_status;
+  };
+
   Sample() = default;
-  // Makes views_ of chunks_.
-  void ViewChunks();
+  // The sample of `info` and `chunks` (views made).
+  static Sample OfChunks(deepmind::reverb::SampleInfo info, std::vector<SampleChunk> chunks);
   absl::StatusOr<const ChunkView*> Chunk(uint64_t key) const;
 
+  // A Sample is moved several times between the stream and a batch, so it
+  // stays small: a block row is its meta and its block; a sample of chunks
+  // keeps the rest behind one pointer.
   SampleMeta meta_;
-  // Empty for a block row.
-  deepmind::reverb::SampleInfo info_;
-  std::vector<SampleChunk> chunks_;
-  // Views of chunks_ (they point into the chunks, which chunks_ keeps), or
-  // why a stored chunk could not be viewed.
-  ChunkViews views_;
-  absl::Status views_status_;
+  std::shared_ptr<const Chunked> chunked_;  // null for a block row
   std::shared_ptr<const SampleBlock> block_;
   int64_t row_ = 0;
 };
