@@ -20,7 +20,6 @@
 #include "gtest/gtest.h"
 #include "schema.pb.h"
 #include "server/item_record.h"
-#include "server/selectors/selector.h"
 #include "server/table.h"
 #include "server/table_item.h"
 #include "server/testing/table_testing.h"
@@ -43,19 +42,10 @@ deepmind::reverb::KeyWithPriority Update(uint64_t key, double priority) {
 std::shared_ptr<Table> StalenessTable(std::optional<int64_t> max_staleness, bool evict,
                                       int64_t max_size = 100,
                                       const KeyDistributionOptions& sampler = Uniform()) {
-  absl::StatusOr<std::shared_ptr<Table>> table =
-      Table::Create(Table::Config{"t",
-                                  CreateSelector(sampler).value(),
-                                  CreateSelector(Fifo()).value(),
-                                  max_size,
-                                  0,
-                                  MinSize(1),
-                                  "",
-                                  {},
-                                  false,
-                                  std::nullopt,
-                                  max_staleness,
-                                  evict});
+  Table::Config config = TableConfig("t", sampler, Fifo(), max_size, MinSize(1));
+  config.max_staleness = max_staleness;
+  config.evict_stale = evict;
+  absl::StatusOr<std::shared_ptr<Table>> table = Table::Create(std::move(config));
   EXPECT_TRUE(table.ok()) << table.status();
   return *table;
 }
@@ -82,19 +72,10 @@ std::set<uint64_t> SampledKeys(Table& table, int n) {
 TEST(TableStalenessTest, CreateValidatesTheLimit) {
   for (auto [limit, evict] : {std::make_pair(std::optional<int64_t>(-1), false),
                               std::make_pair(std::optional<int64_t>(), true)}) {
-    absl::StatusOr<std::shared_ptr<Table>> table =
-        Table::Create(Table::Config{"t",
-                                    CreateSelector(Uniform()).value(),
-                                    CreateSelector(Fifo()).value(),
-                                    10,
-                                    0,
-                                    MinSize(1),
-                                    "",
-                                    {},
-                                    false,
-                                    std::nullopt,
-                                    limit,
-                                    evict});
+    Table::Config config = TableConfig("t", Uniform(), Fifo(), 10, MinSize(1));
+    config.max_staleness = limit;
+    config.evict_stale = evict;
+    absl::StatusOr<std::shared_ptr<Table>> table = Table::Create(std::move(config));
     EXPECT_TRUE(absl::IsInvalidArgument(table.status())) << table.status();
   }
 }
@@ -292,19 +273,11 @@ TEST(TableStalenessTest, RestoredItemsWithoutAVersionKeepTheOneTheyGot) {
 // samples: their inserts are retired from the rate limiter.
 TEST(TableStalenessTest, StaleItemsDoNotBlockAQueue) {
   for (bool evict : {false, true}) {
-    absl::StatusOr<std::shared_ptr<Table>> created =
-        Table::Create(Table::Config{"q",
-                                    CreateSelector(Fifo()).value(),
-                                    CreateSelector(Fifo()).value(),
-                                    4,
-                                    1,
-                                    QueueLimiter(4),
-                                    "",
-                                    {},
-                                    false,
-                                    std::nullopt,
-                                    /*max_staleness=*/0,
-                                    evict});
+    Table::Config config = TableConfig("q", Fifo(), Fifo(), 4, QueueLimiter(4));
+    config.max_times_sampled = 1;
+    config.max_staleness = 0;
+    config.evict_stale = evict;
+    absl::StatusOr<std::shared_ptr<Table>> created = Table::Create(std::move(config));
     ASSERT_TRUE(created.ok()) << created.status();
     Table& queue = **created;
     for (uint64_t key = 1; key <= 4; ++key) ASSERT_TRUE(InsertVersioned(queue, key, 0).ok());

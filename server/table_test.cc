@@ -711,15 +711,10 @@ std::string TupleSignature(
 
 absl::StatusOr<std::shared_ptr<Table>> SignatureTable(std::string signature,
                                                       bool check_item_signatures = true) {
-  return Table::Create(Table::Config{"sig",
-                                     CreateSelector(Fifo()).value(),
-                                     CreateSelector(Fifo()).value(),
-                                     100,
-                                     0,
-                                     MinSize(1),
-                                     std::move(signature),
-                                     {},
-                                     check_item_signatures});
+  Table::Config config = TableConfig("sig", Fifo(), Fifo(), 100, MinSize(1));
+  config.signature = std::move(signature);
+  config.check_item_signatures = check_item_signatures;
+  return Table::Create(std::move(config));
 }
 
 // A one-column chunk of `rows` float32 steps of shape [2].
@@ -873,17 +868,9 @@ TEST(TableSignatureTest, RestoredCheckpointSignatureIsEnforced) {
 // 1..100 with priorities 1..100.
 std::shared_ptr<Table> SeededTable(const KeyDistributionOptions& sampler,
                                    std::optional<uint64_t> seed) {
-  auto table = Table::Create(Table::Config{"seeded",
-                                           CreateSelector(sampler).value(),
-                                           CreateSelector(Uniform()).value(),
-                                           100,
-                                           0,
-                                           MinSize(1),
-                                           "",
-                                           {},
-                                           false,
-                                           seed})
-                   .value();
+  Table::Config config = TableConfig("seeded", sampler, Uniform(), 100, MinSize(1));
+  config.seed = seed;
+  auto table = Table::Create(std::move(config)).value();
   for (uint64_t key = 1; key <= 100; ++key) {
     EXPECT_TRUE(table->InsertOrAssign(MakeItem(key, static_cast<double>(key)), kNoWait).ok());
   }
@@ -927,17 +914,9 @@ TEST(SeededTableBytesTest, ABatchOfMixedSizesStopsWhereOneAtATimeSamplingWould) 
   // the batch's byte limit after a small item (the limit is checked before
   // each draw of one-at-a-time sampling).
   auto make = [] {
-    auto table = Table::Create(Table::Config{"mixed",
-                                             CreateSelector(Uniform()).value(),
-                                             CreateSelector(Fifo()).value(),
-                                             100,
-                                             0,
-                                             MinSize(1),
-                                             "",
-                                             {},
-                                             false,
-                                             uint64_t{5}})
-                     .value();
+    Table::Config config = TableConfig("mixed", Uniform(), Fifo(), 100, MinSize(1));
+    config.seed = 5;
+    auto table = Table::Create(std::move(config)).value();
     std::mt19937_64 gen(1);
     auto large = IncompressibleChunk(101, gen);
     EXPECT_TRUE(table->InsertOrAssign(MakeItem(1, 1.0, {large}), kNoWait).ok());

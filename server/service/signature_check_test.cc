@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -14,7 +15,6 @@
 #include "reverb_service.pb.h"
 #include "server/chunk_codec.h"
 #include "server/client/client.h"
-#include "server/selectors/selector.h"
 #include "server/table.h"
 #include "server/tensor.h"
 #include "server/testing/grpc_call_counter.h"
@@ -45,6 +45,7 @@ using ::tf_reverb::testing::RawStub;
 using ::tf_reverb::testing::RunInsertStream;
 using ::tf_reverb::testing::ServedTable;
 using ::tf_reverb::testing::StartServer;
+using ::tf_reverb::testing::TableConfig;
 using ::tf_reverb::testing::Uniform;
 using ::tf_reverb::testing::WireChunk;
 using ::tf_reverb::testing::WireItem;
@@ -67,16 +68,10 @@ std::string ObsStepSignature() {
 // A table with the obs/step signature that refuses items inconsistent with
 // it (Config::check_item_signatures).
 std::shared_ptr<Table> SignatureTable(const std::string& name) {
-  return Table::Create(Table::Config{name,
-                                     CreateSelector(Uniform()).value(),
-                                     CreateSelector(Fifo()).value(),
-                                     1000,
-                                     0,
-                                     MinSize(1),
-                                     ObsStepSignature(),
-                                     {},
-                                     /*check_item_signatures=*/true})
-      .value();
+  Table::Config config = TableConfig(name, Uniform(), Fifo(), 1000, MinSize(1));
+  config.signature = ObsStepSignature();
+  config.check_item_signatures = true;
+  return Table::Create(std::move(config)).value();
 }
 
 Tensor FloatRow(const std::vector<float>& values) {

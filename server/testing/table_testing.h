@@ -71,16 +71,31 @@ inline RateLimiter MinSize(int64_t k) { return Limiter(1.0, k, -DBL_MAX, DBL_MAX
 // Reverb's Queue(n): spi=1, min_size=1, min_diff=0, max_diff=n.
 inline RateLimiter QueueLimiter(int64_t n) { return Limiter(1.0, 1, 0.0, n); }
 
+// The config of a table `name` with these selectors, size and limiter, and
+// every other field at its default (no max_times_sampled, signature, seed,
+// staleness limit or extension): set those on the result. Table::Config
+// has no default constructor (RateLimiter has none).
+inline Table::Config TableConfig(std::string name, const KeyDistributionOptions& sampler,
+                                 const KeyDistributionOptions& remover, int64_t max_size,
+                                 RateLimiter limiter) {
+  return Table::Config{std::move(name),
+                       CreateSelector(sampler).value(),
+                       CreateSelector(remover).value(),
+                       max_size,
+                       0,
+                       std::move(limiter)};
+}
+
 // A table without a signature; `extensions` see its changes
 // (Table::Config::extensions).
 inline std::shared_ptr<Table> MakeTable(
     const KeyDistributionOptions& sampler, const KeyDistributionOptions& remover, int64_t max_size,
     int32_t max_times_sampled, RateLimiter limiter, std::string name = "t",
     std::vector<std::shared_ptr<TableExtension>> extensions = {}) {
-  // Table::Config has no default constructor (RateLimiter has none).
-  absl::StatusOr<std::shared_ptr<Table>> table = Table::Create(Table::Config{
-      std::move(name), CreateSelector(sampler).value(), CreateSelector(remover).value(), max_size,
-      max_times_sampled, limiter, "", std::move(extensions)});
+  Table::Config config = TableConfig(std::move(name), sampler, remover, max_size, limiter);
+  config.max_times_sampled = max_times_sampled;
+  config.extensions = std::move(extensions);
+  absl::StatusOr<std::shared_ptr<Table>> table = Table::Create(std::move(config));
   EXPECT_TRUE(table.ok()) << table.status();
   return *table;
 }

@@ -21,7 +21,6 @@
 #include "schema.pb.h"
 #include "server/checkpointing/checkpointer.h"
 #include "server/item_record.h"
-#include "server/selectors/selector.h"
 #include "server/table.h"
 #include "server/table_item.h"
 #include "server/testing/table_testing.h"
@@ -44,20 +43,11 @@ std::string FreshDir(const std::string& name) {
 // max_times_sampled 2; prioritized with a min-heap remover.
 // A third has a policy-version limit.
 std::vector<std::shared_ptr<Table>> MakeTables() {
+  Table::Config fresh = TableConfig("fresh", Uniform(), Fifo(), 100, MinSize(1));
+  fresh.max_staleness = 1;
   return {MakeTable(Fifo(), Fifo(), 4, 2, MinSize(1), "fifo"),
           MakeTable(Prioritized(1.0), Heap(/*min_heap=*/true), 100, 0, MinSize(1), "prio"),
-          Table::Create(Table::Config{"fresh",
-                                      CreateSelector(Uniform()).value(),
-                                      CreateSelector(Fifo()).value(),
-                                      100,
-                                      0,
-                                      MinSize(1),
-                                      "",
-                                      {},
-                                      false,
-                                      std::nullopt,
-                                      /*max_staleness=*/1})
-              .value()};
+          Table::Create(std::move(fresh)).value()};
 }
 
 // A server's start: checkpoint restore, log replay, journals attached.
