@@ -202,6 +202,36 @@ def test_an_iterator_dropped_without_close_is_freed_at_once(server):
     gc.enable()
 
 
+def test_an_error_leaves_the_staged_batches_in_place(server, monkeypatch):
+  # A sampler error (or a KeyboardInterrupt) is raised by the next() that
+  # met it; the batches staged before it are still handed out after it.
+  _fill(server, 'queue', 8)
+  original = numpy_iterator.NumpyIterator._next_flat
+  calls = []
+
+  def failing_once(self):
+    calls.append(1)
+    if len(calls) == 3:
+      raise RuntimeError('injected sampler error')
+    return original(self)
+
+  monkeypatch.setattr(numpy_iterator.NumpyIterator, '_next_flat', failing_once)
+  with ReplayIterator(
+    _address(server),
+    'queue',
+    2,
+    max_samples=8,
+    prefetch_to_device=2,
+    structure=STRUCTURE,
+  ) as iterator:
+    actions = np.asarray(next(iterator).data['action']).tolist()
+    with pytest.raises(RuntimeError, match='injected'):
+      next(iterator)
+    for batch in iterator:
+      actions += np.asarray(batch.data['action']).tolist()
+  assert sorted(actions) == list(range(8))
+
+
 def test_single_device_sharding(server):
   _fill(server, 'prio', 4)
   sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
@@ -259,8 +289,8 @@ with reverb.Server([table], host='127.0.0.1') as server:
       raise AssertionError('no error')
     except ValueError as e:
       assert what in str(e) and 'split evenly' in str(e), e
-  # A partial batch the sharding cannot split (3 of 7 queued items after
-  # two batches of 2, when the rate limiter times out) is dropped with a
+  # A partial batch the sharding cannot split (the last 1 of 7 queued
+  # items after three batches of 2, when the rate limiter times out) is dropped with a
   # warning that points at the caller.
   queue = reverb.Table.queue('q', 10)
   with reverb.Server([queue], host='127.0.0.1') as queue_server:

@@ -42,8 +42,9 @@ def _identity(arrays: List[Any]) -> List[Any]:
 
 # Arrays of at least this many bytes go to the device with jax.device_put,
 # which on the CPU takes the sampler's 64-byte aligned buffer without a copy
-# (about 0.1 ms an array); smaller ones go together through a jitted
-# identity function (about 12 us an array, plus a copy).
+# (about 0.1 ms an array) when JAX keeps the dtype (not so for 64-bit types
+# without jax_enable_x64, which JAX converts); smaller ones go together
+# through a jitted identity function (about 12 us an array, plus a copy).
 _PUT_BYTES = 1 << 20
 
 
@@ -63,6 +64,9 @@ class _Placer:
   ):
     self._sharding = sharding
     self._device = device
+    self._on_device = (
+      None if device is None else jax.sharding.SingleDeviceSharding(device)
+    )
     self._shardings: Dict[int, Any] = {}
     self._movers: Dict[Tuple[int, ...], Callable[[List[Any]], List[Any]]] = {}
 
@@ -103,9 +107,7 @@ class _Placer:
     the device, or None for JAX's default device."""
     if self._sharding is not None:
       return self._sharding_for(ndim)
-    if self._device is not None:
-      return jax.sharding.SingleDeviceSharding(self._device)
-    return None
+    return self._on_device
 
   def _mover(self, ranks: Tuple[int, ...]) -> Callable[[List[Any]], List[Any]]:
     """The jitted identity that puts arrays of `ranks` where batches go.
@@ -172,7 +174,8 @@ class ReplayIterator:
   sampled: its small fields in one call of a jitted identity function
   (which costs less per array than ``jax.device_put``), fields of 1 MiB or
   more with ``jax.device_put`` (on the CPU, JAX then uses the sampler's
-  buffer without copying it). Up to ``prefetch_to_device`` batches are on
+  buffer without copying it, unless it converts the dtype: 64-bit types
+  without ``jax_enable_x64``). Up to ``prefetch_to_device`` batches are on
   their way to the device before the one handed out is used (2: double
   buffering), so the transfer of the next batch overlaps the step on this
   one.

@@ -11,6 +11,8 @@ import collections
 from typing import (
   Any,
   Callable,
+  Deque,
+  Generic,
   Iterator,
   List,
   Optional,
@@ -203,25 +205,11 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
     self,
     stage: Callable[[List[Any], List[Any]], Optional[_Staged]],
     depth: int,
-  ) -> Iterator[_Staged]:
+  ) -> '_StagedBatches[_Staged]':
     """``stage(info, columns)`` of every batch (``_next_flat``), each
     started `depth` - 1 batches ahead of its use: the framework adapters'
-    pipeline, where staging starts a batch's way to a device. Batches that
-    `stage` returns None for are skipped."""
-    pending = collections.deque()
-    while True:
-      try:
-        info, columns = self._next_flat()
-      except StopIteration:
-        break
-      staged = stage(info, columns)
-      if staged is None:
-        continue
-      pending.append(staged)
-      if len(pending) >= depth:
-        yield pending.popleft()
-    while pending:
-      yield pending.popleft()
+    pipeline, where staging starts a batch's way to a device."""
+    return _StagedBatches(self, stage, depth)
 
   def close(self) -> None:
     """Stops the sampler and its threads; later ``next()`` calls stop."""
@@ -237,3 +225,41 @@ class NumpyIterator(Iterator[replay_sample.ReplaySample]):
 
   def __del__(self):
     self.close()
+
+
+class _StagedBatches(Generic[_Staged]):
+  """The iterator of ``NumpyIterator._staged``: keeps up to `depth` staged
+  batches (those `stage` returns None for are skipped) and hands out the
+  oldest. An error of the sampler or of `stage` is raised by the ``next()``
+  that met it and leaves the staged batches in place, so a later ``next()``
+  goes on (or raises the sampler's error again). At the end of the batches
+  it closes the ``NumpyIterator`` at once, then hands out what is staged."""
+
+  def __init__(
+    self,
+    batches: NumpyIterator,
+    stage: Callable[[List[Any], List[Any]], Optional[_Staged]],
+    depth: int,
+  ):
+    self._batches: Optional[NumpyIterator] = batches
+    self._stage = stage
+    self._depth = max(1, depth)
+    self._pending: Deque[_Staged] = collections.deque()
+
+  def __iter__(self) -> '_StagedBatches[_Staged]':
+    return self
+
+  def __next__(self) -> _Staged:
+    while self._batches is not None and len(self._pending) < self._depth:
+      try:
+        info, columns = self._batches._next_flat()  # pylint: disable=protected-access
+      except StopIteration:
+        self._batches.close()
+        self._batches = None
+        break
+      staged = self._stage(info, columns)
+      if staged is not None:
+        self._pending.append(staged)
+    if not self._pending:
+      raise StopIteration
+    return self._pending.popleft()
