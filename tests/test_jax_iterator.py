@@ -186,9 +186,9 @@ def test_large_columns_reach_the_device_without_a_copy(server, monkeypatch):
 
 
 def test_an_iterator_dropped_without_close_is_freed_at_once(server):
-  # Its staging generator must not keep it alive in a reference cycle: the
-  # sampler's threads stop when the last reference goes, not at the next
-  # garbage collection.
+  # Its staging (NumpyIterator._staged) must not keep it alive in a
+  # reference cycle: the sampler's threads stop when the last reference
+  # goes, not at the next garbage collection.
   _fill(server, 'prio', 4)
   gc.disable()
   try:

@@ -55,7 +55,8 @@ def _is_numeric(value: Any) -> bool:
 class _Placer:
   """Where a ReplayIterator's batches go (a sharding, a device or JAX's
   default device) and how they get there. Holds no reference to the
-  iterator, so the iterator's staging generator does not keep it alive."""
+  iterator, so the iterator's staging (``NumpyIterator._staged``) does
+  not keep it alive."""
 
   def __init__(
     self,
