@@ -64,7 +64,6 @@ class _Placer:
     device: Optional['jax.Device'],
   ):
     self._sharding = sharding
-    self._device = device
     self._on_device = (
       None if device is None else jax.sharding.SingleDeviceSharding(device)
     )
@@ -121,7 +120,7 @@ class _Placer:
     mover = self._movers.get(ranks)
     if mover is None:
       placement = [self._placement(rank) for rank in ranks]
-      if self._sharding is None and self._device is None:
+      if self._sharding is None and self._on_device is None:
         mover = jax.jit(_identity)
       else:
         mover = jax.jit(
