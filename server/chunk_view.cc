@@ -192,6 +192,15 @@ absl::StatusOr<ChunkView> ChunkViewOfWire(absl::string_view wire, bool* plain) {
   return view;
 }
 
+absl::StatusOr<TensorView> TensorViewOfWire(absl::string_view wire, bool* plain) {
+  bool ignored = true;
+  if (plain == nullptr) plain = &ignored;
+  *plain = true;
+  TensorView view;
+  if (absl::Status s = ReadTensor(wire, &view, plain); !s.ok()) return s;
+  return view;
+}
+
 absl::StatusOr<const ChunkView*> ChunkViews::Find(uint64_t key) const {
   // Items reference few chunks: a scan beats building a map per sample.
   for (const ChunkView& view : views_) {

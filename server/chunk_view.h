@@ -75,6 +75,11 @@ ChunkView ChunkViewOf(const deepmind::reverb::ChunkData& chunk,
 // came in, and anything else is left to protobuf.
 absl::StatusOr<ChunkView> ChunkViewOfWire(absl::string_view wire, bool* plain = nullptr);
 
+// A view of the serialized TensorProto `wire`, read as ChunkViewOfWire reads
+// each tensor of a chunk (`plain` likewise). Its content and string_val
+// point into `wire`. DATA_LOSS when `wire` is not a well-formed encoding.
+absl::StatusOr<TensorView> TensorViewOfWire(absl::string_view wire, bool* plain = nullptr);
+
 // The views of an item's or a sample's chunks, found by key.
 class ChunkViews {
  public:
@@ -91,6 +96,7 @@ class ChunkViews {
     }
     return absl::OkStatus();
   }
+  void Reserve(size_t n) { views_.reserve(n); }
   void Add(ChunkView view) { views_.push_back(std::move(view)); }
   // INVALID_ARGUMENT naming `key` when no view has it.
   absl::StatusOr<const ChunkView*> Find(uint64_t key) const;

@@ -473,14 +473,15 @@ absl::Status Table::SampleLocked(int64_t num_samples, bool rate_limited,
   };
   out->reserve(out->size() + static_cast<size_t>(std::min<int64_t>(num_samples, 1024)));
   int64_t bytes = 0, taken = 0;
-  // Keys are drawn a window at a time and their entries looked up before
-  // any is handled, so the memory accesses of a window's items overlap
-  // instead of following one another (the loop is bound by cache misses on
-  // large tables). Every key drawn is taken, in the order drawn, and a
-  // window holds no more keys than one-at-a-time sampling would take
-  // (SampleWindowLocked): a batch holds the keys one-at-a-time draws give.
-  // A selector fails a draw only when empty, which a window cannot become
-  // (nothing is deleted within one), so no drawn key is lost to an error.
+  // Keys are drawn a window at a time and their entries looked up (hash
+  // slots prefetched first) before any is handled, so the memory accesses
+  // of a window's items overlap instead of following one another (the loop
+  // is bound by cache misses on large tables). Every key drawn is taken, in
+  // the order drawn, and a window holds no more keys than one-at-a-time
+  // sampling would take (SampleWindowLocked): a batch holds the keys
+  // one-at-a-time draws give. A selector fails a draw only when empty,
+  // which a window cannot become (nothing is deleted within one), so no
+  // drawn key is lost to an error.
   KeyWithProbability picked[kSampleWindow];
   Entry* entries[kSampleWindow];
   while (taken < num_samples && bytes < kMaxSampleBatchBytes && can_sample()) {
@@ -490,6 +491,7 @@ absl::Status Table::SampleLocked(int64_t num_samples, bool rate_limited,
       if (!key.ok()) return key.status();
       picked[k] = *key;
     }
+    for (int64_t k = 0; k < window; ++k) items_.prefetch(picked[k].key);
     for (int64_t k = 0; k < window; ++k) {
       entries[k] = &items_.find(picked[k].key)->second;
       __builtin_prefetch(entries[k]->data.get());

@@ -42,7 +42,7 @@ Sample::Sample(deepmind::reverb::SampleInfo info,
   std::vector<SampleChunk> received;
   received.reserve(chunks.size());
   for (auto& chunk : chunks) {
-    received.push_back(SampleChunk{std::move(chunk), nullptr, {}, nullptr});
+    received.push_back(SampleChunk{std::move(chunk), nullptr, {}, std::nullopt, nullptr});
   }
   *this = OfChunks(std::move(info), std::move(received));
 }
@@ -55,7 +55,7 @@ Sample Sample::FromSampledItem(const SampledItem& sampled) {
   std::vector<SampleChunk> chunks;
   chunks.reserve(sampled.data->chunks.size());
   for (const auto& chunk : sampled.data->chunks) {
-    chunks.push_back(SampleChunk{nullptr, chunk, {}, nullptr});
+    chunks.push_back(SampleChunk{nullptr, chunk, {}, std::nullopt, nullptr});
   }
   return OfChunks(SampleInfoOf(sampled), std::move(chunks));
 }
@@ -64,7 +64,13 @@ Sample Sample::OfChunks(deepmind::reverb::SampleInfo info, std::vector<SampleChu
   auto chunked = std::make_shared<Chunked>();
   chunked->info = std::move(info);
   chunked->chunks = std::move(chunks);
-  for (const SampleChunk& chunk : chunked->chunks) {
+  chunked->views.Reserve(chunked->chunks.size());
+  for (SampleChunk& chunk : chunked->chunks) {
+    if (chunk.view.has_value()) {
+      chunked->views.Add(*std::move(chunk.view));
+      chunk.view.reset();
+      continue;
+    }
     if (chunk.data != nullptr) {
       chunked->views.Add(ChunkViewOf(*chunk.data, &chunk.payloads));
       continue;

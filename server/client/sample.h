@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,10 @@
 
 namespace tf_reverb {
 
-// One chunk of a sample: a received proto (`data`) or, in-process, the
-// table's own chunk (`stored`, and `data` null).
+// One chunk of a sample: a received proto (`data`), a view read straight
+// from the received bytes (`view`, whose bytes `owner` keeps; consumed when
+// the Sample is built) or, in-process, the table's own chunk (`stored`).
+// Exactly one of the three is set.
 struct SampleChunk {
   std::shared_ptr<const ChunkData> data;
   std::shared_ptr<const TableChunk> stored;
@@ -45,6 +48,7 @@ struct SampleChunk {
   // payload is its tensor_content, else the payload's pieces (in order; its
   // tensor_content is then empty), which `owner` keeps alive.
   std::vector<std::vector<absl::string_view>> payloads;
+  std::optional<ChunkView> view;
   std::shared_ptr<const void> owner;
 };
 
@@ -114,6 +118,9 @@ class Sample {
   absl::Status UnpackColumnInto(int column, char* dst) const;
   // Decodes column `column` into a Tensor (any dtype, strings included).
   absl::StatusOr<Tensor> UnpackColumn(int column) const;
+  // The view of the sample's chunk `key`: INVALID_ARGUMENT when it holds
+  // none, the chunk's error when a stored chunk could not be viewed.
+  absl::StatusOr<const ChunkView*> Chunk(uint64_t key) const;
 
  private:
   // What a sample of chunks has besides its meta: built once, then shared
@@ -130,7 +137,6 @@ class Sample {
   Sample() = default;
   // The sample of `info` and `chunks` (views made).
   static Sample OfChunks(deepmind::reverb::SampleInfo info, std::vector<SampleChunk> chunks);
-  absl::StatusOr<const ChunkView*> Chunk(uint64_t key) const;
 
   // A Sample is moved several times between the stream and a batch, so it
   // stays small: a block row is its meta and its block; a sample of chunks

@@ -6,11 +6,14 @@
 #include <string>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "grpcpp/support/slice.h"
 #include "grpcpp/support/status.h"
 #include "reverb_service.pb.h"
+#include "server/chunk_view.h"
 #include "server/table_chunk.h"
 #include "server/table_item.h"
 #include "server/tensor.h"
@@ -199,7 +202,87 @@ absl::Status ParseTensor(const Bytes& bytes, size_t begin, size_t end, tf::Tenso
   return absl::OkStatus();
 }
 
-absl::Status ParseChunk(const Bytes& bytes, size_t begin, size_t end, SampleChunk* out) {
+// What a chunk read by ViewChunk borrows: the message's slices (its large
+// payloads) and copies of its small payloads.
+struct ViewedBytes {
+  std::shared_ptr<const std::vector<grpc::Slice>> slices;
+  std::string copies;
+};
+
+// The chunk in [begin, end) read into out->view without protobuf, when it
+// keeps to the plain encoding (ChunkViewOfWire, chunk_view.h) and holds no
+// strings; false for anything else (malformed bytes included), which
+// ParseChunkProto then parses or rejects. Only the metadata is copied (to be
+// read contiguously), and payloads under kMinPiecesBytes.
+bool ViewChunk(const Bytes& bytes, size_t begin, size_t end, SampleChunk* out) {
+  std::string fields, tensor_fields;  // the chunk's, a tensor's, minus payloads
+  absl::InlinedVector<TensorView, 1> tensors;
+  struct Copied {
+    size_t tensor, offset, length;
+  };
+  absl::InlinedVector<Copied, 4> copied;
+  auto owned = std::make_shared<ViewedBytes>();
+  bool pieces = false;
+  FieldReader reader(bytes, begin, end);
+  Field field;
+  absl::Status status;
+  while (reader.Next(&field, &status)) {
+    if (field.number != kChunkData || field.type != kLengthDelimited) {
+      bytes.Append(field.start, field.next - field.start, &fields);
+      continue;
+    }
+    FieldReader data(bytes, field.data, field.data + field.length);
+    Field tensor;
+    while (data.Next(&tensor, &status)) {
+      if (tensor.number != kDataTensors || tensor.type != kLengthDelimited) return false;
+      tensor_fields.clear();
+      Field content;  // the last one wins
+      FieldReader tensor_reader(bytes, tensor.data, tensor.data + tensor.length);
+      Field f;
+      while (tensor_reader.Next(&f, &status)) {
+        if (f.number == kTensorContent && f.type == kLengthDelimited) {
+          content = f;
+        } else {
+          bytes.Append(f.start, f.next - f.start, &tensor_fields);
+        }
+      }
+      if (!status.ok()) return false;
+      bool plain = true;
+      absl::StatusOr<TensorView> view = TensorViewOfWire(tensor_fields, &plain);
+      // A string_val would point into tensor_fields.
+      if (!view.ok() || !plain || view->dtype == tf::DT_STRING || !view->string_val.empty()) {
+        return false;
+      }
+      if (content.length >= static_cast<size_t>(SampleStreamParser::kMinPiecesBytes)) {
+        bytes.ForEachPiece(content.data, content.length,
+                           [&view](const char* p, size_t n) { view->content.emplace_back(p, n); });
+        pieces = true;
+      } else if (content.length > 0) {
+        copied.push_back({tensors.size(), owned->copies.size(), content.length});
+        bytes.Append(content.data, content.length, &owned->copies);
+      }
+      tensors.push_back(*std::move(view));
+    }
+    if (!status.ok()) return false;
+  }
+  if (!status.ok()) return false;
+  bool plain = true;
+  absl::StatusOr<ChunkView> view = ChunkViewOfWire(fields, &plain);
+  if (!view.ok() || !plain) return false;
+  view->tensors = std::move(tensors);
+  // The copies are complete: views into them stay valid.
+  const absl::string_view copies(owned->copies);
+  for (const Copied& c : copied)
+    view->tensors[c.tensor].content = {copies.substr(c.offset, c.length)};
+  if (pieces) owned->slices = bytes.slices();
+  if (pieces || !copied.empty()) out->owner = std::move(owned);
+  out->view = *std::move(view);
+  return true;
+}
+
+// The chunk in [begin, end) parsed by protobuf, its large payloads left in the
+// message's slices (for encodings ViewChunk does not read).
+absl::Status ParseChunkProto(const Bytes& bytes, size_t begin, size_t end, SampleChunk* out) {
   std::string copied;
   std::vector<tf::TensorProto> tensors;
   std::vector<std::vector<absl::string_view>> payloads;
@@ -363,9 +446,13 @@ absl::Status SampleStreamParser::Parse(const grpc::ByteBuffer& message, std::vec
         has_info = true;
       } else if (field.number == kEntryData && field.type == kLengthDelimited) {
         SampleChunk chunk;
-        if (absl::Status s = ParseChunk(bytes, field.data, field.data + field.length, &chunk);
-            !s.ok()) {
-          return s;
+        if (!ViewChunk(bytes, field.data, field.data + field.length, &chunk)) {
+          chunk = SampleChunk();
+          if (absl::Status s =
+                  ParseChunkProto(bytes, field.data, field.data + field.length, &chunk);
+              !s.ok()) {
+            return s;
+          }
         }
         chunks_.push_back(std::move(chunk));
       } else if (field.number == kEntryEndOfSequence && field.type == kVarint) {

@@ -3,13 +3,15 @@
 // the chunks' large tensor payloads.
 //
 // A numeric tensor_content of at least kMinPiecesBytes stays in the gRPC
-// slices it arrived in: the Sample's SampleChunk::payloads list its pieces and
-// hold the message's slices (so a sample keeps its whole response message
-// alive), and the chunk's TensorProto has an empty tensor_content. Every
-// other field (SampleInfo, chunk metadata, small and DT_STRING payloads) is
-// parsed by protobuf from a copy of its few bytes. Protobuf's merge rules
-// hold: repeated fields accumulate, the last of a singular field wins,
-// unknown fields are kept (small ones) or skipped (inside the walked
+// slices it arrived in, which the sample then holds (so a sample keeps its
+// whole response message alive); smaller payloads are copied. A chunk in the
+// plain encoding writers and servers send (chunk_view.h) is read straight
+// into the sample's ChunkView, without protobuf, from a copy of its few
+// metadata bytes; any other chunk (unknown fields, strings) is parsed by
+// protobuf from such a copy, its large payloads listed in
+// SampleChunk::payloads, and so is every SampleInfo. Protobuf's merge rules
+// hold either way: repeated fields accumulate, the last of a singular field
+// wins, unknown fields are kept (small ones) or skipped (inside the walked
 // messages).
 //
 // An entry with `info` starts a sample, chunks accumulate, and the entry with

@@ -19,6 +19,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
 #include "reverb_service.pb.h"
+#include "schema.pb.h"
 #include "server/chunk_codec.h"
 #include "server/client/sample.h"
 #include "server/service/sample_batch.h"
@@ -32,6 +33,7 @@
 namespace tf_reverb {
 namespace {
 
+using ::deepmind::reverb::ChunkData;
 using ::deepmind::reverb::SampleBatch;
 using ::deepmind::reverb::SampleStreamResponse;
 using ::tf_reverb::testing::BufferBytes;
@@ -70,6 +72,64 @@ TEST(SampleStreamParserTest, ReadsWhatProtobufWrites) {
     EXPECT_TRUE(parser.InSample());
     parser.Reset();
     EXPECT_FALSE(parser.InSample());
+  }
+}
+
+// `bytes` as field `field` of a message, length-delimited.
+std::string LengthDelimited(int field, const std::string& bytes) {
+  std::string out(1, static_cast<char>(field << 3 | 2));
+  for (uint64_t n = bytes.size();; n >>= 7) {
+    out += static_cast<char>((n & 0x7f) | (n > 0x7f ? 0x80 : 0));
+    if (n <= 0x7f) break;
+  }
+  return out + bytes;
+}
+
+TEST(SampleStreamParserTest, PlainChunksAreViewedOthersParsedAlike) {
+  // A chunk in the plain encoding is read into a view without protobuf (no
+  // ChunkData kept), with protobuf's rules for repeated fields: here its
+  // `data` comes in two occurrences (their tensors accumulate), and the
+  // tensor's payload twice (the last wins). The same chunk with an unknown
+  // field goes to protobuf. Both decode as the item.
+  SampledItemFixture f = MakeSampledItem(
+      7, {{ByteTensor({4, 100, 100}, true, 9), tensor_testing::Int32Row({1, 2, 3})}},
+      CodecPolicy::kSnappy);
+  const ChunkData proto = f.chunks[0]->ToProto();
+  ChunkData head = proto;
+  head.clear_data();
+  ::tf_reverb::tf::TensorProto first = proto.data().tensors(0);
+  first.set_tensor_content("a payload the next one replaces");
+  const std::string first_bytes =
+      first.SerializeAsString() + LengthDelimited(4, proto.data().tensors(0).tensor_content());
+  const std::string chunk_bytes =
+      head.SerializeAsString() + LengthDelimited(5, LengthDelimited(1, first_bytes)) +
+      LengthDelimited(5, LengthDelimited(1, proto.data().tensors(1).SerializeAsString()));
+  ChunkData parsed;
+  ASSERT_TRUE(parsed.ParseFromString(chunk_bytes));
+  ASSERT_EQ(parsed.data().tensors_size(), 2);
+  ASSERT_EQ(parsed.data().tensors(0).tensor_content(), proto.data().tensors(0).tensor_content());
+
+  for (bool unknown : {false, true}) {
+    SampleStreamResponse response;
+    auto* entry = response.add_entries();
+    entry->mutable_info()->mutable_item()->set_key(7);
+    *entry->mutable_info()->mutable_item()->mutable_flat_trajectory() =
+        f.sampled.data->item.ToProto().flat_trajectory();
+    entry->set_end_of_sequence(true);
+    // The response's entry, its data field (2) holding the chunk's bytes.
+    const std::string unknown_field = unknown ? std::string("\xc8\x06\x01", 3) : "";
+    const std::string bytes = LengthDelimited(
+        1, entry->SerializeAsString() + LengthDelimited(2, chunk_bytes + unknown_field));
+    for (size_t slice_bytes : {size_t{100000000}, size_t{333}, size_t{7}}) {
+      SCOPED_TRACE(slice_bytes);
+      SampleStreamParser parser;
+      std::vector<Sample> out;
+      ASSERT_TRUE(parser.Parse(Reslice(bytes, slice_bytes), &out).ok());
+      ASSERT_EQ(out.size(), 1u);
+      ASSERT_EQ(out[0].chunks().size(), 1u);
+      EXPECT_EQ(out[0].chunks()[0].data != nullptr, unknown);
+      ExpectDecodesAs(out[0], f);
+    }
   }
 }
 
