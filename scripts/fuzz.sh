@@ -24,7 +24,8 @@ ROOT=$PWD
 log() { echo "[fuzz] $*" >&2; }
 
 TARGETS_ALL=(chunk_codec_fuzzer checkpoint_record_fuzzer structured_writer_config_fuzzer
-             signature_fuzzer insert_stream_fuzzer insert_request_fuzzer)
+             signature_fuzzer insert_stream_fuzzer insert_request_fuzzer
+             sample_stream_parser_fuzzer)
 
 seconds=60
 runs=""

@@ -74,6 +74,19 @@ Tensor Counting(DataType dtype, std::vector<int64_t> shape, int seed) {
   return t;
 }
 
+// A uint8 tensor of bytes that do not compress (a linear congruential
+// sequence from `seed`).
+Tensor Noise(std::vector<int64_t> shape, uint32_t seed) {
+  Tensor t;
+  t.dtype = tfp::DT_UINT8;
+  t.shape = std::move(shape);
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    t.data.push_back(static_cast<char>(seed >> 24));
+  }
+  return t;
+}
+
 Tensor Strings(std::vector<std::string> values) {
   Tensor t;
   t.dtype = tfp::DT_STRING;
@@ -444,6 +457,53 @@ void InsertRequestSeeds(SeedWriter& out) {
   }
 }
 
+// The slice size byte, then the response (see the fuzz target).
+std::string SlicedResponse(int slice_size, const deepmind::reverb::SampleStreamResponse& response) {
+  return std::string(1, static_cast<char>(slice_size - 1)) + response.SerializeAsString();
+}
+
+void SampleStreamParserSeeds(SeedWriter& out) {
+  using Response = deepmind::reverb::SampleStreamResponse;
+  auto info = [](deepmind::reverb::PrioritizedItem item) {
+    deepmind::reverb::SampleInfo sample_info;
+    *sample_info.mutable_item() = std::move(item);
+    sample_info.set_probability(0.5);
+    sample_info.set_table_size(3);
+    return sample_info;
+  };
+  {  // Two samples: plain chunks (Snappy with strings, zstd delta), a squeezed column.
+    Response response;
+    auto* first = response.add_entries();
+    *first->mutable_info() = info(Item(1, "t", {{{11, 0, 2, 0}}, {{12, 1, 3, 0}}}));
+    *first->add_data() = Chunk(11, {Counting(tfp::DT_INT32, {3, 2}, 1), Strings({"a", "bc", ""})},
+                               false, CodecPolicy::kSnappy);
+    *first->add_data() = Chunk(12, {Counting(tfp::DT_INT64, {4, 2}, 3)}, true, CodecPolicy::kZstd);
+    first->set_end_of_sequence(true);
+    auto* second = response.add_entries();
+    *second->mutable_info() = info(Item(2, "t", {{{13, 0, 1, 0}}}, {true}));
+    *second->add_data() =
+        Chunk(13, {Counting(tfp::DT_FLOAT, {2, 3}, 5)}, false, CodecPolicy::kSnappy);
+    second->set_end_of_sequence(true);
+    out.Write("sample_stream_parser_fuzzer", "plain_chunks_in_7_byte_slices",
+              SlicedResponse(7, response));
+  }
+  {  // A payload kept in the message's slices (16 KiB or more), a chunk
+     // with a named dimension (parsed by protobuf), the sample spread over
+     // two entries.
+    Response response;
+    auto* first = response.add_entries();
+    *first->mutable_info() = info(Item(3, "t", {{{21, 0, 2, 0}}, {{22, 0, 2, 0}}}));
+    *first->add_data() = Chunk(21, {Noise({2, 100, 100}, 7)}, false, CodecPolicy::kSnappy);
+    auto* second = response.add_entries();
+    ChunkData named = Chunk(22, {Counting(tfp::DT_FLOAT, {2, 3}, 0)}, false, CodecPolicy::kSnappy);
+    named.mutable_data()->mutable_tensors(0)->mutable_tensor_shape()->mutable_dim(0)->set_name("t");
+    *second->add_data() = named;
+    second->set_end_of_sequence(true);
+    out.Write("sample_stream_parser_fuzzer", "large_payload_and_named_dimension",
+              SlicedResponse(100, response));
+  }
+}
+
 }  // namespace
 }  // namespace tf_reverb
 
@@ -459,5 +519,6 @@ int main(int argc, char** argv) {
   tf_reverb::SignatureSeeds(out);
   tf_reverb::InsertStreamSeeds(out);
   tf_reverb::InsertRequestSeeds(out);
+  tf_reverb::SampleStreamParserSeeds(out);
   return 0;
 }
