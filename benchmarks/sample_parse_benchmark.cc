@@ -71,6 +71,10 @@ int main(int argc, char** argv) {
     if (flag == "--rounds") rounds = std::atoi(argv[i + 1]);
     if (flag == "--samples") samples = std::atoi(argv[i + 1]);
   }
+  if (rounds < 1 || samples < 1) {
+    std::fprintf(stderr, "usage: %s [--rounds N>0] [--samples N>0]\n", argv[0]);
+    return 2;
+  }
   std::vector<testing::SampledItemFixture> fixtures;
   std::vector<SampledItem> sampled;
   for (int i = 0; i < samples; ++i) {

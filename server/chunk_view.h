@@ -7,8 +7,8 @@
 //
 // Contract: plain values that borrow: a view points into the proto, the
 // payload pieces or the wire bytes it was made from, which must outlive it
-// and stay unchanged. Errors: ChunkViewOfWire returns DATA_LOSS for bytes
-// that are not a well-formed ChunkData.
+// and stay unchanged. Errors: ChunkViewOfWire and TensorViewOfWire return
+// DATA_LOSS for bytes that are not a well-formed ChunkData / TensorProto.
 #ifndef TF_REVERB_SERVER_CHUNK_VIEW_H_
 #define TF_REVERB_SERVER_CHUNK_VIEW_H_
 

@@ -75,6 +75,12 @@ Sample Sample::OfChunks(deepmind::reverb::SampleInfo info, std::vector<SampleChu
       chunked->views.Add(ChunkViewOf(*chunk.data, &chunk.payloads));
       continue;
     }
+    if (chunk.stored == nullptr) {
+      chunked->views_status = absl::InvalidArgumentError(
+          "A sample chunk has neither a proto, a view nor a stored chunk (a viewed chunk of "
+          "another sample's chunks()?).");
+      break;
+    }
     absl::StatusOr<ChunkView> view = chunk.stored->View();
     if (!view.ok()) {
       chunked->views_status = view.status();

@@ -2,9 +2,10 @@
 // columns (server/trajectory_columns.h). A sample is either
 //  * its SampleInfo plus the chunks its trajectory references: the table's
 //    own (in-process) or chunks received over gRPC, whose large tensor
-//    payloads may still be in the gRPC slices they arrived in
-//    (SampleChunk::payloads, sample_stream_parser.h), decoded from there and
-//    never copied into the chunk first; or
+//    payloads may still be in the gRPC slices they arrived in (the chunk's
+//    view, or SampleChunk::payloads for a chunk parsed by protobuf;
+//    sample_stream_parser.h), decoded from there and never copied into the
+//    chunk first; or
 //  * one row of a SampleBlock: the columns of several samples already
 //    decoded and stacked by the server (a SampleBatch response,
 //    docs/architecture/wire-protocol.md), with no trajectory and no
@@ -38,9 +39,10 @@
 namespace tf_reverb {
 
 // One chunk of a sample: a received proto (`data`), a view read straight
-// from the received bytes (`view`, whose bytes `owner` keeps; consumed when
-// the Sample is built) or, in-process, the table's own chunk (`stored`).
-// Exactly one of the three is set.
+// from the received bytes (`view`, whose bytes `owner` keeps) or,
+// in-process, the table's own chunk (`stored`): one of the three is set.
+// Building the Sample moves `view` into the sample's views, so in
+// Sample::chunks() a viewed chunk has only its `owner`.
 struct SampleChunk {
   std::shared_ptr<const ChunkData> data;
   std::shared_ptr<const TableChunk> stored;

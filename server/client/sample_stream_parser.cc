@@ -116,6 +116,7 @@ class FieldReader {
     field->start = pos_;
     uint64_t tag = 0;
     if (!Varint(&tag)) return Fail(status, "truncated tag");
+    if (tag > 0xffffffffu) return Fail(status, "a tag beyond 32 bits");
     field->number = static_cast<uint32_t>(tag >> 3);
     field->type = static_cast<int>(tag & 7);
     if (field->number == 0) return Fail(status, "field number 0");
@@ -134,6 +135,7 @@ class FieldReader {
       case kLengthDelimited: {
         uint64_t length = 0;
         if (!Varint(&length)) return Fail(status, "truncated length");
+        if (length > 0x7fffffffu) return Fail(status, "a length beyond 2 GiB");
         if (length > end_ - pos_) return Fail(status, "a field runs past its message");
         field->data = pos_;
         field->length = static_cast<size_t>(length);
@@ -212,16 +214,17 @@ struct ViewedBytes {
 // The chunk in [begin, end) read into out->view without protobuf, when it
 // keeps to the plain encoding (ChunkViewOfWire, chunk_view.h) and holds no
 // strings; false for anything else (malformed bytes included), which
-// ParseChunkProto then parses or rejects. Only the metadata is copied (to be
-// read contiguously), and payloads under kMinPiecesBytes.
+// ParseChunkProto then parses or rejects. Writes `out` only on success. Only
+// the metadata is copied (to be read contiguously), and payloads under
+// kMinPiecesBytes.
 bool ViewChunk(const Bytes& bytes, size_t begin, size_t end, SampleChunk* out) {
   std::string fields, tensor_fields;  // the chunk's, a tensor's, minus payloads
+  std::string copies;                 // the small payloads
   absl::InlinedVector<TensorView, 1> tensors;
   struct Copied {
     size_t tensor, offset, length;
   };
   absl::InlinedVector<Copied, 4> copied;
-  auto owned = std::make_shared<ViewedBytes>();
   bool pieces = false;
   FieldReader reader(bytes, begin, end);
   Field field;
@@ -253,13 +256,14 @@ bool ViewChunk(const Bytes& bytes, size_t begin, size_t end, SampleChunk* out) {
       if (!view.ok() || !plain || view->dtype == tf::DT_STRING || !view->string_val.empty()) {
         return false;
       }
+      view->content.clear();  // empty anyway: tensor_fields has no payload
       if (content.length >= static_cast<size_t>(SampleStreamParser::kMinPiecesBytes)) {
         bytes.ForEachPiece(content.data, content.length,
                            [&view](const char* p, size_t n) { view->content.emplace_back(p, n); });
         pieces = true;
       } else if (content.length > 0) {
-        copied.push_back({tensors.size(), owned->copies.size(), content.length});
-        bytes.Append(content.data, content.length, &owned->copies);
+        copied.push_back({tensors.size(), copies.size(), content.length});
+        bytes.Append(content.data, content.length, &copies);
       }
       tensors.push_back(*std::move(view));
     }
@@ -270,12 +274,17 @@ bool ViewChunk(const Bytes& bytes, size_t begin, size_t end, SampleChunk* out) {
   absl::StatusOr<ChunkView> view = ChunkViewOfWire(fields, &plain);
   if (!view.ok() || !plain) return false;
   view->tensors = std::move(tensors);
-  // The copies are complete: views into them stay valid.
-  const absl::string_view copies(owned->copies);
-  for (const Copied& c : copied)
-    view->tensors[c.tensor].content = {copies.substr(c.offset, c.length)};
-  if (pieces) owned->slices = bytes.slices();
-  if (pieces || !copied.empty()) out->owner = std::move(owned);
+  if (pieces || !copied.empty()) {
+    auto owned = std::make_shared<ViewedBytes>();
+    if (pieces) owned->slices = bytes.slices();
+    owned->copies = std::move(copies);
+    // Views into the copies once they are in their final place.
+    const absl::string_view kept(owned->copies);
+    for (const Copied& c : copied) {
+      view->tensors[c.tensor].content = {kept.substr(c.offset, c.length)};
+    }
+    out->owner = std::move(owned);
+  }
   out->view = *std::move(view);
   return true;
 }
@@ -447,7 +456,6 @@ absl::Status SampleStreamParser::Parse(const grpc::ByteBuffer& message, std::vec
       } else if (field.number == kEntryData && field.type == kLengthDelimited) {
         SampleChunk chunk;
         if (!ViewChunk(bytes, field.data, field.data + field.length, &chunk)) {
-          chunk = SampleChunk();
           if (absl::Status s =
                   ParseChunkProto(bytes, field.data, field.data + field.length, &chunk);
               !s.ok()) {

@@ -36,7 +36,8 @@ namespace tf_reverb {
 
 class SampleStreamParser {
  public:
-  // Payloads smaller than this are copied into their TensorProto.
+  // Payloads smaller than this are copied (into the chunk's own bytes, or
+  // into its TensorProto when protobuf parses the chunk).
   static constexpr int64_t kMinPiecesBytes = 16 << 10;
 
   // Parses one response; appends the samples it completes to `out`.

@@ -129,6 +129,12 @@ TEST(SampleStreamParserTest, PlainChunksAreViewedOthersParsedAlike) {
       ASSERT_EQ(out[0].chunks().size(), 1u);
       EXPECT_EQ(out[0].chunks()[0].data != nullptr, unknown);
       ExpectDecodesAs(out[0], f);
+      if (!unknown) {
+        // A viewed chunk's view went into its sample: another sample made
+        // of chunks() has no chunk to read, an error rather than a crash.
+        const Sample copy = Sample::FromChunks(out[0].info(), out[0].chunks());
+        EXPECT_TRUE(absl::IsInvalidArgument(copy.ColumnSpecs().status()));
+      }
     }
   }
 }
@@ -150,6 +156,11 @@ TEST(SampleStreamParserTest, MalformedMessagesAreInternalErrors) {
   SampleStreamParser parser;
   std::vector<Sample> out;
   EXPECT_TRUE(absl::IsInternal(parser.Parse(Reslice(std::string("\x0b\x01", 2), 10), &out)));
+  // A tag of 36 bits, which protobuf rejects (cut to 32 bits it would read
+  // as field 1, a varint).
+  EXPECT_TRUE(absl::IsInternal(
+      parser.Parse(Reslice(std::string("\x88\x80\x80\x80\x80\x01\x00", 7), 3), &out)));
+  EXPECT_TRUE(out.empty());
 }
 
 // A valid SampleBatch of two samples: a float32 [2, 3] column (squeezed

@@ -457,9 +457,16 @@ void InsertRequestSeeds(SeedWriter& out) {
   }
 }
 
-// The slice size byte, then the response (see the fuzz target).
-std::string SlicedResponse(int slice_size, const deepmind::reverb::SampleStreamResponse& response) {
-  return std::string(1, static_cast<char>(slice_size - 1)) + response.SerializeAsString();
+// The slice size byte, the first message's length, then the two responses
+// (see the fuzz target).
+std::string SlicedResponses(int slice_size, const deepmind::reverb::SampleStreamResponse& first,
+                            const deepmind::reverb::SampleStreamResponse& second = {}) {
+  const std::string bytes = first.SerializeAsString();
+  if (bytes.size() > 0xffff) Die(absl::InternalError("too long"), "SlicedResponses");
+  std::string out(1, static_cast<char>(slice_size - 1));
+  out.push_back(static_cast<char>(bytes.size() & 0xff));
+  out.push_back(static_cast<char>(bytes.size() >> 8));
+  return out + bytes + second.SerializeAsString();
 }
 
 void SampleStreamParserSeeds(SeedWriter& out) {
@@ -471,7 +478,8 @@ void SampleStreamParserSeeds(SeedWriter& out) {
     sample_info.set_table_size(3);
     return sample_info;
   };
-  {  // Two samples: plain chunks (Snappy with strings, zstd delta), a squeezed column.
+  {  // Two samples: a Snappy chunk with strings (parsed by protobuf), plain
+     // numeric chunks (zstd delta, Snappy) read as views, a squeezed column.
     Response response;
     auto* first = response.add_entries();
     *first->mutable_info() = info(Item(1, "t", {{{11, 0, 2, 0}}, {{12, 1, 3, 0}}}));
@@ -485,22 +493,23 @@ void SampleStreamParserSeeds(SeedWriter& out) {
         Chunk(13, {Counting(tfp::DT_FLOAT, {2, 3}, 5)}, false, CodecPolicy::kSnappy);
     second->set_end_of_sequence(true);
     out.Write("sample_stream_parser_fuzzer", "plain_chunks_in_7_byte_slices",
-              SlicedResponse(7, response));
+              SlicedResponses(7, response));
   }
   {  // A payload kept in the message's slices (16 KiB or more), a chunk
      // with a named dimension (parsed by protobuf), the sample spread over
-     // two entries.
-    Response response;
-    auto* first = response.add_entries();
-    *first->mutable_info() = info(Item(3, "t", {{{21, 0, 2, 0}}, {{22, 0, 2, 0}}}));
-    *first->add_data() = Chunk(21, {Noise({2, 100, 100}, 7)}, false, CodecPolicy::kSnappy);
-    auto* second = response.add_entries();
+     // two entries of two responses.
+    Response first;
+    auto* start = first.add_entries();
+    *start->mutable_info() = info(Item(3, "t", {{{21, 0, 2, 0}}, {{22, 0, 2, 0}}}));
+    *start->add_data() = Chunk(21, {Noise({2, 100, 100}, 7)}, false, CodecPolicy::kSnappy);
+    Response second;
+    auto* end = second.add_entries();
     ChunkData named = Chunk(22, {Counting(tfp::DT_FLOAT, {2, 3}, 0)}, false, CodecPolicy::kSnappy);
     named.mutable_data()->mutable_tensors(0)->mutable_tensor_shape()->mutable_dim(0)->set_name("t");
-    *second->add_data() = named;
-    second->set_end_of_sequence(true);
+    *end->add_data() = named;
+    end->set_end_of_sequence(true);
     out.Write("sample_stream_parser_fuzzer", "large_payload_and_named_dimension",
-              SlicedResponse(100, response));
+              SlicedResponses(100, first, second));
   }
 }
 
