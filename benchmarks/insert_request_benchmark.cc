@@ -13,7 +13,6 @@
 // load on the machine changes it little. Prints one line per payload.
 //
 //   bazel run -c opt //benchmarks:insert_request_benchmark -- --iterations 4000
-#include <time.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -27,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "benchmarks/benchmark_support.h"
 #include "google/protobuf/arena.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
@@ -46,18 +46,8 @@ namespace {
 
 using ::deepmind::reverb::InsertStreamRequest;
 
-double ThreadCpuSeconds() {
-  timespec now;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
-}
-
-void Check(const absl::Status& status) {
-  if (!status.ok()) {
-    std::fprintf(stderr, "%s\n", status.ToString().c_str());
-    std::exit(1);
-  }
-}
+using benchmarks::CheckOrExit;
+using benchmarks::ThreadCpuSeconds;
 
 // The serialized request, in slices of 8 KiB.
 grpc::ByteBuffer Request(int64_t payload_bytes) {
@@ -73,7 +63,7 @@ grpc::ByteBuffer Request(int64_t payload_bytes) {
     std::memcpy(column.data.data() + i * 4, &v, 4);
   }
   absl::StatusOr<deepmind::reverb::ChunkData> chunk = BuildChunk(1, {column}, 1, 0, 1, false);
-  Check(chunk.status());
+  CheckOrExit(chunk.status());
   InsertStreamRequest request;
   *request.add_chunks() = *chunk;
   auto* item = request.add_items();
@@ -95,8 +85,8 @@ grpc::ByteBuffer Request(int64_t payload_bytes) {
 // What the server did per request before insert_request.h.
 void Parsed(const grpc::ByteBuffer& bytes, google::protobuf::Arena* arena) {
   auto* request = google::protobuf::Arena::CreateMessage<InsertStreamRequest>(arena);
-  Check(ParseRequest(bytes, request));
-  Check(ValidateChunk(request->chunks(0)));
+  CheckOrExit(ParseRequest(bytes, request));
+  CheckOrExit(ValidateChunk(request->chunks(0)));
   std::shared_ptr<const TableChunk> kept = TableChunk::FromProto(request->chunks(0));
   arena->Reset();
 }
@@ -105,11 +95,11 @@ void Parsed(const grpc::ByteBuffer& bytes, google::protobuf::Arena* arena) {
 void AsBytes(const grpc::ByteBuffer& bytes, google::protobuf::Arena* arena) {
   auto* request = google::protobuf::Arena::CreateMessage<InsertStreamRequest>(arena);
   std::vector<ServerInsertStream::WireChunk> chunks;
-  Check(ReadInsertRequest(bytes, request, &chunks));
-  if (chunks.size() != 1) Check(absl::InternalError("the chunk was not read as bytes"));
+  CheckOrExit(ReadInsertRequest(bytes, request, &chunks));
+  if (chunks.size() != 1) CheckOrExit(absl::InternalError("the chunk was not read as bytes"));
   absl::StatusOr<std::shared_ptr<const TableChunk>> kept =
       TableChunk::FromPlainWire(std::move(chunks[0].wire));
-  Check(kept.status());
+  CheckOrExit(kept.status());
   arena->Reset();
 }
 

@@ -15,7 +15,6 @@
 // Prints one JSON line of microseconds per sample (medians over rounds).
 //
 //   bazel run -c opt //benchmarks:sample_parse_benchmark -- --rounds 200
-#include <time.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -26,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "benchmarks/benchmark_support.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "server/chunk_codec.h"
 #include "server/client/sample.h"
@@ -41,18 +41,8 @@
 namespace tf_reverb {
 namespace {
 
-double ThreadCpuSeconds() {
-  timespec now;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
-}
-
-void Check(const absl::Status& status) {
-  if (!status.ok()) {
-    std::fprintf(stderr, "%s\n", status.ToString().c_str());
-    std::exit(1);
-  }
-}
+using benchmarks::CheckOrExit;
+using benchmarks::ThreadCpuSeconds;
 
 double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -90,7 +80,7 @@ int main(int argc, char** argv) {
     sampled.push_back(fixtures.back().sampled);
   }
   absl::StatusOr<std::vector<grpc::ByteBuffer>> encoded = EncodeSampleResponses(sampled, true);
-  Check(encoded.status());
+  CheckOrExit(encoded.status());
   std::vector<grpc::ByteBuffer> responses;
   for (const grpc::ByteBuffer& buffer : *encoded) {
     responses.push_back(testing::Reslice(testing::BufferBytes(buffer), 8 << 10));
@@ -102,14 +92,14 @@ int main(int argc, char** argv) {
     std::vector<Sample> out;
     out.reserve(static_cast<size_t>(samples));
     const double start = ThreadCpuSeconds();
-    for (const grpc::ByteBuffer& response : responses) Check(parser.Parse(response, &out));
+    for (const grpc::ByteBuffer& response : responses) CheckOrExit(parser.Parse(response, &out));
     const double parsed = ThreadCpuSeconds();
     for (const Sample& sample : out) {
       absl::StatusOr<std::vector<ColumnSpec>> specs = sample.ColumnSpecs();
-      Check(specs.status());
+      CheckOrExit(specs.status());
       char* dst = row.data();
       for (int c = 0; c < sample.num_columns(); ++c) {
-        Check(sample.UnpackColumnInto(c, dst));
+        CheckOrExit(sample.UnpackColumnInto(c, dst));
         dst += ColumnBytes((*specs)[c]);
       }
     }
