@@ -172,28 +172,35 @@ class FieldReader {
   const size_t end_;
 };
 
-// A TensorProto: everything but a large numeric tensor_content parsed from a
-// copy; that payload as pieces of the message.
-absl::Status ParseTensor(const Bytes& bytes, size_t begin, size_t end, tf::TensorProto* tensor,
-                         std::vector<absl::string_view>* pieces) {
-  std::string copied;
-  bool has_content = false;
-  Field content;
+// Walks the TensorProto in [begin, end): appends every field but its payload
+// (tensor_content) to `rest` and sets `content` to the payload's field (the
+// last one wins; length 0 when there is none).
+absl::Status SplitTensor(const Bytes& bytes, size_t begin, size_t end, std::string* rest,
+                         Field* content) {
+  *content = Field();
   FieldReader reader(bytes, begin, end);
   Field field;
   absl::Status status;
   while (reader.Next(&field, &status)) {
     if (field.number == kTensorContent && field.type == kLengthDelimited) {
-      content = field;  // the last one wins
-      has_content = true;
+      *content = field;
     } else {
-      bytes.Append(field.start, field.next - field.start, &copied);
+      bytes.Append(field.start, field.next - field.start, rest);
     }
   }
-  if (!status.ok()) return status;
+  return status;
+}
+
+// A TensorProto: everything but a large numeric tensor_content parsed from a
+// copy; that payload as pieces of the message.
+absl::Status ParseTensor(const Bytes& bytes, size_t begin, size_t end, tf::TensorProto* tensor,
+                         std::vector<absl::string_view>* pieces) {
+  std::string copied;
+  Field content;
+  if (absl::Status s = SplitTensor(bytes, begin, end, &copied, &content); !s.ok()) return s;
   if (!tensor->ParseFromString(copied)) return Malformed("a TensorProto does not parse");
   pieces->clear();
-  if (!has_content) return absl::OkStatus();
+  if (content.length == 0) return absl::OkStatus();
   if (static_cast<int64_t>(content.length) < SampleStreamParser::kMinPiecesBytes ||
       tensor->dtype() == tf::DT_STRING) {
     bytes.Append(content.data, content.length, tensor->mutable_tensor_content());
@@ -239,17 +246,11 @@ bool ViewChunk(const Bytes& bytes, size_t begin, size_t end, SampleChunk* out) {
     while (data.Next(&tensor, &status)) {
       if (tensor.number != kDataTensors || tensor.type != kLengthDelimited) return false;
       tensor_fields.clear();
-      Field content;  // the last one wins
-      FieldReader tensor_reader(bytes, tensor.data, tensor.data + tensor.length);
-      Field f;
-      while (tensor_reader.Next(&f, &status)) {
-        if (f.number == kTensorContent && f.type == kLengthDelimited) {
-          content = f;
-        } else {
-          bytes.Append(f.start, f.next - f.start, &tensor_fields);
-        }
+      Field content;
+      if (!SplitTensor(bytes, tensor.data, tensor.data + tensor.length, &tensor_fields, &content)
+               .ok()) {
+        return false;
       }
-      if (!status.ok()) return false;
       bool plain = true;
       absl::StatusOr<TensorView> view = TensorViewOfWire(tensor_fields, &plain);
       // A string_val would point into tensor_fields.
